@@ -1,0 +1,86 @@
+//! The one error type of the core. Domain code returns `ApiError`; it becomes a `tonic::Status` exactly once,
+//! carrying the stable reason as `google.rpc.ErrorInfo` (upper case) and field problems as
+//! `google.rpc.BadRequest`, which the REST edge turns into the error body of CONTRACT.md section 2.
+
+use tonic::Code;
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// Domain of every `ErrorInfo` the service emits.
+pub const ERROR_DOMAIN: &str = "frontdesk";
+
+/// One problem with one request field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldViolation {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldViolation {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: Code,
+    /// Stable snake_case reason clients branch on (`invalid_argument`, `unknown_order`, ...).
+    pub reason: &'static str,
+    pub message: String,
+    pub fields: Vec<FieldViolation>,
+}
+
+impl ApiError {
+    pub fn new(code: Code, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// A validation failure; the message summarises the first violation.
+    pub fn invalid(fields: Vec<FieldViolation>) -> Self {
+        let message = match fields.as_slice() {
+            [only] => format!("{} {}", only.field, only.message),
+            [first, rest @ ..] => format!("{} {} (and {} more)", first.field, first.message, rest.len()),
+            [] => "invalid request".to_owned(),
+        };
+        Self {
+            fields,
+            ..Self::new(Code::InvalidArgument, "invalid_argument", message)
+        }
+    }
+
+    /// An unexpected failure. The cause is logged here and never sent to the client.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(Code::Internal, "internal", "internal error")
+    }
+}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        Self::internal(format_args!("database: {err}"))
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(err: ApiError) -> Self {
+        let mut details = ErrorDetails::with_error_info(
+            err.reason.to_ascii_uppercase(),
+            ERROR_DOMAIN,
+            std::collections::HashMap::<String, String>::new(),
+        );
+        for violation in err.fields {
+            details.add_bad_request_violation(violation.field, violation.message);
+        }
+        tonic::Status::with_error_details(err.code, err.message, details)
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,58 @@
+//! The gRPC server: every service of the core, gRPC health and reflection, behind one tracing layer. The same
+//! `Routes` value serves the network listener and the in-process edge, so both see identical behaviour.
+
+mod trace;
+
+use std::net::SocketAddr;
+
+use frontdesk_api::{
+    FILE_DESCRIPTOR_SET,
+    site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
+};
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+
+use crate::site::{health::HealthService, payments::PaymentsService};
+
+/// The services the core exposes.
+pub struct Services {
+    pub health: HealthService,
+    pub payments: PaymentsService,
+}
+
+pub async fn routes(services: Services) -> anyhow::Result<Routes> {
+    let (reporter, grpc_health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<SiteServer<HealthService>>().await;
+    reporter.set_serving::<PaymentsServer<PaymentsService>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let routes = Routes::new(SiteServer::new(services.health))
+        .add_service(PaymentsServer::new(services.payments))
+        .add_service(grpc_health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    Ok(Routes::from(
+        routes
+            .into_axum_router()
+            .layer(axum::middleware::from_fn(trace::trace_call)),
+    ))
+}
+
+/// Serves `routes` on `listener` until `shutdown` resolves, then drains in-flight calls.
+pub async fn serve(
+    routes: Routes,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let addr: SocketAddr = listener.local_addr()?;
+    tracing::info!(%addr, "grpc listening");
+    tonic::transport::Server::builder()
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), shutdown)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! One span per gRPC call, carrying the request id (taken from `x-request-id` when well formed, else made
+//! here) and echoed back in the response metadata; calls that fail on the server side are logged.
+
+use std::time::Instant;
+
+use axum::{extract::Request, middleware::Next, response::Response};
+use frontdesk_api::wire;
+use frontdesk_edge::request_id;
+use http::HeaderValue;
+use tracing::Instrument;
+
+pub async fn trace_call(request: Request, next: Next) -> Response {
+    let id = request_id::from_headers(request.headers());
+    let method = request.uri().path().to_owned();
+    let span = tracing::info_span!("grpc", %method, request_id = %id);
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(wire::REQUEST_ID, value);
+    }
+    // Failures are answered trailers-only, so their status is in the headers; success leaves it to trailers.
+    let code = response
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .map(tonic::Code::from_i32)
+        .unwrap_or(tonic::Code::Ok);
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    span.in_scope(|| match code {
+        tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::DataLoss => {
+            tracing::error!(?code, elapsed_ms, "grpc call failed")
+        }
+        _ => tracing::debug!(?code, elapsed_ms, "grpc call"),
+    });
+    response
+}

@@ -1,0 +1,13 @@
+//! The Front Desk core: gRPC services, the domain rules behind them, persistence and integrations.
+
+pub mod app;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod grpc;
+pub mod ids;
+pub mod integrations;
+pub mod shutdown;
+pub mod site;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,15 @@
+//! Schema migrations. Each migration is written once with SeaQuery's schema builder and runs unchanged on
+//! SQLite (the embedded default) and PostgreSQL; `frontdesk migrate` and the start of `serve`/`core` apply them.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261122_000001_site_payments;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261122_000001_site_payments::Migration)]
+    }
+}

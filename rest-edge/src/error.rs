@@ -1,0 +1,225 @@
+//! The HTTP error body of CONTRACT.md section 2, produced once for every failure: gRPC statuses from the core
+//! (reason from `ErrorInfo`, fields from `BadRequest`) and the edge's own refusals (bad JSON, no route, ...).
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+/// An error as the client will see it, minus the request id added when rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+    pub fields: Vec<(String, String)>,
+}
+
+impl HttpError {
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code: code.to_owned(),
+            message: message.into(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// 400 `invalid_argument` naming one field.
+    pub fn invalid_field(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        let (field, problem) = (field.into(), problem.into());
+        Self {
+            fields: vec![(field.clone(), problem.clone())],
+            ..Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                format!("{field}: {problem}"),
+            )
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+    }
+
+    /// Maps a gRPC status as Google's HTTP mapping does, with the reason overrides of the contract.
+    pub fn from_status(status: &tonic::Status) -> Self {
+        let details = status.get_error_details();
+        let reason = details.error_info().map(|info| info.reason.to_ascii_lowercase());
+        let http = reason
+            .as_deref()
+            .and_then(reason_status)
+            .unwrap_or_else(|| code_status(status.code()));
+        let code = reason.unwrap_or_else(|| default_reason(status.code()).to_owned());
+        let message = if http.is_server_error() && details.error_info().is_none() {
+            // Not an answer of ours (transport failure, panic, ...): keep internals out of the body.
+            tracing::warn!(code = ?status.code(), message = status.message(), "core call failed");
+            match status.code() {
+                Code::Unavailable => "the service is temporarily unavailable".to_owned(),
+                Code::DeadlineExceeded => "the service did not answer in time".to_owned(),
+                _ => "internal error".to_owned(),
+            }
+        } else {
+            status.message().to_owned()
+        };
+        let fields = details
+            .bad_request()
+            .map(|b| {
+                b.field_violations
+                    .iter()
+                    .map(|v| (v.field.clone(), v.description.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            status: http,
+            code,
+            message,
+            fields,
+        }
+    }
+
+    /// The JSON response, tagged with the request id.
+    pub fn into_response_with_id(self, request_id: &str) -> Response {
+        let body = ErrorBody {
+            success: false,
+            error: ErrorPayload {
+                code: &self.code,
+                message: &self.message,
+                fields: self
+                    .fields
+                    .iter()
+                    .map(|(field, message)| FieldPayload { field, message })
+                    .collect(),
+                request_id,
+            },
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (self.status, json).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
+/// `{"success": false, "error": {...}}`, fields in the documented order.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    success: bool,
+    error: ErrorPayload<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorPayload<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fields: Vec<FieldPayload<'a>>,
+    request_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct FieldPayload<'a> {
+    field: &'a str,
+    message: &'a str,
+}
+
+/// HTTP statuses that a reason overrides.
+fn reason_status(reason: &str) -> Option<StatusCode> {
+    match reason {
+        "insufficient_credits" => Some(StatusCode::PAYMENT_REQUIRED),
+        "gone" => Some(StatusCode::GONE),
+        "payload_too_large" => Some(StatusCode::PAYLOAD_TOO_LARGE),
+        _ => None,
+    }
+}
+
+fn code_status(code: Code) -> StatusCode {
+    match code {
+        Code::Ok => StatusCode::OK,
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::Cancelled | Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The reason used when the core attached no `ErrorInfo`.
+fn default_reason(code: Code) -> &'static str {
+    match code {
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => "invalid_argument",
+        Code::Unauthenticated => "unauthenticated",
+        Code::PermissionDenied => "insufficient_scope",
+        Code::NotFound => "not_found",
+        Code::AlreadyExists | Code::Aborted => "already_exists",
+        Code::ResourceExhausted => "rate_limited",
+        Code::Unimplemented => "unimplemented",
+        Code::Unavailable => "unavailable",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        _ => "internal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic_types::ErrorDetails;
+
+    fn status(code: Code, reason: &str) -> tonic::Status {
+        let details = ErrorDetails::with_error_info(reason, "frontdesk", std::collections::HashMap::new());
+        tonic::Status::with_error_details(code, "msg", details)
+    }
+
+    #[test]
+    fn reasons_override_the_code_mapping() {
+        let e = HttpError::from_status(&status(Code::FailedPrecondition, "INSUFFICIENT_CREDITS"));
+        assert_eq!(
+            (e.status, e.code.as_str()),
+            (StatusCode::PAYMENT_REQUIRED, "insufficient_credits")
+        );
+        let e = HttpError::from_status(&status(Code::FailedPrecondition, "GONE"));
+        assert_eq!(e.status, StatusCode::GONE);
+        let e = HttpError::from_status(&status(Code::Internal, "PAYMENT_PROVIDER_ERROR"));
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "msg")
+        );
+    }
+
+    #[test]
+    fn codes_map_as_google_does() {
+        for (code, http) in [
+            (Code::InvalidArgument, 400),
+            (Code::OutOfRange, 400),
+            (Code::Unauthenticated, 401),
+            (Code::PermissionDenied, 403),
+            (Code::NotFound, 404),
+            (Code::Aborted, 409),
+            (Code::ResourceExhausted, 429),
+            (Code::Unimplemented, 501),
+            (Code::Unavailable, 503),
+            (Code::DeadlineExceeded, 504),
+            (Code::DataLoss, 500),
+        ] {
+            assert_eq!(
+                HttpError::from_status(&tonic::Status::new(code, "m")).status.as_u16(),
+                http
+            );
+        }
+    }
+
+    #[test]
+    fn foreign_server_errors_hide_their_message() {
+        let e = HttpError::from_status(&tonic::Status::unavailable("tcp connect error 10.0.0.1:50051"));
+        assert_eq!(e.code, "unavailable");
+        assert!(!e.message.contains("10.0.0.1"));
+    }
+}

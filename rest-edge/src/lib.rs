@@ -1,0 +1,203 @@
+//! The REST edge: a generic transcoder from the published REST/JSON contract to the gRPC core. At start-up it
+//! reads the descriptor set and builds one axum route per `google.api.http` rule; it knows nothing of any
+//! particular resource. It also serves the OpenAPI document generated from the same descriptors.
+
+mod bindings;
+mod error;
+mod openapi;
+mod path_template;
+mod request;
+pub mod request_id;
+mod response;
+mod transport;
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use axum::{
+    Router,
+    body::Body,
+    extract::{RawPathParams, Request, rejection::RawPathParamsRejection},
+    middleware::Next,
+    response::{IntoResponse, Response},
+    routing::{MethodFilter, MethodRouter, get},
+};
+use bytes::Bytes;
+use frontdesk_api::{FILE_DESCRIPTOR_SET, wire};
+use http::{HeaderValue, StatusCode, header};
+use prost_reflect::DescriptorPool;
+use tokio::net::TcpListener;
+
+use bindings::Binding;
+pub use error::HttpError;
+use request_id::RequestId;
+pub use transport::Transport;
+
+/// Largest accepted JSON request body; larger ones are refused with 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Time limit of one call to the core.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the edge could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("REST edge: {0}")]
+pub struct StartError(String);
+
+/// Every route of the contract, the OpenAPI document, and JSON answers for unknown routes and methods.
+pub fn router(transport: Transport) -> Result<Router, StartError> {
+    let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
+    let bindings = bindings::load(&pool).map_err(StartError)?;
+    let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
+
+    let mut paths: BTreeMap<String, MethodRouter> = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for binding in bindings {
+        if !seen.insert((binding.http_method.clone(), binding.template.axum_path.clone())) {
+            return Err(StartError(format!(
+                "two rules for {} {}",
+                binding.http_method, binding.template.template
+            )));
+        }
+        let filter = MethodFilter::try_from(binding.http_method.clone()).map_err(|e| StartError(e.to_string()))?;
+        let path = binding.template.axum_path.clone();
+        let binding = Arc::new(binding);
+        let transport = transport.clone();
+        let handler = move |params: Result<RawPathParams, RawPathParamsRejection>, request: Request| {
+            transcode(binding.clone(), transport.clone(), params, request)
+        };
+        let routes = paths.remove(&path).unwrap_or_default();
+        paths.insert(path, routes.on(filter, handler));
+    }
+    let mut router = Router::new();
+    for (path, routes) in paths {
+        router = router.route(&path, routes);
+    }
+    Ok(router
+        .route(
+            "/openapi.json",
+            get(move || async move { ([(header::CONTENT_TYPE, "application/json")], openapi.clone()) }),
+        )
+        .fallback(|request: Request| async move { refusal(&request, StatusCode::NOT_FOUND, "not_found") })
+        .method_not_allowed_fallback(|request: Request| async move {
+            refusal(&request, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+        })
+        .layer(axum::middleware::from_fn(observe)))
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
+pub async fn serve(
+    router: Router,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    tracing::info!(addr = %listener.local_addr()?, "http listening");
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}
+
+/// One REST call: HTTP request -> request message -> gRPC call -> JSON answer.
+async fn transcode(
+    binding: Arc<Binding>,
+    transport: Transport,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    request: Request,
+) -> Response {
+    let id = request_id_of(&request);
+    let result = async {
+        let params: Vec<(String, String)> = params
+            .map_err(|e| HttpError::invalid(format!("bad path parameter: {e}")))?
+            .iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        let query = request.uri().query().map(str::to_owned);
+        let body = read_body(request).await?;
+        let message = request::build(&binding, &params, query.as_deref(), &body)?;
+        let mut call = tonic::Request::new(message);
+        call.set_timeout(CALL_TIMEOUT);
+        if let Ok(value) = id.parse() {
+            call.metadata_mut().insert(wire::REQUEST_ID, value);
+        }
+        match transport
+            .unary(binding.grpc_path.clone(), call, binding.method.output())
+            .await
+        {
+            Ok(answer) => response::success(binding.naming, answer),
+            Err(status) => {
+                let mut response = HttpError::from_status(&status).into_response_with_id(&id);
+                response::forward_headers(status.metadata(), response.headers_mut());
+                Ok(response)
+            }
+        }
+    }
+    .await;
+    result.unwrap_or_else(|error| error.into_response_with_id(&id))
+}
+
+/// Reads the whole body, refusing more than `MAX_BODY_BYTES` with 413.
+async fn read_body(request: Request) -> Result<Bytes, HttpError> {
+    let too_large = || {
+        HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(|err| {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+            while let Some(cause) = source {
+                if cause.is::<http_body_util::LengthLimitError>() {
+                    return too_large();
+                }
+                source = cause.source();
+            }
+            HttpError::invalid("the request body could not be read")
+        })
+}
+
+fn refusal(request: &Request, status: StatusCode, code: &str) -> Response {
+    let message = format!("no operation {} {}", request.method(), request.uri().path());
+    HttpError::new(status, code, message).into_response_with_id(&request_id_of(request))
+}
+
+fn request_id_of(request: &Request) -> String {
+    request
+        .extensions()
+        .get::<RequestId>()
+        .map_or_else(request_id::generate, |id| id.0.clone())
+}
+
+/// Assigns the request id, echoes it as `X-Request-Id`, and logs the request.
+async fn observe(mut request: Request<Body>, next: Next) -> Response {
+    let id = request_id::from_headers(request.headers());
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let mut response = next.run(request).await.into_response();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(wire::REQUEST_ID, value);
+    }
+    let status = response.status().as_u16();
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if response.status().is_server_error() {
+        tracing::warn!(request_id = %id, %method, route, status, elapsed_ms, "http request failed");
+    } else {
+        tracing::debug!(request_id = %id, %method, route, status, elapsed_ms, "http request");
+    }
+    response
+}

@@ -1,0 +1,204 @@
+//! HTTP request -> request message. The body (when the rule has one), the path variables and the query
+//! string are merged into one proto3-JSON object, which is then parsed against the method's input type with
+//! unknown fields refused. Every failure names where it is: a line and column for malformed JSON, a field
+//! path for a wrong type or an unknown field.
+
+use prost_reflect::{DeserializeOptions, DynamicMessage, FieldDescriptor, Kind, MessageDescriptor};
+use serde_json::{Map, Value};
+
+use crate::{
+    bindings::{Binding, BodyRule},
+    error::HttpError,
+};
+
+/// Builds the request message of `binding` from the captured path parameters, query string and body.
+pub fn build(
+    binding: &Binding,
+    path_params: &[(String, String)],
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<DynamicMessage, HttpError> {
+    let input = binding.input();
+    let mut root = match &binding.body {
+        BodyRule::Whole => body_object(body)?,
+        BodyRule::Field(field) => {
+            let mut root = Map::new();
+            if let Some(value) = body_value(body)? {
+                root.insert(field.name().to_owned(), value);
+            }
+            root
+        }
+        BodyRule::None => {
+            match body_value(body)? {
+                None => {}
+                Some(Value::Object(map)) if map.is_empty() => {}
+                Some(_) => return Err(HttpError::invalid("this operation takes no request body")),
+            }
+            Map::new()
+        }
+    };
+    for variable in &binding.template.variables {
+        let value = path_params
+            .iter()
+            .find(|(name, _)| *name == variable.param)
+            .map(|(_, value)| value.as_str())
+            .unwrap_or_default();
+        let fields = field_chain(&input, variable.field_path.iter().map(String::as_str))
+            .ok_or_else(|| HttpError::invalid("path variable does not match the request type"))?;
+        set_path(&mut root, &fields, scalar_json(fields.last(), value), false)
+            .map_err(|problem| HttpError::invalid_field(variable.field_path.join("."), problem))?;
+    }
+    if let Some(query) = query {
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            if matches!(binding.body, BodyRule::Whole) {
+                return Err(HttpError::invalid_field(key, "unknown query parameter"));
+            }
+            let fields = field_chain(&input, key.split('.'))
+                .filter(|fields| fields.last().is_some_and(is_query_compatible))
+                .ok_or_else(|| HttpError::invalid_field(key.as_ref(), "unknown query parameter"))?;
+            set_path(&mut root, &fields, scalar_json(fields.last(), &value), true)
+                .map_err(|problem| HttpError::invalid_field(key.as_ref(), problem))?;
+        }
+    }
+    parse_message(input, Value::Object(root))
+}
+
+/// The body as a JSON object; an empty body reads as `{}`.
+fn body_object(body: &[u8]) -> Result<Map<String, Value>, HttpError> {
+    match body_value(body)? {
+        None => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(other) => Err(HttpError::invalid(format!(
+            "request body must be a JSON object, not {}",
+            json_type(&other)
+        ))),
+    }
+}
+
+fn body_value(body: &[u8]) -> Result<Option<Value>, HttpError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Resolves a dotted path whose segments are proto or JSON field names.
+fn field_chain<'a>(message: &MessageDescriptor, path: impl Iterator<Item = &'a str>) -> Option<Vec<FieldDescriptor>> {
+    let mut fields: Vec<FieldDescriptor> = Vec::new();
+    let mut current = message.clone();
+    for name in path {
+        if let Some(last) = fields.last() {
+            match last.kind() {
+                Kind::Message(inner) if !last.is_list() && !last.is_map() => current = inner,
+                _ => return None,
+            }
+        }
+        let field = current
+            .get_field_by_name(name)
+            .or_else(|| current.get_field_by_json_name(name))?;
+        fields.push(field);
+    }
+    (!fields.is_empty()).then_some(fields)
+}
+
+/// Query parameters may set scalars, enums, well-known value types and lists of those.
+fn is_query_compatible(field: &FieldDescriptor) -> bool {
+    !field.is_map()
+        && match field.kind() {
+            Kind::Message(m) => m.full_name().starts_with("google.protobuf."),
+            _ => true,
+        }
+}
+
+/// A path or query string as proto3 JSON: booleans become JSON booleans; every other kind accepts its
+/// string form (numbers, enums by name, timestamps, wrappers).
+fn scalar_json(field: Option<&FieldDescriptor>, value: &str) -> Value {
+    match (field.map(FieldDescriptor::kind), value) {
+        (Some(Kind::Bool), "true") => Value::Bool(true),
+        (Some(Kind::Bool), "false") => Value::Bool(false),
+        _ => Value::String(value.to_owned()),
+    }
+}
+
+/// Sets (or, for a repeated query parameter, appends) `value` at the field path, creating objects on the way.
+/// Path variables (`from_query` false) replace what the body said.
+fn set_path(
+    root: &mut Map<String, Value>,
+    fields: &[FieldDescriptor],
+    value: Value,
+    from_query: bool,
+) -> Result<(), &'static str> {
+    let Some((leaf, parents)) = fields.split_last() else {
+        return Ok(());
+    };
+    let mut object = root;
+    for field in parents {
+        let key = entry_key(object, field);
+        let entry = object.entry(key).or_insert_with(|| Value::Object(Map::new()));
+        object = entry
+            .as_object_mut()
+            .ok_or("conflicts with a non-object value in the body")?;
+    }
+    let key = entry_key(object, leaf);
+    match object.get_mut(&key) {
+        Some(Value::Array(items)) if leaf.is_list() && from_query => items.push(value),
+        Some(_) if from_query => return Err("is given more than once"),
+        _ => {
+            let value = if leaf.is_list() {
+                Value::Array(vec![value])
+            } else {
+                value
+            };
+            object.insert(key, value);
+        }
+    }
+    Ok(())
+}
+
+/// The key of `field` under whichever spelling (proto or JSON name) the body already used.
+fn entry_key(object: &Map<String, Value>, field: &FieldDescriptor) -> String {
+    if !object.contains_key(field.name()) && object.contains_key(field.json_name()) {
+        field.json_name().to_owned()
+    } else {
+        field.name().to_owned()
+    }
+}
+
+/// Parses proto3 JSON into the message, reporting the path of the first problem.
+fn parse_message(input: MessageDescriptor, json: Value) -> Result<DynamicMessage, HttpError> {
+    let options = DeserializeOptions::new().deny_unknown_fields(true);
+    let mut track = serde_path_to_error::Track::new();
+    let deserializer = serde_path_to_error::Deserializer::new(json, &mut track);
+    DynamicMessage::deserialize_with_options(input, deserializer, &options).map_err(|err| {
+        let path = track.path().to_string();
+        let message = err.to_string();
+        match message
+            .strip_prefix("unrecognized field name '")
+            .and_then(|m| m.strip_suffix('\''))
+        {
+            Some(unknown) => HttpError::invalid_field(join_path(&path, unknown), "unknown field"),
+            None => HttpError::invalid_field(if path == "." { "body".to_owned() } else { path }, message),
+        }
+    })
+}
+
+fn join_path(parent: &str, name: &str) -> String {
+    if parent == "." {
+        name.to_owned()
+    } else {
+        format!("{parent}.{name}")
+    }
+}

@@ -1,0 +1,49 @@
+//! Response message -> HTTP response: proto3 JSON in the surface's naming with every field present
+//! (defaults included, 64-bit integers as JSON numbers), the status from `x-http-code` when the core set one,
+//! and the allow-listed response metadata copied to headers.
+
+use axum::response::{IntoResponse, Response};
+use frontdesk_api::wire;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use prost_reflect::{DynamicMessage, SerializeOptions};
+use tonic::metadata::MetadataMap;
+
+use crate::{bindings::Naming, error::HttpError};
+
+pub fn success(naming: Naming, response: tonic::Response<DynamicMessage>) -> Result<Response, HttpError> {
+    let (metadata, message, _) = response.into_parts();
+    let options = SerializeOptions::new()
+        .use_proto_field_name(naming == Naming::Snake)
+        .skip_default_fields(false)
+        .stringify_64_bit_integers(false);
+    // JSON rarely exceeds twice the protobuf size.
+    let mut body = Vec::with_capacity(prost::Message::encoded_len(&message) * 2 + 64);
+    let mut serializer = serde_json::Serializer::new(&mut body);
+    message.serialize_with_options(&mut serializer, &options).map_err(|e| {
+        tracing::error!(error = %e, "response is not representable as JSON");
+        HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    })?;
+    let status = metadata
+        .get(wire::HTTP_CODE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .unwrap_or(StatusCode::OK);
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    forward_headers(&metadata, headers);
+    Ok(response)
+}
+
+/// Copies the response metadata the edge forwards (rate limits, deprecation, ...) to HTTP headers.
+pub fn forward_headers(metadata: &MetadataMap, headers: &mut HeaderMap) {
+    for name in wire::FORWARDED_HEADERS {
+        if let Some(value) = metadata
+            .get(*name)
+            .and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok())
+        {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}

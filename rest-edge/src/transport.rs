@@ -1,0 +1,123 @@
+//! How the edge reaches the core: any gRPC service, either the core's routes in the same process (no socket)
+//! or a tonic channel to a remote core. Calls carry dynamic messages, so the edge needs no generated types.
+
+use std::convert::Infallible;
+use std::{future::Future, pin::Pin};
+
+use bytes::Buf;
+use http::{Uri, uri::PathAndQuery};
+use prost::Message;
+use prost_reflect::{DynamicMessage, MessageDescriptor};
+use tonic::{
+    Status,
+    body::Body,
+    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
+};
+use tower::{BoxError, ServiceExt, util::BoxCloneSyncService};
+
+type GrpcService = BoxCloneSyncService<http::Request<Body>, http::Response<Body>, TransportError>;
+
+/// A failure to reach the core. A concrete type rather than `BoxError`: rustc cannot prove the boxed call
+/// future `Send` when the service's error is itself a boxed trait object.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct TransportError(BoxError);
+
+/// A cheap-to-clone handle on the core.
+#[derive(Clone)]
+pub struct Transport {
+    service: GrpcService,
+    origin: Uri,
+}
+
+impl Transport {
+    /// Calls `service` (the core's gRPC routes) directly, in this process.
+    pub fn in_process<S>(service: S) -> Self
+    where
+        S: tower::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        Self {
+            service: BoxCloneSyncService::new(
+                service.map_err(|never: Infallible| -> TransportError { match never {} }),
+            ),
+            origin: Uri::from_static("http://in-process"),
+        }
+    }
+
+    /// Calls a core at `url` over HTTP/2, connecting on first use and reconnecting as needed.
+    pub fn connect_lazy(url: &str) -> Result<Self, tonic::transport::Error> {
+        let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())?;
+        let origin = endpoint.uri().clone();
+        let channel = endpoint.connect_lazy();
+        Ok(Self {
+            service: BoxCloneSyncService::new(channel.map_err(|e| TransportError(e.into()))),
+            origin,
+        })
+    }
+
+    /// One unary call of the method at `path`, decoding the answer as `output`. The future is boxed so that
+    /// its `Send`-ness is proven here, once, rather than at every generic call site.
+    pub fn unary(
+        &self,
+        path: PathAndQuery,
+        request: tonic::Request<DynamicMessage>,
+        output: MessageDescriptor,
+    ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<DynamicMessage>, Status>> + Send + 'static>> {
+        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone());
+        Box::pin(async move {
+            grpc.ready()
+                .await
+                .map_err(|e| Status::unavailable(format!("core unavailable: {e}")))?;
+            grpc.unary(request, path, DynamicCodec(output)).await
+        })
+    }
+}
+
+/// Protobuf codec for messages known only by descriptor.
+struct DynamicCodec(MessageDescriptor);
+
+impl Codec for DynamicCodec {
+    type Encode = DynamicMessage;
+    type Decode = DynamicMessage;
+    type Encoder = DynamicEncoder;
+    type Decoder = DynamicDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        DynamicEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        DynamicDecoder(self.0.clone())
+    }
+}
+
+struct DynamicEncoder;
+
+impl Encoder for DynamicEncoder {
+    type Item = DynamicMessage;
+    type Error = Status;
+
+    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {
+        dst.reserve(item.encoded_len());
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("encoding request: {e}")))
+    }
+}
+
+struct DynamicDecoder(MessageDescriptor);
+
+impl Decoder for DynamicDecoder {
+    type Item = DynamicMessage;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
+        let message = DynamicMessage::decode(self.0.clone(), src.copy_to_bytes(src.remaining()))
+            .map_err(|e| Status::internal(format!("decoding response: {e}")))?;
+        Ok(Some(message))
+    }
+}

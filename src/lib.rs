@@ -1,0 +1,37 @@
+//! The Front Desk wire contract, generated from `proto/`: message types, gRPC clients and servers, and the
+//! encoded descriptor set (with `google.api.http` options and comments) that drives REST transcoding,
+//! server reflection and the OpenAPI document.
+
+/// Encoded `google.protobuf.FileDescriptorSet` of every proto file, imports included.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/frontdesk_descriptor.bin"));
+
+pub mod google {
+    pub mod api {
+        tonic::include_proto!("google.api");
+    }
+}
+
+pub mod site {
+    pub mod v0 {
+        tonic::include_proto!("frontdesk.site.v0");
+    }
+}
+
+/// Conventions between the gRPC core and the REST edge that the proto files cannot express.
+pub mod wire {
+    /// Response metadata: the HTTP status the edge answers with for a successful call (e.g. `503` for a
+    /// degraded health check), as in grpc-gateway's `x-http-code` convention.
+    pub const HTTP_CODE: &str = "x-http-code";
+    /// Request and response metadata: the request id, echoed as the `X-Request-Id` header.
+    pub const REQUEST_ID: &str = "x-request-id";
+    /// Response metadata the edge copies to HTTP response headers under the same name.
+    pub const FORWARDED_HEADERS: &[&str] = &[
+        "ratelimit",
+        "ratelimit-policy",
+        "retry-after",
+        "deprecation",
+        "sunset",
+        "link",
+        "www-authenticate",
+    ];
+}
