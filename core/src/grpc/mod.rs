@@ -24,12 +24,9 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     let (reporter, grpc_health) = tonic_health::server::health_reporter();
     reporter.set_serving::<SiteServer<HealthService>>().await;
     reporter.set_serving::<PaymentsServer<PaymentsService>>().await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
     let routes = Routes::new(SiteServer::new(services.health))
         .add_service(PaymentsServer::new(services.payments))
         .add_service(grpc_health)
@@ -40,6 +37,12 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
             .into_axum_router()
             .layer(axum::middleware::from_fn(trace::trace_call)),
     ))
+}
+
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
 /// Serves `routes` on `listener` until `shutdown` resolves, then drains in-flight calls.

@@ -1,0 +1,154 @@
+//! The real `frontdesk` process: started on ephemeral ports with JSON logs, its addresses read from the
+//! "listening" log lines, its logs kept for assertions, killed when dropped.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    time::Duration,
+};
+
+use crate::{Db, binary};
+
+pub struct Server {
+    child: Child,
+    dir: Option<PathBuf>,
+    mode: Vec<String>,
+    env: BTreeMap<String, String>,
+    logs: Arc<Mutex<Vec<String>>>,
+    /// `http://127.0.0.1:PORT` of the REST edge (when the mode runs one).
+    pub http: String,
+    /// `http://127.0.0.1:PORT` of the gRPC core (when the mode runs one).
+    pub grpc: String,
+}
+
+impl Server {
+    /// `frontdesk serve` on `db`, with extra environment variables.
+    pub async fn start(db: &Db, env: &[(&str, &str)]) -> Self {
+        let mut vars = base_env();
+        vars.insert("DATABASE_URL".into(), db.url());
+        vars.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        Self::spawn(None, vec!["serve".into()], vars).await
+    }
+
+    /// Any mode (`core`, `edge --core URL`, ...) with exactly these variables (see `base_env`), in `dir` or
+    /// the test's working directory.
+    pub async fn spawn(dir: Option<PathBuf>, mode: Vec<String>, env: BTreeMap<String, String>) -> Self {
+        let mut command = Command::new(binary::path());
+        if let Some(dir) = &dir {
+            command.current_dir(dir);
+        }
+        command
+            .args(&mode)
+            .env_clear()
+            .envs(&env)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start frontdesk");
+        let stderr = child.stderr.take().expect("stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) {
+                    let message = json["message"].as_str().unwrap_or_default();
+                    if message.ends_with(" listening") {
+                        let _ = tx.send((message.to_owned(), json["addr"].as_str().unwrap_or_default().to_owned()));
+                    }
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        // `serve` (also the default with no subcommand) opens two listeners, `core` and `edge` one each.
+        let wanted = match mode.first().map(String::as_str) {
+            Some("core" | "edge") => 1,
+            _ => 2,
+        };
+        let (mut http, mut grpc) = (String::new(), String::new());
+        let rx = tokio::task::spawn_blocking(move || {
+            let mut found = Vec::new();
+            while found.len() < wanted {
+                match rx.recv_timeout(Duration::from_secs(30)) {
+                    Ok(pair) => found.push(pair),
+                    Err(_) => break,
+                }
+            }
+            found
+        })
+        .await
+        .expect("wait for listeners");
+        for (message, addr) in rx {
+            let url = format!("http://{addr}");
+            match message.as_str() {
+                "http listening" => http = url,
+                _ => grpc = url,
+            }
+        }
+        let server = Self {
+            child,
+            dir,
+            mode,
+            env,
+            logs,
+            http,
+            grpc,
+        };
+        assert!(
+            !server.http.is_empty() || !server.grpc.is_empty(),
+            "frontdesk did not start:\n{}",
+            server.logs()
+        );
+        server
+    }
+
+    /// Stops the process (SIGKILL: nothing gets to flush) and starts it again with the same settings.
+    pub async fn restart(mut self) -> Self {
+        self.kill();
+        let (dir, mode, env) = (
+            self.dir.take(),
+            std::mem::take(&mut self.mode),
+            std::mem::take(&mut self.env),
+        );
+        Self::spawn(dir, mode, env).await
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Everything the process logged so far.
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+
+    /// `base + path` on the REST edge.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.http)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Ephemeral ports, JSON logs, and the local payment provider with a known key secret.
+pub fn base_env() -> BTreeMap<String, String> {
+    [
+        ("FRONTDESK_HTTP_ADDR", "127.0.0.1:0"),
+        ("FRONTDESK_GRPC_ADDR", "127.0.0.1:0"),
+        ("FRONTDESK_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info"),
+        ("RAZORPAY_KEY_SECRET", crate::razorpay::TEST_KEY_SECRET),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}

@@ -1,0 +1,150 @@
+//! Deployment modes and start-up: the zero-configuration default, split core/edge, `migrate`, and the
+//! OpenAPI document the edge serves.
+
+use std::collections::BTreeMap;
+
+use frontdesk_tests::{Db, Server, binary, call, server::base_env};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_runs_on_an_embedded_sqlite_file() {
+    let dir = std::env::temp_dir().join(format!("frontdesk-default-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // No subcommand and no DATABASE_URL: `serve` on ./frontdesk.db.
+    let mut env = base_env();
+    env.remove("RAZORPAY_KEY_SECRET");
+    let started = std::time::Instant::now();
+    let server = Server::spawn(Some(dir.clone()), vec![], env).await;
+    let answer = call("GET", &server.url("/healthz"), None).await;
+    assert_eq!(
+        (answer.status, &answer.body),
+        (200, &json!({"status": "ok", "version": "0.1.0"}))
+    );
+    assert!(started.elapsed().as_secs() < 10, "healthy within seconds");
+    assert!(
+        dir.join("frontdesk.db").exists(),
+        "the database file is created in the working directory"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_and_edge_run_apart() {
+    let db = Db::postgres().await;
+    let mut env = base_env();
+    env.insert("DATABASE_URL".into(), db.url());
+    let core = Server::spawn(None, vec!["core".into()], env).await;
+    let edge = Server::spawn(
+        None,
+        vec!["edge".into(), "--core".into(), core.grpc.clone()],
+        base_env(),
+    )
+    .await;
+    let health = call("GET", &edge.url("/healthz"), None).await;
+    assert_eq!((health.status, health.body["status"].as_str()), (200, Some("ok")));
+    let body = json!({"plan": "growth", "currency": "AED", "phone": "+971501234567"}).to_string();
+    let order = call("POST", &edge.url("/payments/create-order"), Some(&body)).await;
+    assert_eq!((order.status, order.body["amount"].as_i64()), (200, Some(36_900)));
+    let bad = call(
+        "POST",
+        &edge.url("/payments/create-order"),
+        Some("{\"plan\": \"gold\"}"),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.fields().contains(&"plan".to_owned()));
+
+    // The core goes away: the edge answers 503 without internals, and recovers when it is back.
+    let core = {
+        let mut core = core;
+        core.kill();
+        core
+    };
+    let down = call("POST", &edge.url("/payments/create-order"), Some(&body)).await;
+    assert_eq!((down.status, down.code()), (503, "unavailable"), "{}", down.body);
+    drop(core);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_creates_the_schema_and_is_repeatable() {
+    for db in [Db::sqlite(), Db::postgres().await] {
+        for _ in 0..2 {
+            let status = std::process::Command::new(binary::path())
+                .arg("migrate")
+                .env("DATABASE_URL", db.url())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let count = db.scalar("SELECT COUNT(*) FROM orders WHERE id = $1", "none").await;
+        assert_eq!(count.as_deref(), Some("0"), "the orders table exists");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_configuration_stops_start_up_with_a_reason() {
+    let mut env: BTreeMap<String, String> = base_env();
+    env.insert("FRONTDESK_PRICES".into(), "gold.INR=5".into());
+    let output = std::process::Command::new(binary::path())
+        .arg("serve")
+        .envs(&env)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown plan `gold`"));
+
+    let db = Db::sqlite();
+    env.remove("FRONTDESK_PRICES");
+    env.insert("DATABASE_URL".into(), db.url());
+    env.insert("FRONTDESK_PAYMENT_PROVIDER".into(), "razorpay".into());
+    let output = std::process::Command::new(binary::path())
+        .arg("serve")
+        .envs(&env)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("RAZORPAY_KEY_ID"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_is_valid_openapi_3_1_and_covers_every_route() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    let answer = call("GET", &server.url("/openapi.json"), None).await;
+    assert_eq!(answer.status, 200);
+    let doc = answer.body;
+    assert_eq!(doc["openapi"], "3.1.0");
+    for (path, method) in [
+        ("/healthz", "get"),
+        ("/payments/create-order", "post"),
+        ("/payments/verify", "post"),
+    ] {
+        let operation = &doc["paths"][path][method];
+        assert!(operation.is_object(), "{method} {path} documented");
+        assert!(operation["responses"]["200"]["content"]["application/json"]["schema"].is_object());
+        assert!(operation["responses"]["400"].is_object());
+    }
+    let create = &doc["paths"]["/payments/create-order"]["post"];
+    assert!(create["requestBody"]["content"]["application/json"]["schema"]["$ref"].is_string());
+    let request_schema = &doc["components"]["schemas"]["frontdesk.site.v0.CreateOrderRequest"];
+    assert!(
+        request_schema["properties"]["businessName"].is_object(),
+        "site schemas use camelCase"
+    );
+
+    let file = std::env::temp_dir().join(format!("frontdesk-openapi-{}.json", std::process::id()));
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let output = std::process::Command::new("python3")
+        .args(["-m", "openapi_spec_validator", "--schema", "3.1"])
+        .arg(&file)
+        .output()
+        .expect("python3 runs (pip install -r tests/requirements.txt)");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        output.status.success(),
+        "openapi-spec-validator: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
