@@ -4,6 +4,7 @@
 
 mod bindings;
 mod error;
+mod json_out;
 mod openapi;
 mod path_template;
 mod request;
@@ -201,3 +202,6 @@ async fn observe(mut request: Request<Body>, next: Next) -> Response {
     }
     response
 }
+
+#[cfg(test)]
+mod transcode_tests;

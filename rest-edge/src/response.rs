@@ -1,25 +1,26 @@
-//! Response message -> HTTP response: proto3 JSON in the surface's naming with every field present
-//! (defaults included, 64-bit integers as JSON numbers), the status from `x-http-code` when the core set one,
+//! Response message -> HTTP response: JSON in the surface's naming (see `json_out`), the status from `x-http-code` when the core set one,
 //! and the allow-listed response metadata copied to headers.
 
 use axum::response::{IntoResponse, Response};
 use frontdesk_api::wire;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use prost_reflect::{DynamicMessage, SerializeOptions};
+use prost_reflect::DynamicMessage;
 use tonic::metadata::MetadataMap;
 
-use crate::{bindings::Naming, error::HttpError};
+use crate::{bindings::Naming, error::HttpError, json_out::JsonMessage};
 
 pub fn success(naming: Naming, response: tonic::Response<DynamicMessage>) -> Result<Response, HttpError> {
     let (metadata, message, _) = response.into_parts();
-    let options = SerializeOptions::new()
-        .use_proto_field_name(naming == Naming::Snake)
-        .skip_default_fields(false)
-        .stringify_64_bit_integers(false);
     // JSON rarely exceeds twice the protobuf size.
     let mut body = Vec::with_capacity(prost::Message::encoded_len(&message) * 2 + 64);
-    let mut serializer = serde_json::Serializer::new(&mut body);
-    message.serialize_with_options(&mut serializer, &options).map_err(|e| {
+    serde_json::to_writer(
+        &mut body,
+        &JsonMessage {
+            message: &message,
+            naming,
+        },
+    )
+    .map_err(|e| {
         tracing::error!(error = %e, "response is not representable as JSON");
         HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
     })?;

@@ -1,0 +1,129 @@
+//! Response JSON: proto3 JSON with the contract's stricter shape. Every field is written, defaults included;
+//! a field with presence (proto3 `optional`, a message, a oneof member) that is unset is written as `null`,
+//! which prost-reflect would omit; 64-bit integers are JSON numbers. Well-known types (Timestamp, Struct, ...)
+//! keep their canonical forms through prost-reflect.
+
+use base64::Engine;
+use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, SerializeOptions, Value};
+use serde::ser::{Error, Serialize, SerializeMap, SerializeSeq, Serializer};
+
+use crate::bindings::Naming;
+
+/// A message to serialize in the given naming.
+pub struct JsonMessage<'a> {
+    pub message: &'a DynamicMessage,
+    pub naming: Naming,
+}
+
+impl Serialize for JsonMessage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let descriptor = prost_reflect::ReflectMessage::descriptor(self.message);
+        if descriptor.full_name().starts_with("google.protobuf.") {
+            let options = SerializeOptions::new()
+                .stringify_64_bit_integers(false)
+                .use_proto_field_name(self.naming == Naming::Snake);
+            return self.message.serialize_with_options(serializer, &options);
+        }
+        let mut map = serializer.serialize_map(Some(descriptor.fields().len()))?;
+        for field in descriptor.fields() {
+            let key = self.naming.field_name(&field);
+            if field.supports_presence() && !self.message.has_field(&field) {
+                map.serialize_entry(&key, &())?;
+            } else {
+                let value = self.message.get_field(&field);
+                map.serialize_entry(
+                    &key,
+                    &JsonValue {
+                        value: &value,
+                        field: &field,
+                        naming: self.naming,
+                    },
+                )?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// One field value; `field` gives the enum type and map value kind.
+struct JsonValue<'a> {
+    value: &'a Value,
+    field: &'a FieldDescriptor,
+    naming: Naming,
+}
+
+impl Serialize for JsonValue<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let naming = self.naming;
+        match self.value {
+            Value::Bool(v) => serializer.serialize_bool(*v),
+            Value::I32(v) => serializer.serialize_i32(*v),
+            Value::I64(v) => serializer.serialize_i64(*v),
+            Value::U32(v) => serializer.serialize_u32(*v),
+            Value::U64(v) => serializer.serialize_u64(*v),
+            Value::F32(v) => float(serializer, f64::from(*v)),
+            Value::F64(v) => float(serializer, *v),
+            Value::String(v) => serializer.serialize_str(v),
+            Value::Bytes(v) => serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v)),
+            Value::EnumNumber(n) => {
+                let name = match self.field.kind() {
+                    Kind::Enum(e) => e.get_value(*n).map(|v| v.name().to_owned()),
+                    _ => None,
+                };
+                match name {
+                    Some(name) => serializer.serialize_str(&name),
+                    None => serializer.serialize_i32(*n),
+                }
+            }
+            Value::Message(message) => JsonMessage { message, naming }.serialize(serializer),
+            Value::List(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&JsonValue {
+                        value: item,
+                        field: self.field,
+                        naming,
+                    })?;
+                }
+                seq.end()
+            }
+            Value::Map(entries) => {
+                let Kind::Message(entry) = self.field.kind() else {
+                    return Err(S::Error::custom("map field without an entry type"));
+                };
+                let value_field = entry.map_entry_value_field();
+                let mut map = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    let key = match key {
+                        MapKey::Bool(b) => b.to_string(),
+                        MapKey::I32(n) => n.to_string(),
+                        MapKey::I64(n) => n.to_string(),
+                        MapKey::U32(n) => n.to_string(),
+                        MapKey::U64(n) => n.to_string(),
+                        MapKey::String(s) => s.clone(),
+                    };
+                    map.serialize_entry(
+                        &key,
+                        &JsonValue {
+                            value,
+                            field: &value_field,
+                            naming,
+                        },
+                    )?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+/// Finite numbers as JSON numbers; NaN and infinities as proto3 JSON's strings.
+fn float<S: Serializer>(serializer: S, v: f64) -> Result<S::Ok, S::Error> {
+    if v.is_nan() {
+        serializer.serialize_str("NaN")
+    } else if v.is_infinite() {
+        serializer.serialize_str(if v > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        serializer.serialize_f64(v)
+    }
+}
