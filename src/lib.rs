@@ -11,6 +11,18 @@ pub mod google {
     }
 }
 
+/// Platform API v1.
+pub mod v1 {
+    tonic::include_proto!("frontdesk.v1");
+}
+
+/// Operator API (gRPC only).
+pub mod admin {
+    pub mod v1 {
+        tonic::include_proto!("frontdesk.admin.v1");
+    }
+}
+
 pub mod site {
     pub mod v0 {
         tonic::include_proto!("frontdesk.site.v0");
@@ -24,6 +36,14 @@ pub mod wire {
     pub const HTTP_CODE: &str = "x-http-code";
     /// Request and response metadata: the request id, echoed as the `X-Request-Id` header.
     pub const REQUEST_ID: &str = "x-request-id";
+    /// Request metadata: an API key given as header `X-API-Key` (REST) or directly (gRPC).
+    pub const API_KEY: &str = "x-api-key";
+    /// Request metadata: an API key the REST edge took from the `apiKey` query parameter.
+    pub const API_KEY_QUERY: &str = "x-api-key-query";
+    /// Request metadata: the sub-account an agency key acts on (REST: `sub_account_id` in query or body).
+    pub const SUB_ACCOUNT: &str = "x-sub-account-id";
+    /// HTTP request headers the edge passes to the core as metadata of the same name.
+    pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", API_KEY];
     /// Response metadata the edge copies to HTTP response headers under the same name.
     pub const FORWARDED_HEADERS: &[&str] = &[
         "ratelimit",

@@ -1,13 +1,24 @@
-//! Assembles the core from its configuration: database (migrated), payment provider, services, gRPC routes.
+//! Assembles the core from its configuration: database (migrated), payment provider, rate limiter, guard,
+//! services, gRPC routes.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 use tonic::service::Routes;
 
 use crate::{
-    clock::SystemClock,
+    access::{
+        guard::Guard,
+        rate_limit::{RateLimiter, RedisWindows},
+        service::ApiKeysService,
+    },
+    accounts::{
+        DEFAULT_RATE_LIMIT,
+        admin::{AdminService, AdminToken},
+        store::{self as account_store, NewAccount},
+    },
+    clock::{Clock, SystemClock},
     config::{CoreConfig, PaymentConfig, PaymentProviderKind},
     grpc::{self, Services},
     ids,
@@ -15,6 +26,7 @@ use crate::{
         http,
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
+    plan::Plan,
     site::{health::HealthService, payments::PaymentsService},
     store,
 };
@@ -25,22 +37,62 @@ const LOCAL_KEY_ID: &str = "rzp_test_local";
 const LOCAL_SECRET_SETTING: &str = "local_payment_key_secret";
 
 /// Connects and migrates the database, then builds every service into one set of gRPC routes.
-pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Routes> {
+pub async fn build_core(config: &CoreConfig) -> anyhow::Result<(Routes, DatabaseConnection)> {
     let db = store::connect(&config.database_url, config.db_max_connections).await?;
     store::migrate(&db).await?;
     let provider = payment_provider(&config.payments, &db).await?;
-    let clock = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let redis = config
+        .redis_url
+        .as_deref()
+        .map(RedisWindows::new)
+        .transpose()
+        .context("REDIS_URL")?;
+    let window = Duration::from_secs(config.rate_window_secs);
+    let limiter = RateLimiter::new(redis, window);
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
-            db,
+            db.clone(),
             provider,
             config.payments.prices.clone(),
-            clock,
+            clock.clone(),
             config.payments.timeout(),
         ),
+        api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
+        admin: AdminService::new(db.clone(), clock),
+        admin_token: AdminToken::new(config.admin_token.clone()),
+        guard: Arc::new(Guard::new(db.clone(), limiter)?),
     };
-    grpc::routes(services).await
+    Ok((grpc::routes(services).await?, db))
+}
+
+/// On a brand-new embedded database, creates a first account so a new user can call the API at once, and
+/// prints its key on standard output (never to the logs). Returns whether it did.
+pub async fn bootstrap_first_account(db: &DatabaseConnection, database_url: &str) -> anyhow::Result<bool> {
+    if !database_url.starts_with("sqlite:") || account_store::count(db).await? > 0 {
+        return Ok(false);
+    }
+    let new = NewAccount {
+        name: "Default account".to_owned(),
+        plan: Plan::Growth,
+        credit_milli: 0,
+        rate_limit: DEFAULT_RATE_LIMIT,
+        parent_account_id: None,
+    };
+    let (account, key) = account_store::create(db, new, SystemClock.now()).await?;
+    tracing::info!(
+        account_id = account.id,
+        "first account created; its API key is printed on standard output"
+    );
+    println!(
+        "\nFront Desk: created the first account {} (plan growth).\nIts API key, shown only this once:\n\n    {}\n\n\
+         Try: curl -H 'X-API-Key: {}' http://localhost:8080/v1/api-keys/current\n",
+        account.id,
+        key.reveal(),
+        key.reveal()
+    );
+    Ok(true)
 }
 
 async fn payment_provider(config: &PaymentConfig, db: &DatabaseConnection) -> anyhow::Result<Arc<dyn PaymentProvider>> {

@@ -7,8 +7,9 @@ use clap::{Args, ValueEnum};
 
 use crate::site::prices::PriceTable;
 
-/// Settings of the gRPC core: listener, database and payment provider.
-#[derive(Args, Clone, Debug)]
+/// Settings of the gRPC core: listener, database, counters, admin token and payment provider. Not `Debug`:
+/// it holds secrets.
+#[derive(Args, Clone)]
 pub struct CoreConfig {
     /// gRPC core listener.
     #[arg(long, env = "FRONTDESK_GRPC_ADDR", default_value = "0.0.0.0:50051")]
@@ -22,12 +23,25 @@ pub struct CoreConfig {
     #[arg(long, env = "FRONTDESK_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
 
+    /// Redis for rate-limit counters shared by every replica (`redis://HOST:6379`); unset: counted in process.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// Length of the rate-limit window in seconds (limits are requests per window).
+    #[arg(long, env = "FRONTDESK_RATE_WINDOW_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub rate_window_secs: u64,
+
+    /// Bearer token of the admin gRPC service (`FRONTDESK_ADMIN_TOKEN`, environment only); unset: every
+    /// admin call is refused.
+    #[arg(skip = std::env::var("FRONTDESK_ADMIN_TOKEN").ok())]
+    pub admin_token: Option<String>,
+
     #[command(flatten)]
     pub payments: PaymentConfig,
 }
 
-/// Which payment provider creates orders, and its credentials.
-#[derive(Args, Clone, Debug)]
+/// Which payment provider creates orders, and its credentials. Not `Debug`: it holds the key secret.
+#[derive(Args, Clone)]
 pub struct PaymentConfig {
     /// `local` (orders created here; the embedded default) or `razorpay` (Razorpay Orders API).
     #[arg(
@@ -41,9 +55,9 @@ pub struct PaymentConfig {
     #[arg(long = "razorpay-key-id", env = "RAZORPAY_KEY_ID")]
     pub key_id: Option<String>,
 
-    /// Checkout key secret (HMAC key of payment signatures). Default for `local`: generated once and kept in
-    /// the database; required for `razorpay`.
-    #[arg(long = "razorpay-key-secret", env = "RAZORPAY_KEY_SECRET", hide_env_values = true)]
+    /// Checkout key secret (HMAC key of payment signatures), from the environment only so it never shows in
+    /// the process list. Default for `local`: generated once and kept in the database; required for `razorpay`.
+    #[arg(skip = std::env::var("RAZORPAY_KEY_SECRET").ok())]
     pub key_secret: Option<String>,
 
     /// Base URL of the Razorpay Orders API.

@@ -24,7 +24,8 @@ impl FieldViolation {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
 pub struct ApiError {
     pub code: Code,
     /// Stable snake_case reason clients branch on (`invalid_argument`, `unknown_order`, ...).

@@ -1,5 +1,8 @@
 //! The Front Desk core: gRPC services, the domain rules behind them, persistence and integrations.
 
+pub mod access;
+pub mod accounts;
+pub mod admin_cli;
 pub mod app;
 pub mod clock;
 pub mod config;
@@ -7,7 +10,9 @@ pub mod error;
 pub mod grpc;
 pub mod ids;
 pub mod integrations;
+pub mod plan;
 pub mod shutdown;
 pub mod site;
 pub mod store;
 pub mod telemetry;
+pub mod timestamps;

@@ -1,8 +1,11 @@
 //! `frontdesk`: one binary, four modes. `serve` (the default) runs core and edge in one process, the edge
 //! calling the core in-process; `core` and `edge` run them apart; `migrate` applies schema migrations.
 
+use std::{sync::Arc, time::Duration};
+
 use clap::{Parser, Subcommand};
 use frontdesk_core::{
+    admin_cli::{self, AdminArgs},
     app,
     config::{CoreConfig, EdgeListenConfig, LogFormat},
     grpc,
@@ -49,6 +52,8 @@ enum Command {
         #[command(flatten)]
         edge: EdgeListenConfig,
     },
+    /// Operator commands over the admin gRPC service (needs FRONTDESK_ADMIN_TOKEN).
+    Admin(AdminArgs),
     /// Apply pending database migrations and exit.
     Migrate {
         /// SQLite file or PostgreSQL URL.
@@ -88,8 +93,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals();
     match command {
         Command::Serve { core, edge } => {
-            let routes = app::build_core(&core).await?;
-            let router = frontdesk_edge::router(Transport::in_process(routes.clone()))?;
+            let (routes, db) = app::build_core(&core).await?;
+            app::bootstrap_first_account(&db, &core.database_url).await?;
+            let router = frontdesk_edge::router(Transport::in_process(routes.clone()), metrics())?;
             let grpc_listener = TcpListener::bind(core.grpc_addr).await?;
             let http_listener = TcpListener::bind(edge.http_addr).await?;
             tokio::try_join!(grpc::serve(routes, grpc_listener, shutdown.clone().wait()), async {
@@ -97,15 +103,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             },)?;
         }
         Command::Core { core } => {
-            let routes = app::build_core(&core).await?;
+            let (routes, _) = app::build_core(&core).await?;
             let listener = TcpListener::bind(core.grpc_addr).await?;
             grpc::serve(routes, listener, shutdown.wait()).await?;
         }
         Command::Edge { core_url, edge } => {
-            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?)?;
+            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics())?;
             let listener = TcpListener::bind(edge.http_addr).await?;
             frontdesk_edge::serve(router, listener, shutdown.wait()).await?;
         }
+        Command::Admin(args) => admin_cli::run(args).await?,
         Command::Migrate { database_url } => {
             let db = store::connect(&database_url, 1).await?;
             store::migrate(&db).await?;
@@ -113,4 +120,30 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Installs the process's Prometheus recorder and returns what renders it for `GET /metrics`.
+fn metrics() -> Option<frontdesk_edge::MetricsRender> {
+    let buckets = [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    ];
+    let builder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&buckets)
+        .ok()?;
+    let handle = match builder.install_recorder() {
+        Ok(handle) => handle,
+        Err(err) => {
+            tracing::warn!(error = %err, "metrics disabled");
+            return None;
+        }
+    };
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Some(Arc::new(move || handle.render()))
 }

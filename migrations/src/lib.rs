@@ -4,12 +4,16 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_site_payments;
+mod m20261122_000002_accounts;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261122_000001_site_payments::Migration)]
+        vec![
+            Box::new(m20261122_000001_site_payments::Migration),
+            Box::new(m20261122_000002_accounts::Migration),
+        ]
     }
 }

@@ -42,13 +42,17 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Time limit of one call to the core.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Renders the process's metrics in the Prometheus text format, for `GET /metrics`.
+pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Why the edge could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("REST edge: {0}")]
 pub struct StartError(String);
 
-/// Every route of the contract, the OpenAPI document, and JSON answers for unknown routes and methods.
-pub fn router(transport: Transport) -> Result<Router, StartError> {
+/// Every route of the contract, the OpenAPI document, `/metrics` (when given a renderer), and JSON answers
+/// for unknown routes and methods.
+pub fn router(transport: Transport, metrics: Option<MetricsRender>) -> Result<Router, StartError> {
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
     let bindings = bindings::load(&pool).map_err(StartError)?;
     let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
@@ -75,6 +79,12 @@ pub fn router(transport: Transport) -> Result<Router, StartError> {
     let mut router = Router::new();
     for (path, routes) in paths {
         router = router.route(&path, routes);
+    }
+    if let Some(render) = metrics {
+        router = router.route(
+            "/metrics",
+            get(move || async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], render()) }),
+        );
     }
     Ok(router
         .route(
@@ -113,12 +123,26 @@ async fn transcode(
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect();
         let query = request.uri().query().map(str::to_owned);
+        let forwarded = forwarded_metadata(request.headers());
         let body = read_body(request).await?;
-        let message = request::build(&binding, &params, query.as_deref(), &body)?;
+        let (message, lifted) = request::build(&binding, &params, query.as_deref(), &body)?;
         let mut call = tonic::Request::new(message);
         call.set_timeout(CALL_TIMEOUT);
-        if let Ok(value) = id.parse() {
-            call.metadata_mut().insert(wire::REQUEST_ID, value);
+        let metadata = call.metadata_mut();
+        for (name, value) in forwarded {
+            metadata.append(name, value);
+        }
+        let lifted_values = lifted
+            .api_keys
+            .iter()
+            .map(|key| (wire::API_KEY_QUERY, key.as_str()))
+            .chain(lifted.sub_account_id.iter().map(|id| (wire::SUB_ACCOUNT, id.as_str())))
+            .chain([(wire::REQUEST_ID, id.as_str())]);
+        for (name, value) in lifted_values {
+            // A value a header cannot carry is dropped: the core then sees no key (401) or no sub-account.
+            if let Ok(value) = value.parse() {
+                metadata.append(name, value);
+            }
         }
         match transport
             .unary(binding.grpc_path.clone(), call, binding.method.output())
@@ -167,6 +191,20 @@ async fn read_body(request: Request) -> Result<Bytes, HttpError> {
         })
 }
 
+/// The credential headers, as metadata for the core.
+fn forwarded_metadata(
+    headers: &http::HeaderMap,
+) -> Vec<(&'static str, tonic::metadata::MetadataValue<tonic::metadata::Ascii>)> {
+    wire::FORWARDED_REQUEST_HEADERS
+        .iter()
+        .flat_map(|name| headers.get_all(*name).iter().map(move |value| (*name, value)))
+        .filter_map(|(name, value)| {
+            let text = value.to_str().ok()?;
+            Some((name, text.parse().ok()?))
+        })
+        .collect()
+}
+
 fn refusal(request: &Request, status: StatusCode, code: &str) -> Response {
     let message = format!("no operation {} {}", request.method(), request.uri().path());
     HttpError::new(status, code, message).into_response_with_id(&request_id_of(request))
@@ -194,7 +232,13 @@ async fn observe(mut request: Request<Body>, next: Next) -> Response {
         response.headers_mut().insert(wire::REQUEST_ID, value);
     }
     let status = response.status().as_u16();
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed_ms = elapsed * 1000.0;
+    metrics::counter!("frontdesk_http_requests_total", "method" => method.to_string(), "route" => route.clone(),
+        "status" => status.to_string())
+    .increment(1);
+    metrics::histogram!("frontdesk_http_request_duration_seconds", "method" => method.to_string(), "route" => route.clone())
+        .record(elapsed);
     if response.status().is_server_error() {
         tracing::warn!(request_id = %id, %method, route, status, elapsed_ms, "http request failed");
     } else {

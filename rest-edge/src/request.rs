@@ -7,18 +7,35 @@ use prost_reflect::{DeserializeOptions, DynamicMessage, FieldDescriptor, Kind, M
 use serde_json::{Map, Value};
 
 use crate::{
-    bindings::{Binding, BodyRule},
+    bindings::{Binding, BodyRule, Naming},
     error::HttpError,
 };
 
-/// Builds the request message of `binding` from the captured path parameters, query string and body.
+/// Cross-cutting platform parameters that travel as gRPC metadata rather than message fields.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Lifted {
+    /// Every `apiKey` query parameter (the core refuses two different keys).
+    pub api_keys: Vec<String>,
+    /// `sub_account_id` from the query string or the body.
+    pub sub_account_id: Option<String>,
+}
+
+/// Query parameter carrying an API key.
+const API_KEY_PARAM: &str = "apiKey";
+/// Query parameter or body field naming the sub-account an agency acts on.
+const SUB_ACCOUNT_PARAM: &str = "sub_account_id";
+
+/// Builds the request message of `binding` from the captured path parameters, query string and body. On the
+/// platform surface, `apiKey` and `sub_account_id` are lifted out (see `Lifted`).
 pub fn build(
     binding: &Binding,
     path_params: &[(String, String)],
     query: Option<&str>,
     body: &[u8],
-) -> Result<DynamicMessage, HttpError> {
+) -> Result<(DynamicMessage, Lifted), HttpError> {
     let input = binding.input();
+    let platform = binding.naming == Naming::Snake;
+    let mut lifted = Lifted::default();
     let mut root = match &binding.body {
         BodyRule::Whole => body_object(body)?,
         BodyRule::Field(field) => {
@@ -32,11 +49,17 @@ pub fn build(
             match body_value(body)? {
                 None => {}
                 Some(Value::Object(map)) if map.is_empty() => {}
-                Some(_) => return Err(HttpError::invalid("this operation takes no request body")),
+                Some(_) => return Err(HttpError::invalid_field("body", "this operation takes no request body")),
             }
             Map::new()
         }
     };
+    if platform && let Some(value) = root.remove(SUB_ACCOUNT_PARAM) {
+        let Value::String(id) = value else {
+            return Err(HttpError::invalid_field(SUB_ACCOUNT_PARAM, "must be a string"));
+        };
+        lifted.sub_account_id = Some(id);
+    }
     for variable in &binding.template.variables {
         let value = path_params
             .iter()
@@ -50,6 +73,16 @@ pub fn build(
     }
     if let Some(query) = query {
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            if platform && key == API_KEY_PARAM {
+                lifted.api_keys.push(value.into_owned());
+                continue;
+            }
+            if platform && key == SUB_ACCOUNT_PARAM {
+                if lifted.sub_account_id.replace(value.into_owned()).is_some() {
+                    return Err(HttpError::invalid_field(SUB_ACCOUNT_PARAM, "is given more than once"));
+                }
+                continue;
+            }
             if matches!(binding.body, BodyRule::Whole) {
                 return Err(HttpError::invalid_field(key, "unknown query parameter"));
             }
@@ -60,7 +93,7 @@ pub fn build(
                 .map_err(|problem| HttpError::invalid_field(key.as_ref(), problem))?;
         }
     }
-    parse_message(input, Value::Object(root))
+    Ok((parse_message(input, Value::Object(root))?, lifted))
 }
 
 /// The body as a JSON object; an empty body reads as `{}`.
@@ -68,10 +101,10 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, HttpError> {
     match body_value(body)? {
         None => Ok(Map::new()),
         Some(Value::Object(map)) => Ok(map),
-        Some(other) => Err(HttpError::invalid(format!(
-            "request body must be a JSON object, not {}",
-            json_type(&other)
-        ))),
+        Some(other) => Err(HttpError::invalid_field(
+            "body",
+            format!("must be a JSON object, not {}", json_type(&other)),
+        )),
     }
 }
 
@@ -81,7 +114,7 @@ fn body_value(body: &[u8]) -> Result<Option<Value>, HttpError> {
     }
     serde_json::from_slice(body)
         .map(Some)
-        .map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))
+        .map_err(|e| HttpError::invalid_field("body", format!("malformed JSON: {e}")))
 }
 
 fn json_type(value: &Value) -> &'static str {

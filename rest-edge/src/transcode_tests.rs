@@ -51,7 +51,9 @@ fn every_rule_and_additional_binding_becomes_a_route_with_platform_naming() {
 #[test]
 fn path_variables_fill_fields_including_nested_ones() {
     let get = binding("GET", "/v1/things/{thing_id}");
-    let message = request::build(&get, &[("p0".into(), "thing 1/é".into())], None, b"").unwrap();
+    let message = request::build(&get, &[("p0".into(), "thing 1/é".into())], None, b"")
+        .unwrap()
+        .0;
     assert_eq!(string(&message, &["thing_id"]), "thing 1/é");
 
     let shelf = binding("GET", "/v1/shelves/{filter.shelf}/things");
@@ -61,7 +63,8 @@ fn path_variables_fill_fields_including_nested_ones() {
         Some("filter.archived=true"),
         b"",
     )
-    .unwrap();
+    .unwrap()
+    .0;
     assert_eq!(string(&message, &["filter", "shelf"]), "top");
     assert_eq!(string(&message, &["filter", "archived"]), "Bool(true)");
 }
@@ -70,7 +73,7 @@ fn path_variables_fill_fields_including_nested_ones() {
 fn query_parameters_fill_typed_repeated_and_nested_fields_in_either_spelling() {
     let list = binding("GET", "/v1/things");
     let query = "tag=a&tag=b%20c&limit=5&includeArchived=true&created_after=2026-01-02T03:04:05Z&filter.shelf=x";
-    let message = request::build(&list, &[], Some(query), b"").unwrap();
+    let message = request::build(&list, &[], Some(query), b"").unwrap().0;
     let tags = message.get_field_by_name("tag").unwrap();
     assert_eq!(
         tags.as_list().unwrap(),
@@ -103,6 +106,7 @@ fn bad_query_parameters_are_400_naming_the_parameter() {
         assert!(err.fields[0].1.contains(needle), "{query}: {err:?}");
     }
     let err = request::build(&list, &[], None, b"{\"tag\": [\"a\"]}").unwrap_err();
+    assert_eq!(err.fields[0].0, "body");
     assert!(err.message.contains("takes no request body"));
     assert!(
         request::build(&list, &[], None, b" {} ").is_ok(),
@@ -114,7 +118,9 @@ fn bad_query_parameters_are_400_naming_the_parameter() {
 fn a_body_field_rule_takes_the_body_as_that_field() {
     let update = binding("PATCH", "/v1/things/{thing_id}");
     let body = br#"{"display_name": "Lamp", "tags": ["x"], "thingId": "ignored-by-path"}"#;
-    let message = request::build(&update, &[("p0".into(), "t9".into())], None, body).unwrap();
+    let message = request::build(&update, &[("p0".into(), "t9".into())], None, body)
+        .unwrap()
+        .0;
     assert_eq!(string(&message, &["thing_id"]), "t9");
     assert_eq!(string(&message, &["thing", "display_name"]), "Lamp");
     assert_eq!(string(&message, &["thing", "thing_id"]), "ignored-by-path");
@@ -153,4 +159,28 @@ async fn responses_use_snake_case_numbers_and_null_for_unset_optionals() {
                            "maybe": null, "tags": [], "filter": null, "seen_at": "2026-01-02T03:04:05Z",
                            "color": "RED", "counts": {"views": 3}})
     );
+}
+
+#[test]
+fn api_key_and_sub_account_travel_as_metadata_on_the_platform_surface() {
+    let list = binding("GET", "/v1/things");
+    let (_, lifted) = request::build(
+        &list,
+        &[],
+        Some("apiKey=k1&apiKey=k2&sub_account_id=acc_1&limit=2"),
+        b"",
+    )
+    .unwrap();
+    assert_eq!(lifted.api_keys, ["k1", "k2"]);
+    assert_eq!(lifted.sub_account_id.as_deref(), Some("acc_1"));
+
+    let update = binding("PATCH", "/v1/things/{thing_id}");
+    let err = request::build(
+        &update,
+        &[("p0".into(), "t".into())],
+        Some("sub_account_id=a&sub_account_id=b"),
+        b"",
+    )
+    .unwrap_err();
+    assert_eq!(err.fields[0].0, "sub_account_id");
 }

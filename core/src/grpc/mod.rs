@@ -5,38 +5,60 @@ mod trace;
 
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
 use frontdesk_api::{
     FILE_DESCRIPTOR_SET,
+    admin::v1::admin_server::AdminServer,
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
+    v1::api_keys_server::ApiKeysServer,
 };
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 
-use crate::site::{health::HealthService, payments::PaymentsService};
+use crate::{
+    access::{guard::Guard, service::ApiKeysService},
+    accounts::admin::{AdminService, AdminToken},
+    site::{health::HealthService, payments::PaymentsService},
+};
 
-/// The services the core exposes.
+/// The services the core exposes, and the guard in front of the platform ones.
 pub struct Services {
     pub health: HealthService,
     pub payments: PaymentsService,
+    pub api_keys: ApiKeysService,
+    pub admin: AdminService,
+    pub admin_token: AdminToken,
+    pub guard: Arc<Guard>,
 }
 
 pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     let (reporter, grpc_health) = tonic_health::server::health_reporter();
     reporter.set_serving::<SiteServer<HealthService>>().await;
     reporter.set_serving::<PaymentsServer<PaymentsService>>().await;
+    reporter.set_serving::<ApiKeysServer<ApiKeysService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
+    let admin_token = services.admin_token;
     let routes = Routes::new(SiteServer::new(services.health))
         .add_service(PaymentsServer::new(services.payments))
+        .add_service(ApiKeysServer::new(services.api_keys))
+        .add_service(AdminServer::with_interceptor(services.admin, move |request| {
+            admin_token.check(request)
+        }))
         .add_service(grpc_health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
-    Ok(Routes::from(
-        routes
-            .into_axum_router()
-            .layer(axum::middleware::from_fn(trace::trace_call)),
-    ))
+    let guard = services.guard;
+    // Layers run outside-in: trace first (so refusals are traced with their request id), then the guard.
+    let router = routes
+        .into_axum_router()
+        .layer(axum::middleware::from_fn(move |request, next| {
+            crate::access::guard::guard(guard.clone(), request, next)
+        }))
+        .layer(axum::middleware::from_fn(trace::trace_call));
+    Ok(Routes::from(router))
 }
 
 fn reflection() -> tonic_reflection::server::Builder<'static> {

@@ -2,32 +2,7 @@
 //! so the rest of the code never sees an unchecked plan, currency, phone or e-mail.
 
 use crate::error::{ApiError, ApiResult, FieldViolation};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Plan {
-    Launch,
-    Growth,
-    Scale,
-}
-
-impl Plan {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "launch" => Some(Self::Launch),
-            "growth" => Some(Self::Growth),
-            "scale" => Some(Self::Scale),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Launch => "launch",
-            Self::Growth => "growth",
-            Self::Scale => "scale",
-        }
-    }
-}
+pub use crate::plan::Plan;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Currency {

@@ -1,0 +1,34 @@
+//! Who is calling: set by the guard on every platform request, read by every platform handler. Handlers
+//! act on `account_id`, the account the request is for (an agency's sub-account when it names one).
+
+use tonic::Code;
+
+use super::rate_limit::Decision;
+use crate::{
+    error::{ApiError, ApiResult},
+    store::entities::{accounts, api_keys},
+};
+
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The account the call acts on.
+    pub account_id: String,
+    /// The account that owns the key (the agency when acting on a sub-account).
+    pub key_account: accounts::Model,
+    /// The key the call was made with (its hash, never the key).
+    pub key: api_keys::Model,
+    /// This request's rate-limit decision.
+    pub rate: Decision,
+}
+
+impl Caller {
+    pub fn of<T>(request: &tonic::Request<T>) -> ApiResult<&Self> {
+        request.extensions().get::<Self>().ok_or_else(|| {
+            ApiError::new(
+                Code::Internal,
+                "internal",
+                "request reached a platform handler unguarded",
+            )
+        })
+    }
+}

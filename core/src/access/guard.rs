@@ -1,0 +1,218 @@
+//! The guard in front of every platform (`frontdesk.v1`) gRPC call, REST or direct: authentication (401),
+//! the rate limit (429), then access and scope (403), in that order, then the `Caller` for the handler.
+//! Every answer it lets through, or makes, carries the `RateLimit-Policy` and `RateLimit` headers.
+
+use std::{collections::HashMap, sync::Arc};
+
+use axum::{extract::Request, middleware::Next, response::Response};
+use frontdesk_api::{FILE_DESCRIPTOR_SET, wire};
+use http::{HeaderMap, HeaderValue};
+use prost_reflect::{DescriptorPool, Value};
+use sea_orm::DatabaseConnection;
+use tonic::Code;
+
+use super::{
+    caller::Caller,
+    credentials::{presented_key, unauthenticated},
+    key_store,
+    rate_limit::{Decision, RateLimiter},
+    scopes::Scopes,
+};
+use crate::{accounts::store as account_store, error::ApiError};
+
+/// Package prefix of the gRPC paths the guard protects.
+const PLATFORM_PREFIX: &str = "/frontdesk.v1.";
+
+pub struct Guard {
+    db: DatabaseConnection,
+    limiter: RateLimiter,
+    /// Service full name -> the key section it belongs to (`None`: always allowed).
+    sections: HashMap<String, Option<String>>,
+}
+
+impl Guard {
+    pub fn new(db: DatabaseConnection, limiter: RateLimiter) -> anyhow::Result<Self> {
+        Ok(Self {
+            db,
+            limiter,
+            sections: service_sections()?,
+        })
+    }
+
+    async fn admit(&self, request: &mut Request, service: &str) -> Result<Caller, (ApiError, Option<Decision>)> {
+        let key = presented_key(request.headers()).map_err(|e| (e, None))?;
+        let (key_row, account) = key_store::find_active(&self.db, &key)
+            .await
+            .map_err(|e| (e.into(), None))?
+            .ok_or_else(|| (unauthenticated("unknown, rotated or revoked API key"), None))?;
+        let rate = self
+            .limiter
+            .check(&account.id, u32::try_from(account.rate_limit).unwrap_or(1))
+            .await;
+        let refuse = |error: ApiError| (error, Some(rate));
+        if !rate.allowed {
+            return Err(refuse(ApiError::new(
+                Code::ResourceExhausted,
+                "rate_limited",
+                format!(
+                    "rate limit of {} requests per {} s reached; retry after {} s",
+                    rate.limit,
+                    self.limiter.window_seconds(),
+                    rate.retry_after
+                ),
+            )));
+        }
+        if !account.api_access {
+            return Err(refuse(ApiError::new(
+                Code::PermissionDenied,
+                "api_access_disabled",
+                "API access is not enabled on this account",
+            )));
+        }
+        let section = self.sections.get(service).cloned().flatten();
+        if section.as_deref() == Some("webhooks") && !account.webhooks_enabled {
+            return Err(refuse(ApiError::new(
+                Code::PermissionDenied,
+                "webhooks_disabled",
+                "webhooks are not enabled on this account",
+            )));
+        }
+        if let Some(section) = &section
+            && !Scopes::from_stored(&key_row.scopes).allows(section)
+        {
+            return Err(refuse(ApiError::new(
+                Code::PermissionDenied,
+                "insufficient_scope",
+                format!("this API key may not call the {section} section"),
+            )));
+        }
+        let account_id = match sub_account(request.headers()) {
+            None => account.id.clone(),
+            Some(child_id) => {
+                let child = account_store::find_live(&self.db, &child_id).await.ok();
+                match child {
+                    Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => child.id,
+                    _ => {
+                        return Err(refuse(ApiError::new(
+                            Code::PermissionDenied,
+                            "insufficient_scope",
+                            "sub_account_id is not a sub-account of this account",
+                        )));
+                    }
+                }
+            }
+        };
+        Ok(Caller {
+            account_id,
+            key_account: account,
+            key: key_row,
+            rate,
+        })
+    }
+}
+
+/// The axum middleware over the core's gRPC routes.
+pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Response {
+    let Some(service) = platform_service(request.uri().path()) else {
+        return next.run(request).await;
+    };
+    let service = service.to_owned();
+    let window = guard.limiter.window_seconds();
+    match guard.admit(&mut request, &service).await {
+        Ok(caller) => {
+            let rate = caller.rate;
+            request.extensions_mut().insert(caller);
+            let mut response = next.run(request).await;
+            rate_headers(response.headers_mut(), &rate, window);
+            response
+        }
+        Err((error, rate)) => {
+            let unauthenticated = error.code == Code::Unauthenticated;
+            let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
+            let headers = response.headers_mut();
+            if unauthenticated {
+                headers.insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            if let Some(rate) = rate {
+                rate_headers(headers, &rate, window);
+            }
+            response
+        }
+    }
+}
+
+/// `frontdesk.v1.Service` of a `/frontdesk.v1.Service/Method` path.
+fn platform_service(path: &str) -> Option<&str> {
+    path.strip_prefix('/')
+        .filter(|_| path.starts_with(PLATFORM_PREFIX))
+        .and_then(|p| p.split('/').next())
+}
+
+fn sub_account(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(wire::SUB_ACCOUNT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// IETF RateLimit headers (draft 9 style): the policy, and what is left of it.
+fn rate_headers(headers: &mut HeaderMap, rate: &Decision, window: u32) {
+    let values = [
+        ("ratelimit-policy", format!("\"default\";q={};w={window}", rate.limit)),
+        (
+            "ratelimit",
+            format!("\"default\";r={};t={}", rate.remaining(), rate.reset_seconds),
+        ),
+    ];
+    for (name, value) in values {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    if !rate.allowed
+        && let Ok(value) = HeaderValue::from_str(&rate.retry_after.to_string())
+    {
+        headers.insert(http::header::RETRY_AFTER, value);
+    }
+}
+
+/// Reads the `(frontdesk.v1.scope)` option of every platform service from the descriptor set.
+fn service_sections() -> anyhow::Result<HashMap<String, Option<String>>> {
+    let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET)?;
+    let scope = pool
+        .get_extension_by_name("frontdesk.v1.scope")
+        .ok_or_else(|| anyhow::anyhow!("frontdesk.v1.scope option missing from the descriptors"))?;
+    Ok(pool
+        .services()
+        .filter(|s| s.package_name() == "frontdesk.v1")
+        .map(|service| {
+            let options = service.options();
+            let section = match &*options.get_extension(&scope) {
+                Value::String(s) if !s.is_empty() => Some(s.clone()),
+                _ => None,
+            };
+            (service.full_name().to_owned(), section)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn platform_paths() {
+        assert_eq!(
+            super::platform_service("/frontdesk.v1.ApiKeys/GetCurrentApiKey"),
+            Some("frontdesk.v1.ApiKeys")
+        );
+        assert_eq!(super::platform_service("/frontdesk.site.v0.Payments/CreateOrder"), None);
+        assert_eq!(super::platform_service("/frontdesk.admin.v1.Admin/GetAccount"), None);
+    }
+
+    #[test]
+    fn every_platform_service_is_known() {
+        let sections = super::service_sections().unwrap();
+        assert_eq!(sections.get("frontdesk.v1.ApiKeys"), Some(&None));
+    }
+}

@@ -1,0 +1,208 @@
+//! The operator's gRPC service (`frontdesk.admin.v1.Admin`). Every call must carry
+//! `authorization: Bearer <FRONTDESK_ADMIN_TOKEN>`; with no token configured, every call is refused.
+
+use std::sync::Arc;
+
+use frontdesk_api::admin::v1::{
+    Account, CreateAccountRequest, CreatedAccount, CreditsRequest, CreditsResult, DeleteAccountRequest,
+    GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, UpdateAccountRequest, admin_server::Admin,
+};
+use sea_orm::DatabaseConnection;
+use subtle::ConstantTimeEq;
+use tonic::{Code, Request, Response, Status};
+
+use super::{
+    DEFAULT_RATE_LIMIT, credits,
+    store::{self, AccountChanges, NewAccount},
+};
+use crate::{
+    access::{key_store, scopes::Scopes},
+    clock::Clock,
+    error::{ApiError, ApiResult, FieldViolation},
+    plan::Plan,
+    store::entities::accounts,
+    timestamps,
+};
+
+/// Checks the admin bearer token in constant time. A tonic interceptor, run before any admin handler.
+#[derive(Clone)]
+pub struct AdminToken(Option<Arc<str>>);
+
+impl AdminToken {
+    pub fn new(token: Option<String>) -> Self {
+        Self(token.filter(|t| !t.is_empty()).map(Arc::from))
+    }
+
+    pub fn check(&self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(expected) = &self.0 else {
+            return Err(ApiError::new(
+                Code::PermissionDenied,
+                "admin_disabled",
+                "the admin API is disabled: set FRONTDESK_ADMIN_TOKEN",
+            )
+            .into());
+        };
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
+            Ok(request)
+        } else {
+            Err(ApiError::new(Code::Unauthenticated, "unauthenticated", "wrong or missing admin token").into())
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AdminService {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+}
+
+impl AdminService {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock }
+    }
+}
+
+fn parse_plan(plan: &str) -> ApiResult<Plan> {
+    Plan::parse(plan).ok_or_else(|| {
+        ApiError::invalid(vec![FieldViolation::new(
+            "plan",
+            "must be one of launch, growth, scale",
+        )])
+    })
+}
+
+fn parse_credits(credits: &str, required: bool) -> ApiResult<i64> {
+    if credits.is_empty() && !required {
+        return Ok(0);
+    }
+    credits::parse_milli(credits)
+        .filter(|m| !required || *m > 0)
+        .ok_or_else(|| {
+            ApiError::invalid(vec![FieldViolation::new(
+                "credits",
+                "must be a positive decimal with at most three fractional digits",
+            )])
+        })
+}
+
+fn rate_limit(value: i32) -> ApiResult<u32> {
+    match value {
+        0 => Ok(DEFAULT_RATE_LIMIT),
+        1..=1_000_000 => Ok(value as u32),
+        _ => Err(ApiError::invalid(vec![FieldViolation::new(
+            "rate_limit",
+            "must be between 1 and 1000000 requests per minute",
+        )])),
+    }
+}
+
+pub fn account_message(a: accounts::Model) -> Account {
+    Account {
+        id: a.id,
+        name: a.name,
+        plan: a.plan,
+        api_access: a.api_access,
+        webhooks_enabled: a.webhooks_enabled,
+        credit_balance: credits::to_decimal(a.credit_milli),
+        rate_limit: a.rate_limit,
+        parent_account_id: a.parent_account_id,
+        created_at: Some(timestamps::to_proto(a.created_at)),
+        updated_at: Some(timestamps::to_proto(a.updated_at)),
+        deleted_at: a.deleted_at.map(timestamps::to_proto),
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn create_account(&self, request: Request<CreateAccountRequest>) -> Result<Response<CreatedAccount>, Status> {
+        let r = request.into_inner();
+        let name = r.name.trim().to_owned();
+        if name.is_empty() || name.chars().count() > 200 {
+            return Err(ApiError::invalid(vec![FieldViolation::new("name", "must be 1 to 200 characters")]).into());
+        }
+        let new = NewAccount {
+            name,
+            plan: parse_plan(&r.plan)?,
+            credit_milli: parse_credits(&r.credits, false)?,
+            rate_limit: rate_limit(r.rate_limit)?,
+            parent_account_id: Some(r.parent_account_id).filter(|p| !p.is_empty()),
+        };
+        let (account, key) = store::create(&self.db, new, self.clock.now()).await?;
+        tracing::info!(account_id = account.id, plan = account.plan, "account created");
+        Ok(Response::new(CreatedAccount {
+            account: Some(account_message(account)),
+            api_key_masked: key.masked(),
+            api_key: key.reveal().to_owned(),
+        }))
+    }
+
+    async fn get_account(&self, request: Request<GetAccountRequest>) -> Result<Response<Account>, Status> {
+        let account = store::find_live(&self.db, &request.into_inner().account_id).await?;
+        Ok(Response::new(account_message(account)))
+    }
+
+    async fn update_account(&self, request: Request<UpdateAccountRequest>) -> Result<Response<Account>, Status> {
+        let r = request.into_inner();
+        let changes = AccountChanges {
+            plan: r.plan.as_deref().map(parse_plan).transpose()?,
+            api_access: r.api_access,
+            webhooks_enabled: r.webhooks_enabled,
+            rate_limit: r.rate_limit.map(rate_limit).transpose()?,
+        };
+        let account = store::update(&self.db, &r.account_id, changes, self.clock.now()).await?;
+        tracing::info!(account_id = account.id, "account updated");
+        Ok(Response::new(account_message(account)))
+    }
+
+    async fn delete_account(&self, request: Request<DeleteAccountRequest>) -> Result<Response<Account>, Status> {
+        let account = store::delete(&self.db, &request.into_inner().account_id, self.clock.now()).await?;
+        tracing::info!(account_id = account.id, "account deleted");
+        Ok(Response::new(account_message(account)))
+    }
+
+    async fn grant_credits(&self, request: Request<CreditsRequest>) -> Result<Response<CreditsResult>, Status> {
+        self.adjust(request.into_inner(), 1).await
+    }
+
+    async fn debit_credits(&self, request: Request<CreditsRequest>) -> Result<Response<CreditsResult>, Status> {
+        self.adjust(request.into_inner(), -1).await
+    }
+
+    async fn issue_api_key(&self, request: Request<IssueApiKeyRequest>) -> Result<Response<IssuedApiKey>, Status> {
+        let r = request.into_inner();
+        let scopes = Scopes::parse(&r.scopes)?;
+        let account = store::find_live(&self.db, &r.account_id).await?;
+        let (key, _) = key_store::issue(&self.db, &account.id, &scopes, self.clock.now())
+            .await
+            .map_err(ApiError::from)?;
+        tracing::info!(account_id = account.id, "api key issued");
+        Ok(Response::new(IssuedApiKey {
+            api_key: key.reveal().to_owned(),
+            api_key_masked: key.masked(),
+            scopes: scopes.names(),
+        }))
+    }
+}
+
+impl AdminService {
+    async fn adjust(&self, r: CreditsRequest, sign: i64) -> Result<Response<CreditsResult>, Status> {
+        let milli = parse_credits(&r.credits, true)?;
+        let reason = if r.reason.is_empty() {
+            if sign > 0 { "grant" } else { "debit" }
+        } else {
+            r.reason.as_str()
+        };
+        let (balance, entry) =
+            store::adjust_credits(&self.db, &r.account_id, sign * milli, reason, self.clock.now()).await?;
+        Ok(Response::new(CreditsResult {
+            credit_balance: credits::to_decimal(balance),
+            ledger_entry_id: entry,
+        }))
+    }
+}

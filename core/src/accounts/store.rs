@@ -1,0 +1,184 @@
+//! Account rows: creation (with the first key and the opening ledger entry), reads, updates, soft deletion,
+//! and credit changes that keep balance and ledger consistent in one transaction.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, Set,
+    TransactionTrait,
+    sea_query::{Expr, ExprTrait},
+};
+use tonic::Code;
+
+use crate::{
+    access::{api_key::ApiKey, key_store, scopes::Scopes},
+    error::{ApiError, ApiResult},
+    plan::Plan,
+    store::entities::{accounts, credit_ledger},
+};
+
+pub struct NewAccount {
+    pub name: String,
+    pub plan: Plan,
+    pub credit_milli: i64,
+    pub rate_limit: u32,
+    pub parent_account_id: Option<String>,
+}
+
+/// Creates the account, its opening ledger entry and its first API key (all sections), atomically.
+pub async fn create(
+    db: &DatabaseConnection,
+    new: NewAccount,
+    now: DateTime<Utc>,
+) -> ApiResult<(accounts::Model, ApiKey)> {
+    let txn = db.begin().await?;
+    if let Some(parent_id) = &new.parent_account_id {
+        let parent = find_live(&txn, parent_id).await?;
+        if parent.parent_account_id.is_some() {
+            return Err(ApiError::new(
+                Code::FailedPrecondition,
+                "invalid_argument",
+                "a sub-account cannot own sub-accounts",
+            ));
+        }
+    }
+    let account = accounts::Model {
+        id: format!("acc_{}", crate::ids::base62(16)),
+        name: new.name,
+        plan: new.plan.as_str().to_owned(),
+        api_access: new.plan.includes_api_access(),
+        webhooks_enabled: new.plan.includes_api_access(),
+        credit_milli: new.credit_milli,
+        rate_limit: i32::try_from(new.rate_limit).unwrap_or(i32::MAX),
+        parent_account_id: new.parent_account_id,
+        created_at: now,
+        updated_at: now,
+        deleted_at: None,
+    };
+    accounts::Entity::insert(accounts::ActiveModel::from(account.clone()).reset_all())
+        .exec_without_returning(&txn)
+        .await?;
+    if account.credit_milli > 0 {
+        write_ledger(
+            &txn,
+            &account.id,
+            account.credit_milli,
+            account.credit_milli,
+            "opening balance",
+            now,
+        )
+        .await?;
+    }
+    let (key, _) = key_store::issue(&txn, &account.id, &Scopes::All, now).await?;
+    txn.commit().await?;
+    Ok((account, key))
+}
+
+/// The account, unless it does not exist or was deleted (both 404).
+pub async fn find_live(db: &impl ConnectionTrait, account_id: &str) -> ApiResult<accounts::Model> {
+    accounts::Entity::find_by_id(account_id)
+        .filter(accounts::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::new(Code::NotFound, "not_found", "no such account"))
+}
+
+pub async fn count(db: &impl ConnectionTrait) -> ApiResult<u64> {
+    Ok(accounts::Entity::find().count(db).await?)
+}
+
+/// Changes to an account; `None` leaves a field as it is.
+#[derive(Default)]
+pub struct AccountChanges {
+    pub plan: Option<Plan>,
+    pub api_access: Option<bool>,
+    pub webhooks_enabled: Option<bool>,
+    pub rate_limit: Option<u32>,
+}
+
+pub async fn update(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    changes: AccountChanges,
+    now: DateTime<Utc>,
+) -> ApiResult<accounts::Model> {
+    let account = find_live(db, account_id).await?;
+    let mut active: accounts::ActiveModel = account.into();
+    if let Some(plan) = changes.plan {
+        active.plan = Set(plan.as_str().to_owned());
+    }
+    if let Some(api_access) = changes.api_access {
+        active.api_access = Set(api_access);
+    }
+    if let Some(webhooks_enabled) = changes.webhooks_enabled {
+        active.webhooks_enabled = Set(webhooks_enabled);
+    }
+    if let Some(rate_limit) = changes.rate_limit {
+        active.rate_limit = Set(i32::try_from(rate_limit).unwrap_or(i32::MAX));
+    }
+    active.updated_at = Set(now);
+    Ok(active.update(db).await?)
+}
+
+/// Marks the account deleted; its keys stop working at once.
+pub async fn delete(db: &impl ConnectionTrait, account_id: &str, now: DateTime<Utc>) -> ApiResult<accounts::Model> {
+    let account = find_live(db, account_id).await?;
+    let mut active: accounts::ActiveModel = account.into();
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    Ok(active.update(db).await?)
+}
+
+/// Adds `delta_milli` (negative to debit) and writes the ledger entry; a debit past zero is refused.
+/// Returns the new balance and the ledger entry id.
+pub async fn adjust_credits(
+    db: &DatabaseConnection,
+    account_id: &str,
+    delta_milli: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<(i64, String)> {
+    let txn = db.begin().await?;
+    let new_balance = Expr::col(accounts::Column::CreditMilli).add(delta_milli);
+    let updated = accounts::Entity::update_many()
+        .col_expr(accounts::Column::CreditMilli, new_balance.clone())
+        .col_expr(accounts::Column::UpdatedAt, Expr::value(now))
+        .filter(accounts::Column::Id.eq(account_id))
+        .filter(accounts::Column::DeletedAt.is_null())
+        .filter(new_balance.gte(0))
+        .exec(&txn)
+        .await?;
+    if updated.rows_affected == 0 {
+        find_live(&txn, account_id).await?;
+        return Err(ApiError::new(
+            Code::FailedPrecondition,
+            "insufficient_credits",
+            "the credit balance does not cover this debit",
+        ));
+    }
+    let balance = find_live(&txn, account_id).await?.credit_milli;
+    let entry = write_ledger(&txn, account_id, delta_milli, balance, reason, now).await?;
+    txn.commit().await?;
+    Ok((balance, entry))
+}
+
+async fn write_ledger(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    delta_milli: i64,
+    balance_after_milli: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<String> {
+    let id = format!("led_{}", crate::ids::base62(16));
+    credit_ledger::Entity::insert(credit_ledger::ActiveModel {
+        id: Set(id.clone()),
+        account_id: Set(account_id.to_owned()),
+        delta_milli: Set(delta_milli),
+        balance_after_milli: Set(balance_after_milli),
+        reason: Set(reason.to_owned()),
+        created_at: Set(now),
+    })
+    .exec_without_returning(db)
+    .await?;
+    Ok(id)
+}

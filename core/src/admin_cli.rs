@@ -1,0 +1,265 @@
+//! `frontdesk admin ...`: the operator's command line over the admin gRPC service, authenticated with
+//! `FRONTDESK_ADMIN_TOKEN`. Human-readable output by default, one JSON object with `--json`.
+
+use clap::{Args, Subcommand};
+use frontdesk_api::admin::v1::{
+    Account, CreateAccountRequest, CreditsRequest, DeleteAccountRequest, GetAccountRequest, IssueApiKeyRequest,
+    UpdateAccountRequest, admin_client::AdminClient,
+};
+use serde_json::{Value, json};
+use tonic::{Request, metadata::MetadataValue, transport::Channel};
+
+#[derive(Args)]
+pub struct AdminArgs {
+    /// gRPC address of the core.
+    #[arg(
+        long = "core",
+        env = "FRONTDESK_CORE_URL",
+        default_value = "http://127.0.0.1:50051",
+        global = true
+    )]
+    core_url: String,
+
+    /// Print one JSON object instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create an account; prints its id and its first API key (shown once).
+    CreateAccount {
+        #[arg(long)]
+        name: String,
+        /// launch, growth or scale.
+        #[arg(long)]
+        plan: String,
+        /// Opening credit balance, e.g. 100 or 0.15.
+        #[arg(long, default_value = "")]
+        credits: String,
+        /// Requests per minute (default 600).
+        #[arg(long, default_value_t = 0)]
+        rate_limit: i32,
+        /// Agency account that owns the new one.
+        #[arg(long = "parent", default_value = "")]
+        parent: String,
+    },
+    /// Show an account.
+    GetAccount {
+        #[arg(long)]
+        account: String,
+    },
+    /// Issue another API key for an account.
+    IssueKey {
+        #[arg(long)]
+        account: String,
+        /// Sections the key may call, comma separated; all when omitted.
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+    },
+    /// Change an account's plan.
+    SetPlan {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        plan: String,
+    },
+    /// Change an account's feature flags or rate limit.
+    UpdateAccount {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        api_access: Option<bool>,
+        #[arg(long = "webhooks")]
+        webhooks: Option<bool>,
+        #[arg(long)]
+        rate_limit: Option<i32>,
+    },
+    /// Add credits (a ledger entry is written).
+    GrantCredits {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        credits: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Remove credits (a ledger entry is written).
+    DebitCredits {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        credits: String,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Delete an account; its keys stop working at once.
+    DeleteAccount {
+        #[arg(long)]
+        account: String,
+    },
+}
+
+pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let token = std::env::var("FRONTDESK_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("set FRONTDESK_ADMIN_TOKEN to the core's admin token"))?;
+    let bearer: MetadataValue<_> = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| anyhow::anyhow!("FRONTDESK_ADMIN_TOKEN has characters a header cannot carry"))?;
+    let channel = Channel::from_shared(args.core_url.clone())?
+        .connect()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the core at {}: {e}", args.core_url))?;
+    let mut client = AdminClient::with_interceptor(channel, move |mut request: Request<()>| {
+        request.metadata_mut().insert("authorization", bearer.clone());
+        Ok(request)
+    });
+    let output = match args.command {
+        AdminCommand::CreateAccount {
+            name,
+            plan,
+            credits,
+            rate_limit,
+            parent,
+        } => {
+            let created = client
+                .create_account(CreateAccountRequest {
+                    name,
+                    plan,
+                    credits,
+                    rate_limit,
+                    parent_account_id: parent,
+                })
+                .await?
+                .into_inner();
+            let mut out = account_json(created.account.unwrap_or_default());
+            out["api_key"] = json!(created.api_key);
+            out
+        }
+        AdminCommand::GetAccount { account } => account_json(
+            client
+                .get_account(GetAccountRequest { account_id: account })
+                .await?
+                .into_inner(),
+        ),
+        AdminCommand::IssueKey { account, scopes } => {
+            let issued = client
+                .issue_api_key(IssueApiKeyRequest {
+                    account_id: account,
+                    scopes,
+                })
+                .await?
+                .into_inner();
+            json!({"api_key": issued.api_key, "api_key_masked": issued.api_key_masked, "scopes": issued.scopes})
+        }
+        AdminCommand::SetPlan { account, plan } => account_json(
+            client
+                .update_account(UpdateAccountRequest {
+                    account_id: account,
+                    plan: Some(plan),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner(),
+        ),
+        AdminCommand::UpdateAccount {
+            account,
+            api_access,
+            webhooks,
+            rate_limit,
+        } => account_json(
+            client
+                .update_account(UpdateAccountRequest {
+                    account_id: account,
+                    plan: None,
+                    api_access,
+                    webhooks_enabled: webhooks,
+                    rate_limit,
+                })
+                .await?
+                .into_inner(),
+        ),
+        AdminCommand::GrantCredits {
+            account,
+            credits,
+            reason,
+        } => credits_json(
+            client
+                .grant_credits(CreditsRequest {
+                    account_id: account,
+                    credits,
+                    reason,
+                })
+                .await?,
+        ),
+        AdminCommand::DebitCredits {
+            account,
+            credits,
+            reason,
+        } => credits_json(
+            client
+                .debit_credits(CreditsRequest {
+                    account_id: account,
+                    credits,
+                    reason,
+                })
+                .await?,
+        ),
+        AdminCommand::DeleteAccount { account } => account_json(
+            client
+                .delete_account(DeleteAccountRequest { account_id: account })
+                .await?
+                .into_inner(),
+        ),
+    };
+    if args.json {
+        println!("{output}");
+    } else {
+        print_text(&output);
+    }
+    Ok(())
+}
+
+fn credits_json(answer: tonic::Response<frontdesk_api::admin::v1::CreditsResult>) -> Value {
+    let result = answer.into_inner();
+    json!({"credit_balance": result.credit_balance, "ledger_entry_id": result.ledger_entry_id})
+}
+
+fn account_json(a: Account) -> Value {
+    let seconds = |t: Option<prost_types::Timestamp>| t.map(|t| t.seconds);
+    json!({
+        "account_id": a.id,
+        "name": a.name,
+        "plan": a.plan,
+        "api_access": a.api_access,
+        "webhooks_enabled": a.webhooks_enabled,
+        "credit_balance": a.credit_balance,
+        "rate_limit": a.rate_limit,
+        "parent_account_id": a.parent_account_id,
+        "created_at": seconds(a.created_at).and_then(|s| chrono::DateTime::from_timestamp(s, 0)).map(|t| t.to_rfc3339()),
+        "deleted": a.deleted_at.is_some(),
+    })
+}
+
+/// One `name  value` line per field; the API key last, with a reminder that it is shown once.
+fn print_text(output: &Value) {
+    let Some(fields) = output.as_object() else {
+        return;
+    };
+    for (name, value) in fields.iter().filter(|(name, _)| *name != "api_key") {
+        let value = match value {
+            Value::String(s) => s.clone(),
+            Value::Null => "-".to_owned(),
+            other => other.to_string(),
+        };
+        println!("{:<18} {value}", name.replace('_', " "));
+    }
+    if let Some(key) = output.get("api_key").and_then(Value::as_str) {
+        println!("{:<18} {key}    (shown once: store it now)", "api key");
+    }
+}
