@@ -115,11 +115,32 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         .connect()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the core at {}: {e}", args.core_url))?;
-    let mut client = AdminClient::with_interceptor(channel, move |mut request: Request<()>| {
-        request.metadata_mut().insert("authorization", bearer.clone());
+    let mut client = AdminClient::with_interceptor(channel, BearerToken(bearer));
+    let output = call(&mut client, args.command).await.map_err(describe)?;
+    if args.json {
+        println!("{output}");
+    } else {
+        print_text(&output);
+    }
+    Ok(())
+}
+
+type Client = AdminClient<tonic::service::interceptor::InterceptedService<Channel, BearerToken>>;
+
+/// Adds `authorization: Bearer <admin token>` to every call.
+#[derive(Clone)]
+struct BearerToken(MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, tonic::Status> {
+        request.metadata_mut().insert("authorization", self.0.clone());
         Ok(request)
-    });
-    let output = match args.command {
+    }
+}
+
+/// Runs one command; the answer as JSON.
+async fn call(client: &mut Client, command: AdminCommand) -> Result<Value, tonic::Status> {
+    Ok(match command {
         AdminCommand::CreateAccount {
             name,
             plan,
@@ -216,13 +237,26 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .await?
                 .into_inner(),
         ),
-    };
-    if args.json {
-        println!("{output}");
-    } else {
-        print_text(&output);
+    })
+}
+
+/// `reason: message` and any field problems, from the status the core answered.
+fn describe(status: tonic::Status) -> anyhow::Error {
+    use tonic_types::StatusExt;
+    let details = status.get_error_details();
+    let reason = details.error_info().map_or_else(
+        || format!("{:?}", status.code()),
+        |info| info.reason.to_ascii_lowercase(),
+    );
+    let mut text = format!("{reason}: {}", status.message());
+    for violation in details
+        .bad_request()
+        .map(|b| b.field_violations.clone())
+        .unwrap_or_default()
+    {
+        text.push_str(&format!("\n  {}: {}", violation.field, violation.description));
     }
-    Ok(())
+    anyhow::anyhow!(text)
 }
 
 fn credits_json(answer: tonic::Response<frontdesk_api::admin::v1::CreditsResult>) -> Value {

@@ -175,9 +175,13 @@ fn responses(binding: &Binding, schemas: &mut Schemas<'_>) -> Value {
         "500".to_owned(),
         error("Server error (`internal`, `payment_provider_error`)."),
     );
+    let output = schemas.message_ref(&binding.method.output(), binding.naming);
     responses.insert(
         "503".to_owned(),
-        json!({"description": "Service unavailable or degraded."}),
+        json!({
+            "description": "Unavailable: the error body, or for health the degraded status.",
+            "content": {"application/json": {"schema": {"anyOf": [{"$ref": ERROR_SCHEMA}, output]}}},
+        }),
     );
     Value::Object(responses)
 }

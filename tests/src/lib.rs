@@ -2,9 +2,11 @@
 //! (an SQLite file in a temporary directory, or a new PostgreSQL database), and local servers that speak
 //! outside services' wire protocols.
 
+pub mod admin;
 pub mod binary;
 pub mod db;
 pub mod razorpay;
+pub mod redis_server;
 pub mod server;
 
 pub use db::Db;
@@ -64,8 +66,16 @@ impl Answer {
 
 /// Sends `method url` with a raw body (none when `None`).
 pub async fn call(method: &str, url: &str, body: Option<&str>) -> Answer {
+    call_with(method, url, &[], body).await
+}
+
+/// Sends `method url` with extra headers and a raw body (none when `None`).
+pub async fn call_with(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Answer {
     let client = http_client();
     let mut request = client.request(method.parse().expect("method"), url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     if let Some(body) = body {
         request = request.header("content-type", "application/json").body(body.to_owned());
     }

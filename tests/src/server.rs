@@ -147,6 +147,7 @@ pub fn base_env() -> BTreeMap<String, String> {
         ("FRONTDESK_LOG_FORMAT", "json"),
         ("RUST_LOG", "info"),
         ("RAZORPAY_KEY_SECRET", crate::razorpay::TEST_KEY_SECRET),
+        ("FRONTDESK_ADMIN_TOKEN", crate::admin::TEST_ADMIN_TOKEN),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

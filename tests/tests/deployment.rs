@@ -86,25 +86,40 @@ async fn migrate_creates_the_schema_and_is_repeatable() {
 async fn a_bad_configuration_stops_start_up_with_a_reason() {
     let mut env: BTreeMap<String, String> = base_env();
     env.insert("FRONTDESK_PRICES".into(), "gold.INR=5".into());
-    let output = std::process::Command::new(binary::path())
-        .arg("serve")
-        .envs(&env)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown plan `gold`"));
+    let stderr = refused_start(&env);
+    assert!(stderr.contains("unknown plan `gold`"), "{stderr}");
 
     let db = Db::sqlite();
     env.remove("FRONTDESK_PRICES");
     env.insert("DATABASE_URL".into(), db.url());
     env.insert("FRONTDESK_PAYMENT_PROVIDER".into(), "razorpay".into());
-    let output = std::process::Command::new(binary::path())
+    let stderr = refused_start(&env);
+    assert!(stderr.contains("RAZORPAY_KEY_ID"), "{stderr}");
+}
+
+/// Starts `serve` with exactly `env` and expects it to exit with an error within 20 seconds; its stderr.
+fn refused_start(env: &BTreeMap<String, String>) -> String {
+    let mut child = std::process::Command::new(binary::path())
         .arg("serve")
-        .envs(&env)
-        .output()
+        .env_clear()
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("RAZORPAY_KEY_ID"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve kept running with a bad configuration");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    std::io::read_to_string(child.stderr.take().unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

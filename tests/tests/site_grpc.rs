@@ -19,7 +19,17 @@ fn checkout(plan: &str, phone: &str) -> CreateOrderRequest {
 on_both_databases!(site_calls_over_grpc, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
     let mut site = SiteClient::connect(server.grpc.clone()).await.unwrap();
-    let health = site.health(HealthRequest {}).await.unwrap().into_inner();
+    let mut request = tonic::Request::new(HealthRequest {});
+    request
+        .metadata_mut()
+        .insert("x-request-id", "grpc-trace-1".parse().unwrap());
+    let answer = site.health(request).await.unwrap();
+    assert_eq!(
+        answer.metadata().get("x-request-id").unwrap(),
+        "grpc-trace-1",
+        "request ids are echoed"
+    );
+    let health = answer.into_inner();
     assert_eq!((health.status.as_str(), health.version.as_str()), ("ok", "0.1.0"));
 
     let mut payments = PaymentsClient::connect(server.grpc.clone()).await.unwrap();

@@ -93,6 +93,8 @@ on_both_databases!(bad_create_order_input_is_a_precise_400, |db: Db| async move 
         (with("phone", json!(["+919812345678"])), "phone"),
         (with("businessName", json!({"a": 1})), "businessName"),
         (with("coupon", json!("FREE")), "coupon"),
+        (with("name", json!("n".repeat(201))), "name"),
+        (with("businessName", json!("b".repeat(201))), "businessName"),
     ];
     for (body, field) in cases {
         let answer = call("POST", &server.url("/payments/create-order"), Some(&body)).await;
@@ -114,6 +116,7 @@ on_both_databases!(bad_create_order_input_is_a_precise_400, |db: Db| async move 
     ] {
         let answer = call("POST", &server.url("/payments/create-order"), Some(body)).await;
         assert_eq!(answer.status, 400, "{body}");
+        assert_eq!(answer.fields(), ["body"], "{body}");
         let message = answer.body["error"]["message"].as_str().unwrap();
         assert!(message.contains(needle), "{body} -> {message}");
     }
@@ -283,7 +286,99 @@ async fn health_is_degraded_while_postgres_is_unreachable() {
         "no internals: {message}"
     );
 
+    let mut grpc = frontdesk_api::site::v0::site_client::SiteClient::connect(server.grpc.clone())
+        .await
+        .unwrap();
+    let health = grpc
+        .health(frontdesk_api::site::v0::HealthRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status, "degraded", "gRPC answers OK with the degraded status");
+
     db.admin(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).await;
     let answer = call("GET", &server.url("/healthz"), None).await;
     assert_eq!((answer.status, answer.body["status"].as_str()), (200, Some("ok")));
+}
+
+on_both_databases!(
+    requests_accept_snake_case_and_the_order_keeps_the_subscriber,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let body = json!({"plan": "scale", "currency": "USD", "phone": "+14155550123", "name": "Lee Chan",
+                      "email": "lee@example.com", "business_name": "Chan Clinic"});
+        let order = create_order(&server, body).await;
+        assert_eq!(order.status, 200, "{}", order.body);
+        let order_id = order.body["orderId"].as_str().unwrap();
+        for (column, expected) in [
+            ("name", "Lee Chan"),
+            ("email", "lee@example.com"),
+            ("business_name", "Chan Clinic"),
+            ("phone", "+14155550123"),
+            ("plan", "scale"),
+            ("currency", "USD"),
+        ] {
+            let sql = format!("SELECT {column} FROM orders WHERE id = $1");
+            assert_eq!(db.scalar(&sql, order_id).await.as_deref(), Some(expected), "{column}");
+        }
+        let signature = checkout_signature(TEST_KEY_SECRET, order_id, "pay_snake");
+        let verify = json!({"order_id": order_id, "payment_id": "pay_snake", "signature": signature}).to_string();
+        let answer = call("POST", &server.url("/payments/verify"), Some(&verify)).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let email = db
+            .scalar("SELECT email FROM subscribers WHERE phone = $1", "+14155550123")
+            .await;
+        assert_eq!(email.as_deref(), Some("lee@example.com"));
+    }
+);
+
+on_both_databases!(concurrent_verifies_settle_one_payment, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let order = create_order(&server, growth_inr()).await;
+    let order_id = order.body["orderId"].as_str().unwrap().to_owned();
+    let attempts = (0..8).map(|i| {
+        let payment = if i % 2 == 0 {
+            "pay_even".to_owned()
+        } else {
+            "pay_odd".to_owned()
+        };
+        let signature = checkout_signature(TEST_KEY_SECRET, &order_id, &payment);
+        let url = server.url("/payments/verify");
+        let body = json!({"orderId": order_id, "paymentId": payment, "signature": signature}).to_string();
+        async move { (payment, call("POST", &url, Some(&body)).await) }
+    });
+    let results = futures_join_all(attempts).await;
+    let winners: std::collections::HashSet<_> = results
+        .iter()
+        .filter(|(_, a)| a.status == 200)
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert_eq!(winners.len(), 1, "exactly one payment settles the order");
+    for (payment, answer) in &results {
+        if !winners.contains(payment) {
+            assert_eq!(
+                (answer.status, answer.code()),
+                (400, "order_already_paid"),
+                "{}",
+                answer.body
+            );
+        }
+    }
+    let paid_with = db
+        .scalar("SELECT payment_id FROM orders WHERE id = $1", &order_id)
+        .await;
+    assert!(winners.contains(paid_with.as_deref().unwrap()));
+});
+
+/// Runs the futures concurrently on the test runtime.
+async fn futures_join_all<F: std::future::Future + Send + 'static>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for handle in handles {
+        outputs.push(handle.await.expect("task"));
+    }
+    outputs
 }

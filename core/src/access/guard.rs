@@ -210,6 +210,140 @@ mod tests {
         assert_eq!(super::platform_service("/frontdesk.admin.v1.Admin/GetAccount"), None);
     }
 
+    use std::{collections::HashMap, time::Duration};
+
+    use axum::{body::Body, extract::Request};
+    use sea_orm::DatabaseConnection;
+
+    use super::{Guard, RateLimiter};
+    use crate::{
+        access::{key_store, scopes::Scopes},
+        accounts::store::{self, AccountChanges, NewAccount},
+        clock::{Clock, SystemClock},
+        plan::Plan,
+    };
+
+    async fn guard() -> (Guard, DatabaseConnection) {
+        let db = crate::store::connect("sqlite::memory:", 1).await.unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let sections = HashMap::from([
+            ("frontdesk.v1.Deals".to_owned(), Some("deals".to_owned())),
+            ("frontdesk.v1.Agents".to_owned(), Some("agents".to_owned())),
+            ("frontdesk.v1.Webhooks".to_owned(), Some("webhooks".to_owned())),
+            ("frontdesk.v1.ApiKeys".to_owned(), None),
+        ]);
+        let limiter = RateLimiter::new(None, Duration::from_secs(60));
+        (
+            Guard {
+                db: db.clone(),
+                limiter,
+                sections,
+            },
+            db,
+        )
+    }
+
+    async fn account(db: &DatabaseConnection, plan: Plan, parent: Option<String>) -> (String, String) {
+        let new = NewAccount {
+            name: "t".into(),
+            plan,
+            credit_milli: 0,
+            rate_limit: 600,
+            parent_account_id: parent,
+        };
+        let (account, key) = store::create(db, new, SystemClock.now()).await.unwrap();
+        (account.id, key.reveal().to_owned())
+    }
+
+    fn request(key: &str, sub_account: Option<&str>) -> Request {
+        let mut builder = Request::builder().header("x-api-key", key);
+        if let Some(id) = sub_account {
+            builder = builder.header("x-sub-account-id", id);
+        }
+        builder.body(Body::empty()).unwrap()
+    }
+
+    async fn reason(guard: &Guard, key: &str, service: &str) -> Result<String, &'static str> {
+        match guard.admit(&mut request(key, None), service).await {
+            Ok(caller) => Err(if caller.rate.allowed { "admitted" } else { "throttled" }),
+            Err((error, _)) => Ok(error.reason.to_owned()),
+        }
+    }
+
+    #[tokio::test]
+    async fn scoped_keys_reach_only_their_sections() {
+        let (guard, db) = guard().await;
+        let (account_id, _) = account(&db, Plan::Growth, None).await;
+        let scopes = Scopes::parse(&["agents".to_owned()]).unwrap();
+        let (key, _) = key_store::issue(&db, &account_id, &scopes, SystemClock.now())
+            .await
+            .unwrap();
+        let key = key.reveal();
+        assert_eq!(
+            reason(&guard, key, "frontdesk.v1.Deals").await,
+            Ok("insufficient_scope".to_owned())
+        );
+        assert_eq!(reason(&guard, key, "frontdesk.v1.Agents").await, Err("admitted"));
+        assert_eq!(
+            reason(&guard, key, "frontdesk.v1.ApiKeys").await,
+            Err("admitted"),
+            "api-keys always allowed"
+        );
+    }
+
+    #[tokio::test]
+    async fn account_flags_are_checked_before_scopes() {
+        let (guard, db) = guard().await;
+        let (account_id, key) = account(&db, Plan::Growth, None).await;
+        assert_eq!(reason(&guard, &key, "frontdesk.v1.Webhooks").await, Err("admitted"));
+        let now = SystemClock.now();
+        let webhooks_off = AccountChanges {
+            webhooks_enabled: Some(false),
+            ..Default::default()
+        };
+        store::update(&db, &account_id, webhooks_off, now).await.unwrap();
+        assert_eq!(
+            reason(&guard, &key, "frontdesk.v1.Webhooks").await,
+            Ok("webhooks_disabled".to_owned())
+        );
+        assert_eq!(
+            reason(&guard, &key, "frontdesk.v1.Deals").await,
+            Err("admitted"),
+            "only webhook calls"
+        );
+        let access_off = AccountChanges {
+            api_access: Some(false),
+            ..Default::default()
+        };
+        store::update(&db, &account_id, access_off, now).await.unwrap();
+        assert_eq!(
+            reason(&guard, &key, "frontdesk.v1.Webhooks").await,
+            Ok("api_access_disabled".to_owned())
+        );
+    }
+
+    #[tokio::test]
+    async fn an_agency_acts_on_its_own_children_only() {
+        let (guard, db) = guard().await;
+        let (agency, key) = account(&db, Plan::Scale, None).await;
+        let (child, _) = account(&db, Plan::Growth, Some(agency.clone())).await;
+        let (stranger, _) = account(&db, Plan::Growth, None).await;
+        let caller = guard
+            .admit(&mut request(&key, Some(&child)), "frontdesk.v1.Deals")
+            .await
+            .unwrap();
+        assert_eq!((caller.account_id, caller.key_account.id), (child, agency.clone()));
+        let refused = guard
+            .admit(&mut request(&key, Some(&stranger)), "frontdesk.v1.Deals")
+            .await;
+        assert_eq!(refused.err().unwrap().0.reason, "insufficient_scope");
+        let caller = guard
+            .admit(&mut request(&key, None), "frontdesk.v1.Deals")
+            .await
+            .unwrap();
+        assert_eq!(caller.account_id, agency);
+    }
+
     #[test]
     fn every_platform_service_is_known() {
         let sections = super::service_sections().unwrap();

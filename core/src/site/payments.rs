@@ -125,7 +125,8 @@ impl PaymentsService {
             .exec(&txn)
             .await?;
         if updated.rows_affected == 0 {
-            drop(txn);
+            // Another verify won the race; release the transaction (and SQLite's write lock) at once.
+            txn.rollback().await?;
             let current = orders::Entity::find_by_id(&order.id)
                 .one(&self.db)
                 .await?

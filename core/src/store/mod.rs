@@ -8,8 +8,8 @@ use std::time::Duration;
 use frontdesk_migrations::{Migrator, MigratorTrait};
 use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 
-/// Opens a pool on `url`. The pool connects lazily, so a service whose database is down still starts (and
-/// reports itself degraded) instead of exiting.
+/// Opens a pool on `url`. Start-up needs the database (migrations run first), so an unreachable database at
+/// start is an error that names it; an outage after start is reported by the health check instead.
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
     let mut options = ConnectOptions::new(url.to_owned());
     options

@@ -2,7 +2,6 @@
 
 use super::{OrderRequest, PaymentProvider, ProviderError};
 
-#[derive(Debug)]
 pub struct LocalProvider {
     key_id: String,
     key_secret: String,
@@ -11,6 +10,15 @@ pub struct LocalProvider {
 impl LocalProvider {
     pub fn new(key_id: String, key_secret: String) -> Self {
         Self { key_id, key_secret }
+    }
+}
+
+/// Shows the key id, never the secret.
+impl std::fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalProvider")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,0 +1,77 @@
+//! The admin gRPC service as the tests use it: accounts with a known plan, limit and key.
+
+use frontdesk_api::admin::v1::{
+    CreateAccountRequest, IssueApiKeyRequest, UpdateAccountRequest, admin_client::AdminClient,
+};
+use tonic::{Request, service::interceptor::InterceptedService, transport::Channel};
+
+use crate::Server;
+
+pub const TEST_ADMIN_TOKEN: &str = "test-admin-token";
+
+pub type Admin = AdminClient<InterceptedService<Channel, fn(Request<()>) -> Result<Request<()>, tonic::Status>>>;
+
+fn with_token(mut request: Request<()>) -> Result<Request<()>, tonic::Status> {
+    let bearer = format!("Bearer {TEST_ADMIN_TOKEN}").parse().expect("ascii");
+    request.metadata_mut().insert("authorization", bearer);
+    Ok(request)
+}
+
+pub async fn client(server: &Server) -> Admin {
+    let channel = Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .expect("admin connects");
+    AdminClient::with_interceptor(
+        channel,
+        with_token as fn(Request<()>) -> Result<Request<()>, tonic::Status>,
+    )
+}
+
+/// A new account on `plan` with `rate_limit` requests per window (0: default); returns (account id, key).
+pub async fn account(server: &Server, plan: &str, rate_limit: i32) -> (String, String) {
+    account_under(server, plan, rate_limit, "").await
+}
+
+/// Like `account`, as a sub-account of `parent`.
+pub async fn account_under(server: &Server, plan: &str, rate_limit: i32, parent: &str) -> (String, String) {
+    let created = client(server)
+        .await
+        .create_account(CreateAccountRequest {
+            name: format!("{plan} test account"),
+            plan: plan.to_owned(),
+            credits: "10".to_owned(),
+            rate_limit,
+            parent_account_id: parent.to_owned(),
+        })
+        .await
+        .expect("account created")
+        .into_inner();
+    (created.account.expect("account").id, created.api_key)
+}
+
+pub async fn issue_key(server: &Server, account_id: &str, scopes: &[&str]) -> String {
+    client(server)
+        .await
+        .issue_api_key(IssueApiKeyRequest {
+            account_id: account_id.to_owned(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        })
+        .await
+        .expect("key issued")
+        .into_inner()
+        .api_key
+}
+
+pub async fn set_api_access(server: &Server, account_id: &str, api_access: bool) {
+    client(server)
+        .await
+        .update_account(UpdateAccountRequest {
+            account_id: account_id.to_owned(),
+            api_access: Some(api_access),
+            ..Default::default()
+        })
+        .await
+        .expect("account updated");
+}
