@@ -1,0 +1,247 @@
+//! The load generator: a fixed number of workers, each issuing one request at a time for a fixed duration
+//! (HTTP/1.1 on a keep-alive connection of its own, or gRPC over a few shared HTTP/2 connections), every
+//! latency recorded in an HDR histogram.
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use frontdesk_api::v1::{GetCurrentApiKeyRequest, api_keys_client::ApiKeysClient};
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tonic::{metadata::MetadataValue, transport::Channel};
+
+/// How long, how many at once, and how long to warm up unrecorded first.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub concurrency: usize,
+    pub duration: Duration,
+    pub warmup: Duration,
+}
+
+/// The time a run lasts: requests start until `deadline`; those started after warm-up are recorded.
+#[derive(Clone, Copy)]
+struct Window {
+    record_from: Instant,
+    deadline: Instant,
+}
+
+impl Window {
+    fn starting_now(shape: Shape) -> Self {
+        let record_from = Instant::now() + shape.warmup;
+        Self {
+            record_from,
+            deadline: record_from + shape.duration,
+        }
+    }
+
+    /// The start of the next request, or `None` once the run is over.
+    fn next(&self) -> Option<Instant> {
+        let now = Instant::now();
+        (now < self.deadline).then_some(now)
+    }
+
+    fn records(&self, started: Instant) -> bool {
+        started >= self.record_from
+    }
+}
+
+/// One HTTP request, sent again and again.
+#[derive(Clone, Debug)]
+pub struct HttpRequest {
+    pub method: http::Method,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+/// What a run measured.
+pub struct Outcome {
+    pub requests: u64,
+    pub elapsed: Duration,
+    pub latency_us: Histogram<u64>,
+    /// Non-success answers and failures, by status (`"503"`, `"grpc Unavailable"`, `"io"`).
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Outcome {
+    fn new() -> Self {
+        Self {
+            requests: 0,
+            elapsed: Duration::ZERO,
+            latency_us: Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"),
+            errors: BTreeMap::new(),
+        }
+    }
+
+    fn merge(&mut self, other: Outcome) {
+        self.requests += other.requests;
+        self.latency_us.add(&other.latency_us).expect("same bounds");
+        for (status, n) in other.errors {
+            *self.errors.entry(status).or_default() += n;
+        }
+    }
+
+    fn record(&mut self, window: &Window, started: Instant, error: Option<String>) {
+        if !window.records(started) {
+            return;
+        }
+        self.requests += 1;
+        let _ = self.latency_us.record(started.elapsed().as_micros().max(1) as u64);
+        if let Some(error) = error {
+            *self.errors.entry(error).or_default() += 1;
+        }
+    }
+
+    pub fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+/// Drives `request` at `addr` over HTTP/1.1 keep-alive, one connection per worker.
+pub async fn http(addr: SocketAddr, request: HttpRequest, shape: Shape) -> anyhow::Result<Outcome> {
+    let window = Window::starting_now(shape);
+    let mut workers = Vec::new();
+    for _ in 0..shape.concurrency {
+        let request = request.clone();
+        workers.push(tokio::spawn(http_worker(addr, request, window)));
+    }
+    collect(workers, shape).await
+}
+
+async fn http_worker(addr: SocketAddr, request: HttpRequest, window: Window) -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::new();
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let host = addr.to_string();
+    while let Some(started) = window.next() {
+        let mut builder = http::Request::builder()
+            .method(request.method.clone())
+            .uri(&request.path)
+            .header(http::header::HOST, &host);
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let sent = sender
+            .send_request(builder.body(Full::new(request.body.clone()))?)
+            .await;
+        let error = match sent {
+            Ok(response) => {
+                let status = response.status();
+                response.into_body().collect().await?;
+                (!status.is_success()).then(|| status.as_u16().to_string())
+            }
+            Err(err) => {
+                outcome.record(&window, started, Some("io".to_owned()));
+                return Err(err.into());
+            }
+        };
+        outcome.record(&window, started, error);
+    }
+    Ok(outcome)
+}
+
+/// Drives `GetCurrentApiKey` with `key` at the gRPC `url`, workers sharing a few HTTP/2 connections.
+pub async fn grpc_current_key(url: &str, key: &str, shape: Shape) -> anyhow::Result<Outcome> {
+    let connections = shape.concurrency.clamp(1, 4);
+    let mut channels = Vec::new();
+    for _ in 0..connections {
+        channels.push(
+            Channel::from_shared(url.to_owned())?
+                .tcp_nodelay(true)
+                .connect()
+                .await?,
+        );
+    }
+    let key: MetadataValue<_> = key.parse()?;
+    let window = Window::starting_now(shape);
+    let mut workers = Vec::new();
+    for worker in 0..shape.concurrency {
+        let mut client = ApiKeysClient::new(channels[worker % connections].clone());
+        let key = key.clone();
+        workers.push(tokio::spawn(async move {
+            let mut outcome = Outcome::new();
+            while let Some(started) = window.next() {
+                let mut request = tonic::Request::new(GetCurrentApiKeyRequest {});
+                request.metadata_mut().insert("x-api-key", key.clone());
+                let error = client
+                    .get_current_api_key(request)
+                    .await
+                    .err()
+                    .map(|status| format!("grpc {:?}", status.code()));
+                outcome.record(&window, started, error);
+            }
+            Ok(outcome)
+        }));
+    }
+    collect(workers, shape).await
+}
+
+/// Drives the storage work of one authenticated request with nothing else: the guard's indexed key lookup on
+/// PostgreSQL and the rate-limit script on Redis, back to back, from each worker.
+pub async fn storage_floor(
+    db: sea_orm::DatabaseConnection,
+    redis: redis::aio::ConnectionManager,
+    lookup: sea_orm::Statement,
+    script: &'static str,
+    account_id: String,
+    shape: Shape,
+) -> anyhow::Result<Outcome> {
+    use sea_orm::ConnectionTrait;
+    let window = Window::starting_now(shape);
+    let script = redis::Script::new(script);
+    let mut workers = Vec::new();
+    for _ in 0..shape.concurrency {
+        let (db, mut redis, lookup, script, account_id) = (
+            db.clone(),
+            redis.clone(),
+            lookup.clone(),
+            script.clone(),
+            account_id.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut outcome = Outcome::new();
+            while let Some(started) = window.next() {
+                let found = db.query_one_raw(lookup.clone()).await?;
+                let allowed: (i64, i64, i64, i64) = script
+                    .arg(&account_id)
+                    .arg(1_000_000_000)
+                    .arg(60)
+                    .arg(60)
+                    .invoke_async(&mut redis)
+                    .await?;
+                let error = match (found, allowed.0) {
+                    (Some(_), 1) => None,
+                    (None, _) => Some("key not found".to_owned()),
+                    _ => Some("throttled".to_owned()),
+                };
+                outcome.record(&window, started, error);
+            }
+            Ok(outcome)
+        }));
+    }
+    collect(workers, shape).await
+}
+
+async fn collect(
+    workers: Vec<tokio::task::JoinHandle<anyhow::Result<Outcome>>>,
+    shape: Shape,
+) -> anyhow::Result<Outcome> {
+    let mut total = Outcome::new();
+    for worker in workers {
+        total.merge(worker.await??);
+    }
+    total.elapsed = shape.duration;
+    Ok(total)
+}

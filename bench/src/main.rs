@@ -1,0 +1,119 @@
+//! `frontdesk-bench`: every hot path of the service measured the same way, against the physical limit of this
+//! stack on the same machine, in one run. `frontdesk-bench` (or `run`) prints the results table and the
+//! targets; `--smoke` runs a few seconds at tiny concurrency (the test suite does, so the harness cannot rot).
+
+mod bare;
+mod load;
+mod process;
+mod report;
+mod scenarios;
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "frontdesk-bench",
+    about = "Load scenarios against the bare-axum limit, one run"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The baseline server (started by `run`; not for direct use).
+    BareServer {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Concurrent connections (HTTP) or in-flight calls (gRPC).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Measured seconds per scenario.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// A few seconds at concurrency 2: checks the harness, measures nothing worth recording.
+    #[arg(long)]
+    smoke: bool,
+    /// Run only the scenarios whose name contains this text (the limit always runs, as the baseline).
+    #[arg(long)]
+    only: Option<String>,
+    /// The `frontdesk` binary; default: next to this one.
+    #[arg(long)]
+    frontdesk: Option<PathBuf>,
+    /// PostgreSQL server (a database is created per run).
+    #[arg(
+        long,
+        env = "FRONTDESK_TEST_POSTGRES",
+        default_value = "postgres://postgres@127.0.0.1:5432"
+    )]
+    postgres: String,
+    /// Redis server.
+    #[arg(long, env = "FRONTDESK_TEST_REDIS", default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        Some(Command::BareServer { addr }) => runtime.block_on(bare::serve(&addr)),
+        None => runtime.block_on(run(cli.run)),
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let bench = std::env::current_exe()?;
+    let frontdesk = args
+        .frontdesk
+        .unwrap_or_else(|| bench.parent().map(|d| d.join("frontdesk")).unwrap_or_default());
+    anyhow::ensure!(
+        frontdesk.exists(),
+        "no frontdesk binary at {} (build it first)",
+        frontdesk.display()
+    );
+    let work_dir = std::env::temp_dir().join(format!("frontdesk-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir)?;
+    let setup = scenarios::Setup {
+        frontdesk,
+        bench,
+        postgres: args.postgres,
+        redis: args.redis,
+        work_dir: work_dir.clone(),
+    };
+    let shape = if args.smoke {
+        load::Shape {
+            concurrency: 2,
+            duration: Duration::from_millis(700),
+            warmup: Duration::from_millis(100),
+        }
+    } else {
+        load::Shape {
+            concurrency: args.concurrency,
+            duration: Duration::from_secs(args.seconds),
+            warmup: Duration::from_secs(2).min(Duration::from_secs(args.seconds) / 5),
+        }
+    };
+    println!(
+        "frontdesk-bench: {} concurrent, {:?} per scenario (+{:?} warm-up), {} cores",
+        shape.concurrency,
+        shape.duration,
+        shape.warmup,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let outcome = scenarios::run_all(&setup, shape, args.only.as_deref()).await;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let (results, footprint) = outcome?;
+    println!("\n{}", report::table(&results));
+    println!("{}", report::targets(&results, &footprint));
+    Ok(())
+}

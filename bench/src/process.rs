@@ -1,0 +1,120 @@
+//! The servers under test, as separate processes: spawned with the given environment, their addresses read
+//! from their "listening" log lines, their CPU time and memory read from `/proc`.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    net::SocketAddr,
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+pub struct ServerProcess {
+    child: Child,
+    pub http: Option<SocketAddr>,
+    pub grpc: Option<SocketAddr>,
+    /// From spawn to every listener up.
+    pub started_in: Duration,
+}
+
+impl ServerProcess {
+    /// Spawns `program args` with exactly `env` (plus PATH) and waits for `listeners` "... listening" lines.
+    pub fn spawn(
+        program: &Path,
+        args: &[&str],
+        env: &BTreeMap<String, String>,
+        listeners: usize,
+    ) -> anyhow::Result<Self> {
+        let started = Instant::now();
+        let mut child = Command::new(program)
+            .args(args)
+            .env_clear()
+            .envs(env)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", program.display()))?;
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                let message = json["message"].as_str().unwrap_or_default();
+                if message.ends_with(" listening") || message.contains("frontdesk stopped") {
+                    let _ = tx.send((
+                        message.to_owned(),
+                        json["addr"].as_str().unwrap_or_default().to_owned(),
+                        line,
+                    ));
+                }
+            }
+        });
+        let (mut http, mut grpc) = (None, None);
+        for _ in 0..listeners {
+            let (message, addr, line) = rx
+                .recv_timeout(Duration::from_secs(30))
+                .map_err(|_| anyhow::anyhow!("{} did not start listening", program.display()))?;
+            match message.as_str() {
+                "http listening" => http = Some(addr.parse()?),
+                "grpc listening" => grpc = Some(addr.parse()?),
+                _ => anyhow::bail!("{} failed to start: {line}", program.display()),
+            }
+        }
+        Ok(Self {
+            child,
+            http,
+            grpc,
+            started_in: started.elapsed(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// User + system CPU seconds the process has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks: f64 = [11, 12]
+            .iter()
+            .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+            .sum();
+        ticks / clock_ticks_per_second()
+    }
+
+    /// Resident memory now and at its peak, in MiB.
+    pub fn rss_mib(&self) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+                .map_or(0.0, |kib| kib / 1024.0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Linux reports CPU times in clock ticks of `sysconf(_SC_CLK_TCK)` per second.
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}

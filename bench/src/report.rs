@@ -1,0 +1,115 @@
+//! The results table (markdown, ready for docs/BENCHMARKS.md) and the issue's targets checked against it.
+
+use std::fmt::Write;
+
+use crate::scenarios::{Footprint, Measured};
+
+pub fn table(results: &[Measured]) -> String {
+    let limit = results.first().map_or(1.0, |r| r.outcome.per_second());
+    let mut out = String::from(
+        "| scenario | req/s | x limit | p50 ms | p90 ms | p99 ms | max ms | errors | server CPU s | server peak RSS MiB |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n",
+    );
+    for r in results {
+        let h = &r.outcome.latency_us;
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        let errors = if r.outcome.errors.is_empty() {
+            "0".to_owned()
+        } else {
+            r.outcome
+                .errors
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.0} |",
+            r.name,
+            r.outcome.per_second(),
+            r.outcome.per_second() / limit,
+            ms(0.5),
+            ms(0.9),
+            ms(0.99),
+            h.max() as f64 / 1000.0,
+            errors,
+            r.server_cpu,
+            r.server_peak_rss,
+        );
+    }
+    out
+}
+
+/// One line per target of the performance issue: the figure, the target, met or not.
+pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
+    let find = |prefix: &str| results.iter().find(|r| r.name.starts_with(prefix));
+    let rps = |prefix: &str| find(prefix).map_or(0.0, |r| r.outcome.per_second());
+    let limit = rps("limit");
+    let auth = find("GET /v1/api-keys/current, serve");
+    let auth_ratio = rps("GET /v1/api-keys/current, serve") / limit.max(1e-9);
+    let auth_p99 = auth.map_or(f64::INFINITY, |r| {
+        r.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
+    });
+    let edge_ratio = rps("GET /v1/api-keys/current, split") / rps("GetCurrentApiKey").max(1e-9);
+    let peak = auth.map_or(0.0, |r| r.server_peak_rss);
+    let floor = rps("floor:");
+    let floor_share = if floor > 0.0 {
+        format!("{:.0}%", rps("GET /v1/api-keys/current, serve") / floor * 100.0)
+    } else {
+        "not run".to_owned()
+    };
+    let rows = [
+        (
+            "authenticated call, serve: share of the bare limit",
+            format!("{:.0}%", auth_ratio * 100.0),
+            ">= 35%",
+            auth_ratio >= 0.35,
+        ),
+        (
+            "authenticated call, serve: share of the storage floor (no goal set)",
+            floor_share,
+            "-",
+            true,
+        ),
+        (
+            "authenticated call, serve: p99",
+            format!("{auth_p99:.2} ms"),
+            "< 10 ms",
+            auth_p99 < 10.0,
+        ),
+        (
+            "edge overhead: split REST / direct gRPC",
+            format!("{:.0}%", edge_ratio * 100.0),
+            ">= 60%",
+            edge_ratio >= 0.60,
+        ),
+        (
+            "serve idle RSS (SQLite)",
+            format!("{:.1} MiB", footprint.idle_rss),
+            "< 60 MB",
+            footprint.idle_rss < 57.2,
+        ),
+        (
+            "serve peak RSS under the authenticated load",
+            format!("{peak:.1} MiB"),
+            "< 200 MB",
+            peak < 190.7,
+        ),
+        (
+            "start to healthy (SQLite)",
+            format!("{:.0} ms", footprint.started_in.as_secs_f64() * 1000.0),
+            "< 1 s",
+            footprint.started_in.as_secs_f64() < 1.0,
+        ),
+    ];
+    let mut out = String::from("| target | measured | goal | met |\n|---|---:|---|---|\n");
+    for (name, measured, goal, met) in rows {
+        let _ = writeln!(
+            out,
+            "| {name} | {measured} | {goal} | {} |",
+            if met { "yes" } else { "**no**" }
+        );
+    }
+    out
+}

@@ -1,0 +1,261 @@
+//! The scenarios, each against its baseline in the same invocation: the bare axum limit, the health check
+//! through the edge, the authenticated call in serve mode, in split mode and directly over gRPC, and the
+//! create-order write path on PostgreSQL and SQLite. Each starts its own server process on a fresh database.
+
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use bytes::Bytes;
+use frontdesk_api::admin::v1::{CreateAccountRequest, admin_client::AdminClient};
+use rand::Rng;
+use sea_orm::{ConnectionTrait, Database};
+use tonic::{Request, metadata::MetadataValue, transport::Channel};
+
+use crate::{
+    load::{self, HttpRequest, Outcome, Shape},
+    process::ServerProcess,
+};
+
+const ADMIN_TOKEN: &str = "bench-admin-token";
+
+/// Where things are.
+pub struct Setup {
+    pub frontdesk: PathBuf,
+    pub bench: PathBuf,
+    pub postgres: String,
+    pub redis: String,
+    pub work_dir: PathBuf,
+}
+
+/// One scenario's figures.
+pub struct Measured {
+    pub name: &'static str,
+    pub outcome: Outcome,
+    /// CPU seconds the server process(es) used during the measured run.
+    pub server_cpu: f64,
+    /// Peak resident memory of the server process(es), MiB.
+    pub server_peak_rss: f64,
+}
+
+/// Facts about the service process itself.
+pub struct Footprint {
+    pub idle_rss: f64,
+    pub started_in: Duration,
+}
+
+impl Setup {
+    fn env(&self, database_url: &str, redis: bool) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = [
+            ("FRONTDESK_HTTP_ADDR", "127.0.0.1:0"),
+            ("FRONTDESK_GRPC_ADDR", "127.0.0.1:0"),
+            ("FRONTDESK_LOG_FORMAT", "json"),
+            ("RUST_LOG", "warn,frontdesk_edge=info,frontdesk_core::grpc=info"),
+            ("FRONTDESK_ADMIN_TOKEN", ADMIN_TOKEN),
+            ("RAZORPAY_KEY_SECRET", "bench-secret"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        env.insert("DATABASE_URL".into(), database_url.to_owned());
+        if redis {
+            env.insert("REDIS_URL".into(), self.redis.clone());
+        }
+        env
+    }
+
+    async fn postgres_database(&self) -> anyhow::Result<String> {
+        let name = format!("fd_bench_{:012x}", rand::rng().random::<u64>() >> 16);
+        let admin = Database::connect(format!("{}/postgres", self.postgres)).await?;
+        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?;
+        Ok(format!("{}/{name}", self.postgres))
+    }
+
+    fn sqlite_database(&self) -> anyhow::Result<String> {
+        let dir = self.work_dir.join(format!("sqlite-{:x}", rand::rng().random::<u64>()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(format!("sqlite://{}?mode=rwc", dir.join("frontdesk.db").display()))
+    }
+
+    fn serve(&self, database_url: &str, redis: bool) -> anyhow::Result<ServerProcess> {
+        ServerProcess::spawn(&self.frontdesk, &["serve"], &self.env(database_url, redis), 2)
+    }
+}
+
+/// Runs `drive` against the processes, measuring their CPU and memory around it.
+async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
+    name: &'static str,
+    processes: &[&ServerProcess],
+    drive: F,
+) -> anyhow::Result<Measured> {
+    let cpu_before: f64 = processes.iter().map(|p| p.cpu_seconds()).sum();
+    let outcome = drive.await?;
+    let server_cpu = processes.iter().map(|p| p.cpu_seconds()).sum::<f64>() - cpu_before;
+    let server_peak_rss = processes.iter().map(|p| p.rss_mib().1).sum();
+    Ok(Measured {
+        name,
+        outcome,
+        server_cpu,
+        server_peak_rss,
+    })
+}
+
+/// A growth account with a limit high enough never to throttle the run; its key.
+async fn bench_account(grpc: std::net::SocketAddr) -> anyhow::Result<String> {
+    let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
+    let token: MetadataValue<_> = format!("Bearer {ADMIN_TOKEN}").parse()?;
+    let mut admin = AdminClient::with_interceptor(channel, move |mut r: Request<()>| {
+        r.metadata_mut().insert("authorization", token.clone());
+        Ok(r)
+    });
+    let created = admin
+        .create_account(CreateAccountRequest {
+            name: "bench".into(),
+            plan: "growth".into(),
+            rate_limit: 1_000_000,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(created.api_key)
+}
+
+fn get(path: &str, key: Option<&str>) -> HttpRequest {
+    HttpRequest {
+        method: http::Method::GET,
+        path: path.to_owned(),
+        headers: key
+            .map(|k| vec![("x-api-key".to_owned(), k.to_owned())])
+            .unwrap_or_default(),
+        body: Bytes::new(),
+    }
+}
+
+fn create_order() -> HttpRequest {
+    HttpRequest {
+        method: http::Method::POST,
+        path: "/payments/create-order".to_owned(),
+        headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+        body: Bytes::from_static(br#"{"plan":"growth","currency":"INR","phone":"+919812345678"}"#),
+    }
+}
+
+/// Every scenario in order (or, after the limit, those whose name contains `only`), plus the service's own
+/// footprint.
+pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow::Result<(Vec<Measured>, Footprint)> {
+    let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
+    let mut results = Vec::new();
+
+    const LIMIT: &str = "limit: bare axum, 60-byte JSON";
+    let bare = ServerProcess::spawn(&setup.bench, &["bare-server"], &BTreeMap::new(), 1)?;
+    let addr = bare.http.expect("bare server address");
+    results.push(measure(LIMIT, &[&bare], load::http(addr, get("/", None), shape)).await?);
+    drop(bare);
+
+    // Footprint and start-up on the zero-configuration path: SQLite, no Redis.
+    let sqlite = setup.sqlite_database()?;
+    let serve_sqlite = setup.serve(&sqlite, false)?;
+    let addr = serve_sqlite.http.expect("http");
+    let started_in = healthy_after(addr, serve_sqlite.started_in).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rss = serve_sqlite.rss_mib().0;
+    const HEALTH: &str = "GET /healthz through the edge (SQLite)";
+    if wanted(HEALTH) {
+        results.push(measure(HEALTH, &[&serve_sqlite], load::http(addr, get("/healthz", None), shape)).await?);
+    }
+    const ORDER_SQLITE: &str = "POST /payments/create-order (SQLite)";
+    if wanted(ORDER_SQLITE) {
+        results.push(measure(ORDER_SQLITE, &[&serve_sqlite], load::http(addr, create_order(), shape)).await?);
+    }
+    drop(serve_sqlite);
+
+    let postgres = setup.postgres_database().await?;
+    let serve = setup.serve(&postgres, true)?;
+    let key = bench_account(serve.grpc.expect("grpc")).await?;
+    let addr = serve.http.expect("http");
+    let current = get("/v1/api-keys/current", Some(&key));
+    const AUTH: &str = "GET /v1/api-keys/current, serve (PostgreSQL + Redis)";
+    if wanted(AUTH) {
+        results.push(measure(AUTH, &[&serve], load::http(addr, current.clone(), shape)).await?);
+    }
+    const ORDER_PG: &str = "POST /payments/create-order (PostgreSQL)";
+    if wanted(ORDER_PG) {
+        results.push(measure(ORDER_PG, &[&serve], load::http(addr, create_order(), shape)).await?);
+    }
+    drop(serve);
+
+    const FLOOR: &str = "floor: one indexed PostgreSQL read + one Redis script, no HTTP";
+    if wanted(FLOOR) {
+        results.push(storage_floor(setup, &postgres, &key, shape).await?);
+    }
+
+    const SPLIT: &str = "GET /v1/api-keys/current, split edge -> core";
+    const DIRECT: &str = "GetCurrentApiKey, gRPC direct to core";
+    if wanted(SPLIT) || wanted(DIRECT) {
+        let core = ServerProcess::spawn(&setup.frontdesk, &["core"], &setup.env(&postgres, true), 1)?;
+        let core_url = format!("http://{}", core.grpc.expect("grpc"));
+        let mut edge_env = setup.env("", false);
+        edge_env.insert("FRONTDESK_CORE_URL".into(), core_url.clone());
+        let edge = ServerProcess::spawn(&setup.frontdesk, &["edge"], &edge_env, 1)?;
+        let addr = edge.http.expect("http");
+        results.push(measure(SPLIT, &[&edge, &core], load::http(addr, current, shape)).await?);
+        results.push(measure(DIRECT, &[&core], load::grpc_current_key(&core_url, &key, shape)).await?);
+    }
+    Ok((results, Footprint { idle_rss, started_in }))
+}
+
+/// The storage floor of the authenticated call: what PostgreSQL and Redis on this machine allow when the
+/// service adds nothing. The lookup is the guard's own statement, on the database the service just used.
+async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -> anyhow::Result<Measured> {
+    use sea_orm::{ConnectOptions, ConnectionTrait, Statement};
+    let mut options = ConnectOptions::new(postgres.to_owned());
+    options.max_connections(16).sqlx_logging(false);
+    let db = Database::connect(options).await?;
+    let hash = sha256_hex(key);
+    let account_id: String = db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "SELECT account_id FROM api_keys WHERE key_hash = $1",
+            [hash.clone().into()],
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("bench key not stored"))?
+        .try_get_by_index(0)?;
+    let lookup = Statement::from_sql_and_values(db.get_database_backend(), FIND_ACTIVE_SQL, [hash.into()]);
+    let redis = redis::aio::ConnectionManager::new(redis::Client::open(setup.redis.as_str())?).await?;
+    let script = include_str!("../../core/src/access/rate_limit/sliding_window.lua");
+    let outcome = load::storage_floor(db, redis, lookup, script, account_id, shape).await?;
+    Ok(Measured {
+        name: "floor: one indexed PostgreSQL read + one Redis script, no HTTP",
+        outcome,
+        server_cpu: 0.0,
+        server_peak_rss: 0.0,
+    })
+}
+
+/// The guard's key lookup (core/src/access/key_store.rs), PostgreSQL form.
+const FIND_ACTIVE_SQL: &str = "SELECT k.id, k.account_id, k.masked, k.scopes, k.created_at, \
+    a.name, a.plan, a.api_access, a.webhooks_enabled, a.credit_milli, a.rate_limit, a.parent_account_id, \
+    a.created_at, a.updated_at FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+    WHERE k.revoked_at IS NULL AND a.deleted_at IS NULL AND k.key_hash = $1";
+
+fn sha256_hex(key: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}
+
+/// Time from spawn until `/healthz` answers 200.
+async fn healthy_after(addr: std::net::SocketAddr, listening_after: Duration) -> anyhow::Result<Duration> {
+    let started = std::time::Instant::now();
+    let shape = Shape {
+        concurrency: 1,
+        duration: Duration::from_millis(1),
+        warmup: Duration::ZERO,
+    };
+    loop {
+        let probe = load::http(addr, get("/healthz", None), shape).await;
+        if probe.is_ok_and(|o| o.error_count() == 0) {
+            return Ok(listening_after + started.elapsed());
+        }
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "never healthy");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

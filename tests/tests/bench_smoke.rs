@@ -1,0 +1,42 @@
+//! The performance harness in smoke mode: a few seconds at tiny concurrency, so it cannot rot. It must run
+//! every scenario with requests and no errors, and print the table and the targets.
+
+use frontdesk_tests::binary;
+
+#[test]
+fn the_benchmark_harness_runs_every_scenario() {
+    let frontdesk = binary::path();
+    let bench = frontdesk.with_file_name("frontdesk-bench");
+    let output = std::process::Command::new(&bench)
+        .arg("--smoke")
+        .arg("--frontdesk")
+        .arg(&frontdesk)
+        .output()
+        .expect("frontdesk-bench runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let scenarios = [
+        "limit: bare axum",
+        "GET /healthz through the edge",
+        "POST /payments/create-order (SQLite)",
+        "GET /v1/api-keys/current, serve",
+        "POST /payments/create-order (PostgreSQL)",
+        "GET /v1/api-keys/current, split",
+        "GetCurrentApiKey, gRPC direct",
+    ];
+    for scenario in scenarios {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {scenario}")))
+            .unwrap_or_else(|| panic!("no row for {scenario}:\n{stdout}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let per_second: f64 = cells[2].parse().unwrap();
+        assert!(per_second > 0.0, "{scenario} made requests: {row}");
+        assert_eq!(cells[8], "0", "{scenario} had no errors: {row}");
+    }
+    assert!(stdout.contains("| start to healthy (SQLite) |"), "{stdout}");
+}
