@@ -20,6 +20,7 @@ use crate::{
     },
     clock::{Clock, SystemClock},
     config::{CoreConfig, PaymentConfig, PaymentProviderKind},
+    deals::{pipelines::PipelinesService, service::DealsService},
     grpc::{self, Services},
     ids,
     integrations::{
@@ -60,6 +61,8 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<(Routes, Database
             config.payments.timeout(),
         ),
         api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
+        deals: DealsService::new(db.clone(), clock.clone()),
+        pipelines: PipelinesService::new(db.clone(), clock.clone()),
         admin: AdminService::new(db.clone(), clock),
         admin_token: AdminToken::new(config.admin_token.clone()),
         guard: Arc::new(Guard::new(db.clone(), limiter)?),

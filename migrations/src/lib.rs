@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_site_payments;
 mod m20261122_000002_accounts;
+mod m20261122_000003_deals;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261122_000001_site_payments::Migration),
             Box::new(m20261122_000002_accounts::Migration),
+            Box::new(m20261122_000003_deals::Migration),
         ]
     }
 }

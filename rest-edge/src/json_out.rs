@@ -9,6 +9,11 @@ use serde::ser::{Error, Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use crate::bindings::Naming;
 
+/// The message as a JSON value, exactly as REST responses render it (webhook payloads use this too).
+pub fn to_value(message: &DynamicMessage, naming: Naming) -> serde_json::Value {
+    serde_json::to_value(JsonMessage { message, naming }).unwrap_or(serde_json::Value::Null)
+}
+
 /// A message to serialize in the given naming.
 pub struct JsonMessage<'a> {
     pub message: &'a DynamicMessage,

@@ -4,7 +4,7 @@
 
 mod bindings;
 mod error;
-mod json_out;
+pub mod json_out;
 mod openapi;
 mod path_template;
 mod request;
@@ -33,6 +33,7 @@ use prost_reflect::DescriptorPool;
 use tokio::net::TcpListener;
 
 use bindings::Binding;
+pub use bindings::Naming;
 pub use error::HttpError;
 use request_id::RequestId;
 pub use transport::Transport;

@@ -54,6 +54,9 @@ pub fn build(
             Map::new()
         }
     };
+    if binding.http_method == http::Method::PATCH && matches!(binding.body, BodyRule::Whole) {
+        fill_update_mask(&input, &mut root);
+    }
     if platform && let Some(value) = root.remove(SUB_ACCOUNT_PARAM) {
         let Value::String(id) = value else {
             return Err(HttpError::invalid_field(SUB_ACCOUNT_PARAM, "must be a string"));
@@ -94,6 +97,32 @@ pub fn build(
         }
     }
     Ok((parse_message(input, Value::Object(root))?, lifted))
+}
+
+/// Field holding the fields a PATCH changes.
+const UPDATE_MASK: &str = "update_mask";
+
+/// For a PATCH whose request has a `google.protobuf.FieldMask update_mask`, the mask is the body's keys when
+/// the body does not give one (grpc-gateway's convention): absent fields stay as they are.
+fn fill_update_mask(input: &MessageDescriptor, root: &mut Map<String, Value>) {
+    let Some(mask_field) = input.get_field_by_name(UPDATE_MASK) else {
+        return;
+    };
+    let is_field_mask = matches!(mask_field.kind(), Kind::Message(m) if m.full_name() == "google.protobuf.FieldMask");
+    if !is_field_mask || root.contains_key(UPDATE_MASK) || root.contains_key(mask_field.json_name()) {
+        return;
+    }
+    let paths: Vec<String> = root
+        .keys()
+        .filter_map(|key| {
+            input
+                .get_field_by_name(key)
+                .or_else(|| input.get_field_by_json_name(key))
+        })
+        .filter(|field| field.name() != UPDATE_MASK)
+        .map(|field| field.json_name().to_owned())
+        .collect();
+    root.insert(UPDATE_MASK.to_owned(), Value::String(paths.join(",")));
 }
 
 /// The body as a JSON object; an empty body reads as `{}`.

@@ -24,7 +24,8 @@ pub struct NewAccount {
     pub parent_account_id: Option<String>,
 }
 
-/// Creates the account, its opening ledger entry and its first API key (all sections), atomically.
+/// Creates the account, its opening ledger entry, its main pipeline and its first API key (all sections),
+/// atomically.
 pub async fn create(
     db: &DatabaseConnection,
     new: NewAccount,
@@ -68,6 +69,7 @@ pub async fn create(
         )
         .await?;
     }
+    crate::deals::pipelines::create_default(&txn, &account.id, now).await?;
     let (key, _) = key_store::issue(&txn, &account.id, &Scopes::All, now).await?;
     txn.commit().await?;
     Ok((account, key))

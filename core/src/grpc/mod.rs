@@ -11,7 +11,7 @@ use frontdesk_api::{
     FILE_DESCRIPTOR_SET,
     admin::v1::admin_server::AdminServer,
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
-    v1::api_keys_server::ApiKeysServer,
+    v1::{api_keys_server::ApiKeysServer, deals_server::DealsServer, pipelines_server::PipelinesServer},
 };
 use tokio::net::TcpListener;
 use tonic::service::Routes;
@@ -19,6 +19,7 @@ use tonic::service::Routes;
 use crate::{
     access::{guard::Guard, service::ApiKeysService},
     accounts::admin::{AdminService, AdminToken},
+    deals::{pipelines::PipelinesService, service::DealsService},
     site::{health::HealthService, payments::PaymentsService},
 };
 
@@ -27,6 +28,8 @@ pub struct Services {
     pub health: HealthService,
     pub payments: PaymentsService,
     pub api_keys: ApiKeysService,
+    pub deals: DealsService,
+    pub pipelines: PipelinesService,
     pub admin: AdminService,
     pub admin_token: AdminToken,
     pub guard: Arc<Guard>,
@@ -37,6 +40,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<SiteServer<HealthService>>().await;
     reporter.set_serving::<PaymentsServer<PaymentsService>>().await;
     reporter.set_serving::<ApiKeysServer<ApiKeysService>>().await;
+    reporter.set_serving::<DealsServer<DealsService>>().await;
+    reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
@@ -44,6 +49,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     let routes = Routes::new(SiteServer::new(services.health))
         .add_service(PaymentsServer::new(services.payments))
         .add_service(ApiKeysServer::new(services.api_keys))
+        .add_service(DealsServer::new(services.deals))
+        .add_service(PipelinesServer::new(services.pipelines))
         .add_service(AdminServer::with_interceptor(services.admin, move |request| {
             admin_token.check(request)
         }))

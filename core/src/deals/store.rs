@@ -1,0 +1,161 @@
+//! Deal rows, always scoped by account: lookups, dense positions within a stage, and the filtered,
+//! cursor-paged list. Position changes first take a write lock on the stage's row (a no-op update), which
+//! serialises them per stage on PostgreSQL and SQLite alike.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait, Func, LikeExpr},
+};
+
+use super::cursor::Cursor;
+use crate::store::entities::{deals, stages};
+
+/// The stage with this id on the account.
+pub async fn stage(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    stage_id: &str,
+) -> Result<Option<stages::Model>, DbErr> {
+    stages::Entity::find_by_id((account_id.to_owned(), stage_id.to_owned()))
+        .one(db)
+        .await
+}
+
+/// The deal with this id on the account (another account's deal is as absent as a missing one).
+pub async fn deal(db: &impl ConnectionTrait, account_id: &str, deal_id: &str) -> Result<Option<deals::Model>, DbErr> {
+    deals::Entity::find_by_id(deal_id)
+        .filter(deals::Column::AccountId.eq(account_id))
+        .one(db)
+        .await
+}
+
+/// Locks the stages' rows for the rest of the transaction, in id order (no deadlock between two moves).
+pub async fn lock_stages(db: &impl ConnectionTrait, account_id: &str, stage_ids: &[&str]) -> Result<(), DbErr> {
+    let mut ids: Vec<&str> = stage_ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        stages::Entity::update_many()
+            .col_expr(stages::Column::Position, Expr::col(stages::Column::Position))
+            .filter(stages::Column::AccountId.eq(account_id))
+            .filter(stages::Column::Id.eq(id))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
+}
+
+/// How many deals the stage holds: the position after its last.
+pub async fn stage_size(db: &impl ConnectionTrait, account_id: &str, stage_id: &str) -> Result<i32, DbErr> {
+    let count = deals::Entity::find()
+        .filter(deals::Column::AccountId.eq(account_id))
+        .filter(deals::Column::Stage.eq(stage_id))
+        .count(db)
+        .await?;
+    Ok(i32::try_from(count).unwrap_or(i32::MAX))
+}
+
+/// Shifts the positions at or after `from` in a stage by `delta` (+1 opens a gap, -1 closes one).
+pub async fn shift(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    stage_id: &str,
+    from: i32,
+    delta: i32,
+) -> Result<(), DbErr> {
+    deals::Entity::update_many()
+        .col_expr(deals::Column::Position, Expr::col(deals::Column::Position).add(delta))
+        .filter(deals::Column::AccountId.eq(account_id))
+        .filter(deals::Column::Stage.eq(stage_id))
+        .filter(deals::Column::Position.gte(from))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Every list filter; empty strings and `None` do not filter.
+#[derive(Default)]
+pub struct Filters {
+    pub stage: String,
+    pub pipeline_id: String,
+    pub status: String,
+    pub priority: String,
+    pub source: String,
+    pub contact_id: String,
+    pub assigned_to: String,
+    pub tag: String,
+    pub q: String,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+/// One page, newest first, after `cursor`; one more row than `limit` is read to know whether a page follows.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    filters: &Filters,
+    cursor: Option<&Cursor>,
+    limit: u64,
+) -> Result<(Vec<deals::Model>, bool), DbErr> {
+    let mut condition = Condition::all().add(deals::Column::AccountId.eq(account_id));
+    for (column, value) in [
+        (deals::Column::Stage, &filters.stage),
+        (deals::Column::PipelineId, &filters.pipeline_id),
+        (deals::Column::Status, &filters.status),
+        (deals::Column::Priority, &filters.priority),
+        (deals::Column::Source, &filters.source),
+        (deals::Column::ContactId, &filters.contact_id),
+        (deals::Column::AssignedTo, &filters.assigned_to),
+    ] {
+        if !value.is_empty() {
+            condition = condition.add(column.eq(value.as_str()));
+        }
+    }
+    if !filters.tag.is_empty() {
+        // Tags are stored as a JSON array; match the tag's JSON string, LIKE wildcards escaped.
+        let quoted = serde_json::to_string(&filters.tag).unwrap_or_default();
+        condition = condition.add(Expr::col(deals::Column::Tags).like(contains(&quoted)));
+    }
+    if !filters.q.is_empty() {
+        let needle = contains(&filters.q.to_lowercase());
+        let mut any = Condition::any();
+        for column in [deals::Column::Title, deals::Column::Company, deals::Column::Description] {
+            any = any.add(Expr::expr(Func::lower(Expr::col(column))).like(needle.clone()));
+        }
+        condition = condition.add(any);
+    }
+    if let Some(after) = filters.created_after {
+        condition = condition.add(deals::Column::CreatedAt.gt(after));
+    }
+    if let Some(before) = filters.created_before {
+        condition = condition.add(deals::Column::CreatedAt.lt(before));
+    }
+    if let Some(cursor) = cursor {
+        condition = condition.add(
+            Condition::any()
+                .add(deals::Column::CreatedAt.lt(cursor.created_at))
+                .add(
+                    Condition::all()
+                        .add(deals::Column::CreatedAt.eq(cursor.created_at))
+                        .add(deals::Column::Id.lt(cursor.id.as_str())),
+                ),
+        );
+    }
+    let mut rows = deals::Entity::find()
+        .filter(condition)
+        .order_by_desc(deals::Column::CreatedAt)
+        .order_by_desc(deals::Column::Id)
+        .limit(limit + 1)
+        .all(db)
+        .await?;
+    let more = rows.len() as u64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows, more))
+}
+
+/// `%text%` with LIKE's wildcards in `text` escaped.
+fn contains(text: &str) -> LikeExpr {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    LikeExpr::new(format!("%{escaped}%")).escape('\\')
+}
