@@ -89,20 +89,12 @@ impl MigrationTrait for Migration {
             .create_table(
                 Table::create()
                     .table(EventOutbox::Table)
-                    .col(string(EventOutbox::Id).primary_key())
+                    .col(big_pk_auto(EventOutbox::Seq))
+                    .col(string_uniq(EventOutbox::Id))
                     .col(string(EventOutbox::AccountId))
                     .col(string(EventOutbox::EventType))
                     .col(text(EventOutbox::Payload))
                     .col(timestamp_with_time_zone(EventOutbox::CreatedAt))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .create_index(
-                Index::create()
-                    .name("event_outbox_created")
-                    .table(EventOutbox::Table)
-                    .col(EventOutbox::CreatedAt)
                     .to_owned(),
             )
             .await?;
@@ -182,6 +174,7 @@ enum Deals {
 #[derive(DeriveIden)]
 enum EventOutbox {
     Table,
+    Seq,
     Id,
     AccountId,
     EventType,

@@ -67,13 +67,16 @@ fn operation(binding: &Binding, schemas: &mut Schemas<'_>, comments: &Comments) 
     for variable in &binding.template.variables {
         if let Some(field) = resolve_field_path(&input, &variable.field_path) {
             path_fields.insert(field.full_name().to_owned());
-            parameters.push(json!({
+            let mut parameter = json!({
                 "name": variable.field_path.join("."),
                 "in": "path",
                 "required": true,
-                "description": field_description(comments, &field),
                 "schema": schemas.field(&field, binding.naming),
-            }));
+            });
+            if let Some(description) = field_description(comments, &field).as_str() {
+                parameter["description"] = json!(description);
+            }
+            parameters.push(parameter);
         }
     }
     if matches!(binding.body, BodyRule::None | BodyRule::Field(_)) {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use frontdesk_api::FILE_DESCRIPTOR_SET;
 use frontdesk_edge::{Naming, json_out};
 use prost_reflect::{DescriptorPool, DynamicMessage};
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait, Set};
+use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbErr, EntityTrait, Set};
 
 use crate::store::entities::event_outbox;
 
@@ -54,6 +54,7 @@ pub async fn record(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     event_outbox::Entity::insert(event_outbox::ActiveModel {
+        seq: NotSet,
         id: Set(format!("evt_{}", crate::ids::base62(20))),
         account_id: Set(account_id.to_owned()),
         event_type: Set(event.as_str().to_owned()),

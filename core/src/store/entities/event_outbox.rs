@@ -1,11 +1,14 @@
-//! An event waiting to be delivered, written in the same transaction as the change that caused it.
+//! An event waiting to be delivered, written in the same transaction as the change that caused it. `seq`
+//! orders events as they were written (two events of one transaction share `created_at`).
 
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "event_outbox")]
 pub struct Model {
-    #[sea_orm(primary_key, auto_increment = false)]
+    #[sea_orm(primary_key)]
+    pub seq: i64,
+    #[sea_orm(unique)]
     pub id: String,
     pub account_id: String,
     pub event_type: String,

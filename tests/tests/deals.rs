@@ -1,0 +1,652 @@
+//! Deals and pipelines over REST and gRPC against the real binary, on SQLite and PostgreSQL: every operation
+//! and filter, positions, paging under concurrent inserts, tenant isolation, stage deletion, and the event
+//! outbox written with each change (and never by a failed one).
+
+use std::collections::HashSet;
+
+use frontdesk_api::v1::{
+    CreateDealRequest, GetDealRequest, ListDealsRequest, ListPipelinesRequest, MoveDealRequest, UpdateDealRequest,
+    deals_client::DealsClient, pipelines_client::PipelinesClient,
+};
+use frontdesk_tests::{Answer, Db, Server, admin, call_with, on_both_databases};
+use serde_json::{Value, json};
+use tonic::{Code, metadata::MetadataValue};
+
+struct Api<'a> {
+    server: &'a Server,
+    account_id: String,
+    key: String,
+}
+
+impl Api<'_> {
+    async fn send(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
+        let body = body.map(|b| b.to_string());
+        call_with(
+            method,
+            &self.server.url(path),
+            &[("x-api-key", &self.key)],
+            body.as_deref(),
+        )
+        .await
+    }
+
+    async fn create(&self, body: Value) -> Value {
+        let answer = self.send("POST", "/v1/deals", Some(body)).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.body["deal"].clone()
+    }
+
+    async fn get(&self, id: &str) -> Value {
+        self.send("GET", &format!("/v1/deals/{id}"), None).await.body["deal"].clone()
+    }
+
+    async fn ids(&self, query: &str) -> Vec<String> {
+        let answer = self.send("GET", &format!("/v1/deals?{query}"), None).await;
+        assert_eq!(answer.status, 200, "{query}: {}", answer.body);
+        answer.body["deals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn positions(&self, stage: &str) -> Vec<(String, i64)> {
+        let answer = self
+            .send("GET", &format!("/v1/deals?stage={stage}&limit=200"), None)
+            .await;
+        let mut pairs: Vec<(String, i64)> = answer.body["deals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["id"].as_str().unwrap().to_owned(), d["position"].as_i64().unwrap()))
+            .collect();
+        pairs.sort_by_key(|(_, p)| *p);
+        pairs
+    }
+}
+
+async fn api(server: &Server) -> Api<'_> {
+    let (account_id, key) = admin::account(server, "growth", 0).await;
+    Api {
+        server,
+        account_id,
+        key,
+    }
+}
+
+async fn events(db: &Db, account_deal: &str) -> Vec<String> {
+    let conn = db.connect().await;
+    use sea_orm::{ConnectionTrait, Statement};
+    let sql = if db.is_postgres() {
+        "SELECT event_type FROM event_outbox WHERE payload LIKE $1 ORDER BY seq"
+    } else {
+        "SELECT event_type FROM event_outbox WHERE payload LIKE ? ORDER BY seq"
+    };
+    let rows = conn
+        .query_all_raw(Statement::from_sql_and_values(
+            conn.get_database_backend(),
+            sql,
+            [format!("%{account_deal}%").into()],
+        ))
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.try_get_by_index::<String>(0).unwrap()).collect()
+}
+
+on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let a = api
+        .create(json!({"title": "A", "stage": "new", "value": 100, "tags": ["vip"], "priority": "high"}))
+        .await;
+    let b = api
+        .create(json!({"title": "B", "stage": "new", "company": "Rao Dental"}))
+        .await;
+    let c = api
+        .create(json!({"title": "C", "stage": "new", "close_date": "2026-12-31T00:00:00Z"}))
+        .await;
+    assert_eq!(
+        (a["position"].as_i64(), b["position"].as_i64(), c["position"].as_i64()),
+        (Some(0), Some(1), Some(2))
+    );
+    assert_eq!(a["pipeline_id"], "default");
+    assert_eq!(
+        (a["status"].as_str(), a["source"].as_str(), b["priority"].as_str()),
+        (Some("open"), Some("api"), Some("medium"))
+    );
+    assert_eq!(c["close_date"], "2026-12-31T00:00:00Z");
+    assert_eq!(b["close_date"], Value::Null);
+    let a_id = a["id"].as_str().unwrap();
+    assert_eq!(api.get(a_id).await, a);
+
+    // PATCH changes only what the body names.
+    let patched = api
+        .send("PATCH", &format!("/v1/deals/{a_id}"), Some(json!({"probability": 40})))
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    let patched = &patched.body["deal"];
+    assert_eq!(
+        (patched["probability"].as_f64(), patched["value"].as_f64()),
+        (Some(40.0), Some(100.0))
+    );
+    assert_eq!(
+        (patched["title"].as_str(), patched["tags"].clone()),
+        (Some("A"), json!(["vip"]))
+    );
+    assert_eq!(patched["stage_entered_at"], a["stage_entered_at"]);
+    let cleared = api
+        .send(
+            "PATCH",
+            &format!("/v1/deals/{}", c["id"].as_str().unwrap()),
+            Some(json!({"close_date": null, "tags": []})),
+        )
+        .await;
+    assert_eq!(
+        (
+            cleared.body["deal"]["close_date"].clone(),
+            cleared.body["deal"]["tags"].clone()
+        ),
+        (Value::Null, json!([]))
+    );
+
+    // Moves keep positions dense and ordered; stage_entered_at changes only with the stage.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let moved = api
+        .send(
+            "POST",
+            &format!("/v1/deals/{a_id}/move"),
+            Some(json!({"stage": "qualified"})),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    assert_ne!(moved.body["deal"]["stage_entered_at"], a["stage_entered_at"]);
+    let entered = moved.body["deal"]["stage_entered_at"].clone();
+    let ids = |d: &[&Value]| {
+        d.iter()
+            .map(|v| v["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let new_stage: Vec<String> = api.positions("new").await.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(new_stage, ids(&[&b, &c]));
+    assert_eq!(
+        api.positions("new").await.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    let c_id = c["id"].as_str().unwrap();
+    api.send(
+        "POST",
+        &format!("/v1/deals/{c_id}/move"),
+        Some(json!({"stage": "qualified", "position": 0})),
+    )
+    .await;
+    let qualified = api.positions("qualified").await;
+    assert_eq!(qualified, vec![(c_id.to_owned(), 0), (a_id.to_owned(), 1)]);
+    let within = api
+        .send(
+            "POST",
+            &format!("/v1/deals/{a_id}/move"),
+            Some(json!({"stage": "qualified", "position": 0})),
+        )
+        .await;
+    assert_eq!(
+        within.body["deal"]["stage_entered_at"], entered,
+        "a move within the stage keeps stage_entered_at"
+    );
+    assert_eq!(
+        api.positions("qualified").await,
+        vec![(a_id.to_owned(), 0), (c_id.to_owned(), 1)]
+    );
+    let by_patch = api
+        .send(
+            "PATCH",
+            &format!("/v1/deals/{}", b["id"].as_str().unwrap()),
+            Some(json!({"stage": "qualified"})),
+        )
+        .await;
+    assert_eq!(
+        by_patch.body["deal"]["position"], 2,
+        "a new stage by PATCH goes to the end"
+    );
+    assert_eq!(api.positions("new").await.len(), 0);
+
+    let deleted = api.send("DELETE", &format!("/v1/deals/{a_id}"), None).await;
+    assert_eq!(
+        (deleted.status, &deleted.body),
+        (200, &json!({"success": true, "id": a_id}))
+    );
+    assert_eq!(api.send("GET", &format!("/v1/deals/{a_id}"), None).await.status, 404);
+    assert_eq!(
+        api.positions("qualified")
+            .await
+            .iter()
+            .map(|(_, p)| *p)
+            .collect::<Vec<_>>(),
+        [0, 1]
+    );
+
+    assert_eq!(
+        events(&db, a_id).await,
+        [
+            "deal.created",
+            "deal.updated",
+            "deal.updated",
+            "deal.stage_changed",
+            "deal.updated"
+        ]
+    );
+});
+
+on_both_databases!(every_filter_narrows_the_list_and_combines, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let one = api
+        .create(
+            json!({"title": "Implant package", "stage": "new", "status": "open", "priority": "urgent",
+        "source": "website", "contact_id": "ct_1", "assigned_to": "tm_1", "tags": ["vip", "50%_off"]}),
+        )
+        .await;
+    let two = api
+        .create(
+            json!({"title": "Whitening", "company": "Smile Co", "stage": "proposal", "status": "won",
+        "priority": "low", "source": "manual", "contact_id": "ct_2", "tags": ["repeat"]}),
+        )
+        .await;
+    let three = api
+        .create(
+            json!({"title": "Checkup", "description": "yearly IMPLANT review", "stage": "proposal",
+        "status": "lost", "priority": "urgent", "source": "website", "assigned_to": "tm_1"}),
+        )
+        .await;
+    let id = |d: &Value| d["id"].as_str().unwrap().to_owned();
+    let (one, two, three) = (id(&one), id(&two), id(&three));
+    for (query, expected) in [
+        ("", vec![&three, &two, &one]),
+        ("stage=proposal", vec![&three, &two]),
+        ("pipeline_id=default", vec![&three, &two, &one]),
+        ("status=won", vec![&two]),
+        ("priority=urgent", vec![&three, &one]),
+        ("source=website", vec![&three, &one]),
+        ("contact_id=ct_2", vec![&two]),
+        ("assigned_to=tm_1", vec![&three, &one]),
+        ("tag=vip", vec![&one]),
+        ("tag=50%25_off", vec![&one]),
+        ("tag=vi", vec![]),
+        ("q=implant", vec![&three, &one]),
+        ("q=smile", vec![&two]),
+        ("q=%25", vec![]),
+        ("priority=urgent&source=website&stage=proposal", vec![&three]),
+        ("assigned_to=tm_1&tag=vip", vec![&one]),
+    ] {
+        let expected: Vec<String> = expected.into_iter().cloned().collect();
+        assert_eq!(api.ids(query).await, expected, "{query}");
+    }
+    assert_eq!(api.ids("created_after=2000-01-01T00:00:00Z").await.len(), 3);
+    assert!(api.ids("created_after=2100-01-01T00:00:00Z").await.is_empty());
+    assert_eq!(api.ids("created_before=2100-01-01T00:00:00Z&status=won").await, vec![two.clone()]);
+    assert!(api.ids("created_before=2000-01-01T00:00:00Z").await.is_empty());
+});
+
+on_both_databases!(paging_is_stable_while_deals_are_created, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let mut originals = HashSet::new();
+    for i in 0..250 {
+        originals.insert(
+            api.create(json!({"title": format!("deal {i}"), "stage": "new"})).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let writer_key = api.key.clone();
+    let url = server.url("/v1/deals");
+    let writer = tokio::spawn(async move {
+        for i in 0..40 {
+            let body = json!({"title": format!("late {i}"), "stage": "qualified"}).to_string();
+            call_with("POST", &url, &[("x-api-key", &writer_key)], Some(&body)).await;
+        }
+    });
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let query = match &cursor {
+            Some(c) => format!("/v1/deals?limit=50&cursor={c}"),
+            None => "/v1/deals?limit=50".to_owned(),
+        };
+        let page = api.send("GET", &query, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        seen.extend(
+            page.body["deals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["id"].as_str().unwrap().to_owned()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    writer.await.unwrap();
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "no duplicates across pages");
+    assert!(
+        originals.iter().all(|id| unique.contains(id)),
+        "no gaps: every deal that existed is listed"
+    );
+});
+
+on_both_databases!(
+    bad_deal_input_is_a_precise_400_and_writes_no_event,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let api = api(&server).await;
+        let deal = api.create(json!({"title": "Keep", "stage": "new"})).await;
+        let id = deal["id"].as_str().unwrap().to_owned();
+        for (body, field) in [
+            (json!({"title": "x", "stage": "nowhere"}), "stage"),
+            (json!({"title": "x"}), "stage"),
+            (json!({"stage": "new"}), "title"),
+            (json!({"title": "x", "stage": "new", "probability": 101}), "probability"),
+            (json!({"title": "x", "stage": "new", "value": -5}), "value"),
+            (json!({"title": "x", "stage": "new", "priority": "asap"}), "priority"),
+            (json!({"title": "x", "stage": "new", "status": "closed"}), "status"),
+            (json!({"title": "x", "stage": "new", "source": "fax"}), "source"),
+            (
+                json!({"title": "x", "stage": "new", "close_date": "31/12/2026"}),
+                "close_date",
+            ),
+            (
+                json!({"title": "x", "stage": "new", "tags": (0..51).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
+                "tags",
+            ),
+            (json!({"title": "x", "stage": "new", "tags": ["t".repeat(65)]}), "tags"),
+        ] {
+            let answer = api.send("POST", "/v1/deals", Some(body.clone())).await;
+            assert_eq!(answer.status, 400, "{body} -> {}", answer.body);
+            assert!(answer.fields().contains(&field.to_owned()), "{body} -> {}", answer.body);
+        }
+        for query in ["limit=0", "limit=1000", "cursor=garbage", "status=maybe", "limit=ten"] {
+            let answer = api.send("GET", &format!("/v1/deals?{query}"), None).await;
+            assert_eq!(answer.status, 400, "{query}: {}", answer.body);
+        }
+        let before = events(&db, &id).await.len();
+        let failed = api
+            .send(
+                "PATCH",
+                &format!("/v1/deals/{id}"),
+                Some(json!({"title": "Changed", "stage": "nowhere"})),
+            )
+            .await;
+        assert_eq!((failed.status, failed.fields()), (400, vec!["stage".to_owned()]));
+        let failed = api
+            .send(
+                "POST",
+                &format!("/v1/deals/{id}/move"),
+                Some(json!({"stage": "nowhere"})),
+            )
+            .await;
+        assert_eq!(failed.status, 400);
+        let failed = api
+            .send("PATCH", &format!("/v1/deals/{id}"), Some(json!({"probability": 300})))
+            .await;
+        assert_eq!(failed.status, 400);
+        assert_eq!(events(&db, &id).await.len(), before, "a failed change writes no event");
+        assert_eq!(api.get(&id).await["title"], "Keep", "and changes nothing");
+    }
+);
+
+on_both_databases!(another_accounts_deals_are_invisible, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let alice = api(&server).await;
+    let bob = api(&server).await;
+    let deal = alice.create(json!({"title": "Alice's", "stage": "new"})).await;
+    let id = deal["id"].as_str().unwrap();
+    for (method, path, body) in [
+        ("GET", format!("/v1/deals/{id}"), None),
+        ("PATCH", format!("/v1/deals/{id}"), Some(json!({"title": "mine now"}))),
+        ("POST", format!("/v1/deals/{id}/move"), Some(json!({"stage": "won"}))),
+        ("DELETE", format!("/v1/deals/{id}"), None),
+    ] {
+        let answer = bob.send(method, &path, body).await;
+        assert_eq!((answer.status, answer.code()), (404, "not_found"), "{method} {path}");
+    }
+    assert!(bob.ids("").await.is_empty());
+    assert_eq!(alice.get(id).await["title"], "Alice's");
+    let scoped = admin::issue_key(&server, &bob.account_id, &["agents"]).await;
+    let refused = call_with("GET", &server.url("/v1/deals"), &[("x-api-key", &scoped)], None).await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (403, "insufficient_scope"),
+        "deals need the deals section"
+    );
+});
+
+on_both_databases!(
+    pipelines_and_stages_are_managed_and_stage_deletion_orphans_deals,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let api = api(&server).await;
+        let listed = api.send("GET", "/v1/pipelines", None).await;
+        let stages: Vec<&str> = listed.body["pipelines"][0]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(stages, ["new", "qualified", "proposal", "negotiation", "won", "lost"]);
+
+        let created = api
+            .send(
+                "POST",
+                "/v1/pipelines",
+                Some(json!({"name": "Partners", "stages": [{"name": "Intro"}, {"id": "signed", "name": "Signed"}]})),
+            )
+            .await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        assert_eq!(created.body["pipeline"]["id"], "partners");
+        assert_eq!(created.body["pipeline"]["stages"][0]["id"], "intro");
+        let dup = api
+            .send(
+                "POST",
+                "/v1/pipelines",
+                Some(json!({"name": "x", "stages": [{"id": "new", "name": "New again"}]})),
+            )
+            .await;
+        assert_eq!(
+            (dup.status, dup.code()),
+            (409, "already_exists"),
+            "stage ids are unique across pipelines"
+        );
+        let added = api
+            .send(
+                "POST",
+                "/v1/pipelines/partners/stages",
+                Some(json!({"name": "Demo", "position": 1})),
+            )
+            .await;
+        assert_eq!(added.body["stage"]["position"], 1);
+        let reordered = api
+            .send(
+                "PATCH",
+                "/v1/stages/signed",
+                Some(json!({"position": 0, "name": "Signed!"})),
+            )
+            .await;
+        assert_eq!(
+            (
+                reordered.body["stage"]["position"].as_i64(),
+                reordered.body["stage"]["name"].as_str()
+            ),
+            (Some(0), Some("Signed!"))
+        );
+        let partners = api.send("GET", "/v1/pipelines", None).await.body["pipelines"][1].clone();
+        let order: Vec<(String, i64)> = partners["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["position"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(
+            order,
+            vec![("signed".into(), 0), ("intro".into(), 1), ("demo".into(), 2)]
+        );
+        let renamed = api
+            .send(
+                "PATCH",
+                "/v1/pipelines/partners",
+                Some(json!({"name": "Partner deals"})),
+            )
+            .await;
+        assert_eq!(renamed.body["pipeline"]["name"], "Partner deals");
+
+        let deal = api.create(json!({"title": "Referral", "stage": "demo"})).await;
+        assert_eq!(deal["pipeline_id"], "partners");
+        let id = deal["id"].as_str().unwrap();
+        assert_eq!(api.send("DELETE", "/v1/stages/demo", None).await.status, 200);
+        let orphan = api.get(id).await;
+        assert_eq!(
+            (orphan["stage"].as_str(), orphan["pipeline_id"].clone()),
+            (Some("demo"), Value::Null)
+        );
+        assert_eq!(api.ids("pipeline_id=partners").await.len(), 0);
+        let stage_order = api.send("GET", "/v1/pipelines", None).await.body["pipelines"][1]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["position"].as_i64().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(stage_order, [0, 1], "stage positions close up");
+
+        assert_eq!(api.send("DELETE", "/v1/pipelines/default", None).await.status, 400);
+        assert_eq!(api.send("DELETE", "/v1/pipelines/partners", None).await.status, 200);
+        assert_eq!(
+            api.send("GET", "/v1/pipelines", None).await.body["pipelines"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(api.send("DELETE", "/v1/pipelines/partners", None).await.status, 404);
+    }
+);
+
+on_both_databases!(deals_over_grpc, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let (_, key) = admin::account(&server, "growth", 0).await;
+    let key: MetadataValue<_> = key.parse().unwrap();
+    let mut deals = DealsClient::connect(server.grpc.clone()).await.unwrap();
+    let mut pipelines = PipelinesClient::connect(server.grpc.clone()).await.unwrap();
+    let listed = pipelines
+        .list_pipelines(authed(&key, ListPipelinesRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.pipelines[0].stages.len(), 6);
+
+    let created = deals
+        .create_deal(authed(
+            &key,
+            CreateDealRequest {
+                title: "gRPC deal".into(),
+                stage: "new".into(),
+                value: 50.0,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .deal
+        .unwrap();
+    let update = UpdateDealRequest {
+        deal_id: created.id.clone(),
+        title: "ignored: not in the mask".into(),
+        probability: 75.0,
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["probability".into()],
+        }),
+        ..Default::default()
+    };
+    let updated = deals
+        .update_deal(authed(&key, update))
+        .await
+        .unwrap()
+        .into_inner()
+        .deal
+        .unwrap();
+    assert_eq!((updated.title.as_str(), updated.probability), ("gRPC deal", 75.0));
+    let moved = deals
+        .move_deal(authed(
+            &key,
+            MoveDealRequest {
+                deal_id: created.id.clone(),
+                stage: "won".into(),
+                position: None,
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .deal
+        .unwrap();
+    assert_eq!(moved.stage, "won");
+    let got = deals
+        .get_deal(authed(
+            &key,
+            GetDealRequest {
+                deal_id: created.id.clone(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.deal.unwrap().stage, "won");
+    let list = deals
+        .list_deals(authed(
+            &key,
+            ListDealsRequest {
+                stage: "won".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.deals.len(), 1);
+    assert_eq!(list.next_cursor, None);
+    let bad = deals
+        .list_deals(authed(
+            &key,
+            ListDealsRequest {
+                limit: Some(0),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    let missing = deals
+        .get_deal(authed(
+            &key,
+            GetDealRequest {
+                deal_id: "deal_nope".into(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    let unauthenticated = deals
+        .get_deal(GetDealRequest { deal_id: created.id })
+        .await
+        .unwrap_err();
+    assert_eq!(unauthenticated.code(), Code::Unauthenticated);
+});
+
+fn authed<T>(key: &MetadataValue<tonic::metadata::Ascii>, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("x-api-key", key.clone());
+    request
+}
