@@ -115,5 +115,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (results, footprint) = outcome?;
     println!("\n{}", report::table(&results));
     println!("{}", report::targets(&results, &footprint));
+    if let Some(plan) = &footprint.deals_plan {
+        println!("Plan of the deals list query:\n{plan}");
+    }
     Ok(())
 }

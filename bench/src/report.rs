@@ -59,7 +59,7 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
     } else {
         "not run".to_owned()
     };
-    let rows = [
+    let rows: [(&str, String, &str, bool); 8] = [
         (
             "authenticated call, serve: share of the bare limit",
             format!("{:.0}%", auth_ratio * 100.0),
@@ -96,6 +96,18 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
             "< 200 MB",
             peak < 190.7,
         ),
+        {
+            let deals = find("GET /v1/deals");
+            let p99 = deals.map_or(f64::INFINITY, |r| {
+                r.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
+            });
+            (
+                "deals list, 100,000 deals, 32 concurrent: p99",
+                format!("{p99:.2} ms"),
+                "< 20 ms",
+                p99 < 20.0,
+            )
+        },
         (
             "start to healthy (SQLite)",
             format!("{:.0} ms", footprint.started_in.as_secs_f64() * 1000.0),

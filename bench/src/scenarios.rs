@@ -36,10 +36,12 @@ pub struct Measured {
     pub server_peak_rss: f64,
 }
 
-/// Facts about the service process itself.
+/// Facts about the service process itself, and the list query's plan.
 pub struct Footprint {
     pub idle_rss: f64,
     pub started_in: Duration,
+    /// `EXPLAIN ANALYZE` of the deals list query on the seeded account.
+    pub deals_plan: Option<String>,
 }
 
 impl Setup {
@@ -180,6 +182,18 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     if wanted(ORDER_PG) {
         results.push(measure(ORDER_PG, &[&serve], load::http(addr, create_order(), shape)).await?);
     }
+    const DEALS: &str = "GET /v1/deals?limit=50, 100,000 deals (PostgreSQL, 32 concurrent)";
+    let mut deals_plan = None;
+    if wanted(DEALS) {
+        let deals = if shape.concurrency <= 2 { 2_000 } else { 100_000 };
+        deals_plan = Some(seed_deals(&postgres, &key, deals).await?);
+        let list = get("/v1/deals?limit=50", Some(&key));
+        let shape = Shape {
+            concurrency: shape.concurrency.min(32),
+            ..shape
+        };
+        results.push(measure(DEALS, &[&serve], load::http(addr, list, shape)).await?);
+    }
     drop(serve);
 
     const FLOOR: &str = "floor: one indexed PostgreSQL read + one Redis script, no HTTP";
@@ -199,26 +213,76 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
         results.push(measure(SPLIT, &[&edge, &core], load::http(addr, current, shape)).await?);
         results.push(measure(DIRECT, &[&core], load::grpc_current_key(&core_url, &key, shape)).await?);
     }
-    Ok((results, Footprint { idle_rss, started_in }))
+    Ok((
+        results,
+        Footprint {
+            idle_rss,
+            started_in,
+            deals_plan,
+        },
+    ))
+}
+
+/// The account behind a key, read directly.
+async fn account_of(db: &sea_orm::DatabaseConnection, key: &str) -> anyhow::Result<String> {
+    use sea_orm::{ConnectionTrait, Statement};
+    Ok(db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "SELECT account_id FROM api_keys WHERE key_hash = $1",
+            [sha256_hex(key).into()],
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("bench key not stored"))?
+        .try_get_by_index(0)?)
+}
+
+/// Gives the key's account `count` deals spread over the main pipeline's stages (dense positions, one
+/// second apart), then returns the plan of the service's list query for that account.
+async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<String> {
+    use sea_orm::{ConnectionTrait, Statement};
+    let db = Database::connect(postgres).await?;
+    let account_id = account_of(&db, key).await?;
+    let backend = db.get_database_backend();
+    db.execute_raw(Statement::from_sql_and_values(
+        backend,
+        "INSERT INTO deals (id, account_id, title, description, company, stage, pipeline_id, value, probability, \
+         priority, status, source, position, contact_id, assigned_to, tags, close_date, created_at, updated_at, \
+         stage_entered_at) \
+         SELECT 'deal_' || lpad(g::text, 16, '0'), $1, 'Deal ' || g, '', 'Company ' || (g % 1000), \
+         (ARRAY['new','qualified','proposal','negotiation','won','lost'])[1 + g % 6], 'default', g % 10000, \
+         g % 101, (ARRAY['low','medium','high','urgent'])[1 + g % 4], 'open', 'api', g / 6, '', '', '[\"bench\"]', \
+         NULL, now() - make_interval(secs => g), now(), now() \
+         FROM generate_series(1, $2) AS g",
+        [account_id.clone().into(), i64::from(count).into()],
+    ))
+    .await?;
+    db.execute_unprepared("ANALYZE deals").await?;
+    // The statement the service sends for GET /v1/deals?limit=50 (sea-orm, PostgreSQL).
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
+            backend,
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM deals WHERE account_id = $1 \
+             ORDER BY created_at DESC, id DESC LIMIT 51",
+            [account_id.into()],
+        ))
+        .await?;
+    let lines: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.try_get_by_index::<String>(0).ok())
+        .collect();
+    Ok(lines.join("\n"))
 }
 
 /// The storage floor of the authenticated call: what PostgreSQL and Redis on this machine allow when the
 /// service adds nothing. The lookup is the guard's own statement, on the database the service just used.
 async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -> anyhow::Result<Measured> {
-    use sea_orm::{ConnectOptions, ConnectionTrait, Statement};
+    use sea_orm::{ConnectOptions, Statement};
     let mut options = ConnectOptions::new(postgres.to_owned());
     options.max_connections(16).sqlx_logging(false);
     let db = Database::connect(options).await?;
     let hash = sha256_hex(key);
-    let account_id: String = db
-        .query_one_raw(Statement::from_sql_and_values(
-            db.get_database_backend(),
-            "SELECT account_id FROM api_keys WHERE key_hash = $1",
-            [hash.clone().into()],
-        ))
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("bench key not stored"))?
-        .try_get_by_index(0)?;
+    let account_id = account_of(&db, key).await?;
     let lookup = Statement::from_sql_and_values(db.get_database_backend(), FIND_ACTIVE_SQL, [hash.into()]);
     let redis = redis::aio::ConnectionManager::new(redis::Client::open(setup.redis.as_str())?).await?;
     let script = include_str!("../../core/src/access/rate_limit/sliding_window.lua");

@@ -23,6 +23,21 @@ pub struct JsonMessage<'a> {
 impl Serialize for JsonMessage<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let descriptor = prost_reflect::ReflectMessage::descriptor(self.message);
+        if descriptor.full_name() == "google.protobuf.Timestamp" {
+            // The most common well-known type, written here: prost-reflect's path costs thousands of
+            // instructions per timestamp (docs/BENCHMARKS.md), and a page of deals carries hundreds.
+            let seconds = self
+                .message
+                .get_field_by_name("seconds")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0);
+            let nanos = self
+                .message
+                .get_field_by_name("nanos")
+                .and_then(|v| v.as_i32())
+                .unwrap_or(0);
+            return serializer.serialize_str(&rfc3339(seconds, nanos));
+        }
         if descriptor.full_name().starts_with("google.protobuf.") {
             let options = SerializeOptions::new()
                 .stringify_64_bit_integers(false)
@@ -122,6 +137,30 @@ impl Serialize for JsonValue<'_> {
     }
 }
 
+/// A Timestamp as proto3 JSON writes it: RFC 3339 in UTC with `Z`, and 0, 3, 6 or 9 fractional digits.
+fn rfc3339(seconds: i64, nanos: i32) -> String {
+    let days = seconds.div_euclid(86_400);
+    let of_day = seconds.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (hour, minute, second) = (of_day / 3600, of_day % 3600 / 60, of_day % 60);
+    let fraction = match nanos {
+        0 => String::new(),
+        n if n % 1_000_000 == 0 => format!(".{:03}", n / 1_000_000),
+        n if n % 1_000 == 0 => format!(".{:06}", n / 1_000),
+        n => format!(".{n:09}"),
+    };
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{fraction}Z")
+}
+
 /// Finite numbers as JSON numbers; NaN and infinities as proto3 JSON's strings.
 fn float<S: Serializer>(serializer: S, v: f64) -> Result<S::Ok, S::Error> {
     if v.is_nan() {
@@ -130,5 +169,22 @@ fn float<S: Serializer>(serializer: S, v: f64) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(if v > 0.0 { "Infinity" } else { "-Infinity" })
     } else {
         serializer.serialize_f64(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn timestamps_format_as_proto3_json() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_767_323_045, 0), "2026-01-02T03:04:05Z");
+        assert_eq!(rfc3339(951_782_400, 0), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_767_323_045, 120_000_000), "2026-01-02T03:04:05.120Z");
+        assert_eq!(rfc3339(1_767_323_045, 1_000), "2026-01-02T03:04:05.000001Z");
+        assert_eq!(rfc3339(1_767_323_045, 7), "2026-01-02T03:04:05.000000007Z");
+        assert_eq!(rfc3339(-1, 0), "1969-12-31T23:59:59Z");
+        assert_eq!(rfc3339(253_402_300_799, 0), "9999-12-31T23:59:59Z");
     }
 }

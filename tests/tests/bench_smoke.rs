@@ -25,6 +25,8 @@ fn the_benchmark_harness_runs_every_scenario() {
         "POST /payments/create-order (SQLite)",
         "GET /v1/api-keys/current, serve",
         "POST /payments/create-order (PostgreSQL)",
+        "GET /v1/deals?limit=50",
+        "floor: one indexed PostgreSQL read",
         "GET /v1/api-keys/current, split",
         "GetCurrentApiKey, gRPC direct",
     ];
@@ -39,4 +41,8 @@ fn the_benchmark_harness_runs_every_scenario() {
         assert_eq!(cells[8], "0", "{scenario} had no errors: {row}");
     }
     assert!(stdout.contains("| start to healthy (SQLite) |"), "{stdout}");
+    assert!(
+        stdout.contains("Index Scan Backward using deals_newest"),
+        "the deals list uses its index:\n{stdout}"
+    );
 }

@@ -5,8 +5,9 @@
 use std::collections::HashSet;
 
 use frontdesk_api::v1::{
-    CreateDealRequest, GetDealRequest, ListDealsRequest, ListPipelinesRequest, MoveDealRequest, UpdateDealRequest,
-    deals_client::DealsClient, pipelines_client::PipelinesClient,
+    CreateDealRequest, CreatePipelineRequest, CreateStageRequest, DeleteDealRequest, DeletePipelineRequest,
+    DeleteStageRequest, GetDealRequest, ListDealsRequest, ListPipelinesRequest, MoveDealRequest, UpdateDealRequest,
+    UpdatePipelineRequest, UpdateStageRequest, deals_client::DealsClient, pipelines_client::PipelinesClient,
 };
 use frontdesk_tests::{Answer, Db, Server, admin, call_with, on_both_databases};
 use serde_json::{Value, json};
@@ -283,7 +284,10 @@ on_both_databases!(every_filter_narrows_the_list_and_combines, |db: Db| async mo
     }
     assert_eq!(api.ids("created_after=2000-01-01T00:00:00Z").await.len(), 3);
     assert!(api.ids("created_after=2100-01-01T00:00:00Z").await.is_empty());
-    assert_eq!(api.ids("created_before=2100-01-01T00:00:00Z&status=won").await, vec![two.clone()]);
+    assert_eq!(
+        api.ids("created_before=2100-01-01T00:00:00Z&status=won").await,
+        vec![two.clone()]
+    );
     assert!(api.ids("created_before=2000-01-01T00:00:00Z").await.is_empty());
 });
 
@@ -639,10 +643,185 @@ on_both_databases!(deals_over_grpc, |db: Db| async move {
         .unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
     let unauthenticated = deals
-        .get_deal(GetDealRequest { deal_id: created.id })
+        .get_deal(GetDealRequest {
+            deal_id: created.id.clone(),
+        })
         .await
         .unwrap_err();
     assert_eq!(unauthenticated.code(), Code::Unauthenticated);
+
+    // Every filter over gRPC.
+    let tagged = CreateDealRequest {
+        title: "Tagged implant".into(),
+        stage: "proposal".into(),
+        status: "lost".into(),
+        priority: "urgent".into(),
+        source: "website".into(),
+        contact_id: "ct_9".into(),
+        assigned_to: "tm_9".into(),
+        tags: vec!["vip".into()],
+        ..Default::default()
+    };
+    let tagged = deals
+        .create_deal(authed(&key, tagged))
+        .await
+        .unwrap()
+        .into_inner()
+        .deal
+        .unwrap();
+    let timestamp = |seconds| Some(prost_types::Timestamp { seconds, nanos: 0 });
+    let filters: Vec<ListDealsRequest> = vec![
+        ListDealsRequest {
+            stage: "proposal".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            pipeline_id: "default".into(),
+            status: "lost".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            priority: "urgent".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            source: "website".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            contact_id: "ct_9".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            assigned_to: "tm_9".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            tag: "vip".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            q: "IMPLANT".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            created_after: timestamp(0),
+            source: "website".into(),
+            ..Default::default()
+        },
+        ListDealsRequest {
+            created_before: timestamp(4_102_444_800),
+            tag: "vip".into(),
+            ..Default::default()
+        },
+    ];
+    for filter in filters {
+        let found = deals
+            .list_deals(authed(&key, filter.clone()))
+            .await
+            .unwrap()
+            .into_inner()
+            .deals;
+        assert_eq!(
+            found.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+            vec![tagged.id.clone()],
+            "{filter:?}"
+        );
+    }
+    let deleted = DeleteDealRequest {
+        deal_id: tagged.id.clone(),
+    };
+    assert!(
+        deals
+            .delete_deal(authed(&key, deleted))
+            .await
+            .unwrap()
+            .into_inner()
+            .success
+    );
+
+    // Pipeline and stage management over gRPC.
+    let new_pipeline = CreatePipelineRequest {
+        id: "ops".into(),
+        name: "Ops".into(),
+        stages: vec![],
+    };
+    let pipeline = pipelines
+        .create_pipeline(authed(&key, new_pipeline))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(pipeline.pipeline.unwrap().id, "ops");
+    let stage = CreateStageRequest {
+        pipeline_id: "ops".into(),
+        id: "triage".into(),
+        name: "Triage".into(),
+        position: None,
+    };
+    assert_eq!(
+        pipelines
+            .create_stage(authed(&key, stage))
+            .await
+            .unwrap()
+            .into_inner()
+            .stage
+            .unwrap()
+            .position,
+        0
+    );
+    let renamed = UpdateStageRequest {
+        stage_id: "triage".into(),
+        name: Some("Triage desk".into()),
+        position: None,
+    };
+    assert_eq!(
+        pipelines
+            .update_stage(authed(&key, renamed))
+            .await
+            .unwrap()
+            .into_inner()
+            .stage
+            .unwrap()
+            .name,
+        "Triage desk"
+    );
+    let renamed = UpdatePipelineRequest {
+        pipeline_id: "ops".into(),
+        name: "Operations".into(),
+    };
+    let renamed = pipelines
+        .update_pipeline(authed(&key, renamed))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(renamed.pipeline.unwrap().name, "Operations");
+    pipelines
+        .delete_stage(authed(
+            &key,
+            DeleteStageRequest {
+                stage_id: "triage".into(),
+            },
+        ))
+        .await
+        .unwrap();
+    pipelines
+        .delete_pipeline(authed(
+            &key,
+            DeletePipelineRequest {
+                pipeline_id: "ops".into(),
+            },
+        ))
+        .await
+        .unwrap();
+    let gone = pipelines
+        .delete_pipeline(authed(
+            &key,
+            DeletePipelineRequest {
+                pipeline_id: "ops".into(),
+            },
+        ))
+        .await;
+    assert_eq!(gone.unwrap_err().code(), Code::NotFound);
 });
 
 fn authed<T>(key: &MetadataValue<tonic::metadata::Ascii>, message: T) -> tonic::Request<T> {

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QueryResult,
+    QuerySelect, QueryTrait,
     sea_query::{Expr, ExprTrait, Func, LikeExpr},
 };
 
@@ -142,16 +143,48 @@ pub async fn list(
                 ),
         );
     }
-    let mut rows = deals::Entity::find()
+    let query = deals::Entity::find()
         .filter(condition)
         .order_by_desc(deals::Column::CreatedAt)
         .order_by_desc(deals::Column::Id)
-        .limit(limit + 1)
-        .all(db)
-        .await?;
+        .limit(limit + 1);
+    // Decoded by column index: SeaORM's by-name decoding formats every column name of every row.
+    let statement = query.build(db.get_database_backend());
+    let mut rows = db
+        .query_all_raw(statement)
+        .await?
+        .iter()
+        .map(deal_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
     let more = rows.len() as u64 > limit;
     rows.truncate(limit as usize);
     Ok((rows, more))
+}
+
+/// A `deals` row selected with every column in declaration order (what `Entity::find()` selects).
+fn deal_from_row(row: &QueryResult) -> Result<deals::Model, DbErr> {
+    Ok(deals::Model {
+        id: row.try_get_by_index(0)?,
+        account_id: row.try_get_by_index(1)?,
+        title: row.try_get_by_index(2)?,
+        description: row.try_get_by_index(3)?,
+        company: row.try_get_by_index(4)?,
+        stage: row.try_get_by_index(5)?,
+        pipeline_id: row.try_get_by_index(6)?,
+        value: row.try_get_by_index(7)?,
+        probability: row.try_get_by_index(8)?,
+        priority: row.try_get_by_index(9)?,
+        status: row.try_get_by_index(10)?,
+        source: row.try_get_by_index(11)?,
+        position: row.try_get_by_index(12)?,
+        contact_id: row.try_get_by_index(13)?,
+        assigned_to: row.try_get_by_index(14)?,
+        tags: row.try_get_by_index(15)?,
+        close_date: row.try_get_by_index(16)?,
+        created_at: row.try_get_by_index(17)?,
+        updated_at: row.try_get_by_index(18)?,
+        stage_entered_at: row.try_get_by_index(19)?,
+    })
 }
 
 /// `%text%` with LIKE's wildcards in `text` escaped.
