@@ -24,10 +24,10 @@ impl Naming {
         }
     }
 
-    pub fn field_name(self, field: &FieldDescriptor) -> String {
+    pub fn field_name(self, field: &FieldDescriptor) -> &str {
         match self {
-            Self::LowerCamel => field.json_name().to_owned(),
-            Self::Snake => field.name().to_owned(),
+            Self::LowerCamel => field.json_name(),
+            Self::Snake => field.name(),
         }
     }
 }

@@ -44,24 +44,60 @@ impl Serialize for JsonMessage<'_> {
                 .use_proto_field_name(self.naming == Naming::Snake);
             return self.message.serialize_with_options(serializer, &options);
         }
+        // Only set fields carry a value; the rest get their defaults written here without allocating one
+        // (`get_field` would build a default `Value` per unset field).
+        let set: Vec<(u32, &Value)> = self
+            .message
+            .fields()
+            .map(|(field, value)| (field.number(), value))
+            .collect();
         let mut map = serializer.serialize_map(Some(descriptor.fields().len()))?;
         for field in descriptor.fields() {
             let key = self.naming.field_name(&field);
-            if field.supports_presence() && !self.message.has_field(&field) {
-                map.serialize_entry(&key, &())?;
-            } else {
-                let value = self.message.get_field(&field);
-                map.serialize_entry(
-                    &key,
-                    &JsonValue {
-                        value: &value,
-                        field: &field,
-                        naming: self.naming,
-                    },
-                )?;
+            match set.iter().find(|(number, _)| *number == field.number()) {
+                Some((_, value)) => {
+                    map.serialize_entry(
+                        key,
+                        &JsonValue {
+                            value,
+                            field: &field,
+                            naming: self.naming,
+                        },
+                    )?;
+                }
+                None => map.serialize_entry(key, &UnsetField(&field))?,
             }
         }
         map.end()
+    }
+}
+
+/// The JSON of an unset field: null for fields with presence, else the type's default.
+struct UnsetField<'a>(&'a FieldDescriptor);
+
+impl Serialize for UnsetField<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let field = self.0;
+        if field.is_list() {
+            return serializer.serialize_seq(Some(0))?.end();
+        }
+        if field.is_map() {
+            return serializer.serialize_map(Some(0))?.end();
+        }
+        if field.supports_presence() {
+            return serializer.serialize_unit();
+        }
+        match field.kind() {
+            Kind::Bool => serializer.serialize_bool(false),
+            Kind::String | Kind::Bytes => serializer.serialize_str(""),
+            Kind::Float | Kind::Double => serializer.serialize_f64(0.0),
+            Kind::Enum(e) => match e.get_value(0) {
+                Some(v) => serializer.serialize_str(v.name()),
+                None => serializer.serialize_i32(0),
+            },
+            Kind::Message(_) => serializer.serialize_unit(),
+            _ => serializer.serialize_i32(0),
+        }
     }
 }
 

@@ -250,7 +250,7 @@ impl Schemas<'_> {
                 if let Some(description) = field_description(self.comments, &field).as_str() {
                     schema = with_description(schema, description);
                 }
-                properties.insert(naming.field_name(&field), schema);
+                properties.insert(naming.field_name(&field).to_owned(), schema);
             }
             let mut schema = json!({"type": "object", "properties": properties, "additionalProperties": false});
             if self.responses.contains(&name) {

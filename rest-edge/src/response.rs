@@ -11,8 +11,8 @@ use crate::{bindings::Naming, error::HttpError, json_out::JsonMessage};
 
 pub fn success(naming: Naming, response: tonic::Response<DynamicMessage>) -> Result<Response, HttpError> {
     let (metadata, message, _) = response.into_parts();
-    // JSON rarely exceeds twice the protobuf size.
-    let mut body = Vec::with_capacity(prost::Message::encoded_len(&message) * 2 + 64);
+    // A start that fits most answers; computing a precise size walks the whole message (costly).
+    let mut body = Vec::with_capacity(1024);
     serde_json::to_writer(
         &mut body,
         &JsonMessage {
