@@ -42,6 +42,11 @@ pub mod wire {
     pub const API_KEY_QUERY: &str = "x-api-key-query";
     /// Request metadata: the sub-account an agency key acts on (REST: `sub_account_id` in query or body).
     pub const SUB_ACCOUNT: &str = "x-sub-account-id";
+    /// Request metadata: the edge could not parse the request and asks only whether the credentials pass,
+    /// so that 401/403/429 come before its own 400/413 (CONTRACT.md §2 check order).
+    pub const PREFLIGHT: &str = "x-frontdesk-preflight";
+    /// `ErrorInfo` reason of a preflight whose credentials passed every check.
+    pub const PREFLIGHT_PASSED: &str = "PREFLIGHT_PASSED";
     /// HTTP request headers the edge passes to the core as metadata of the same name.
     pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", API_KEY];
     /// Response metadata the edge copies to HTTP response headers under the same name.

@@ -29,7 +29,7 @@ use axum::{
 use bytes::Bytes;
 use frontdesk_api::{FILE_DESCRIPTOR_SET, wire};
 use http::{HeaderValue, StatusCode, header};
-use prost_reflect::DescriptorPool;
+use prost_reflect::{DescriptorPool, DynamicMessage};
 use tokio::net::TcpListener;
 
 use bindings::Binding;
@@ -117,48 +117,74 @@ async fn transcode(
     request: Request,
 ) -> Response {
     let id = request_id_of(&request);
-    let result = async {
+    let query = request.uri().query().map(str::to_owned);
+    let forwarded = forwarded_metadata(request.headers());
+    let parsed = async {
         let params: Vec<(String, String)> = params
             .map_err(|e| HttpError::invalid(format!("bad path parameter: {e}")))?
             .iter()
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect();
-        let query = request.uri().query().map(str::to_owned);
-        let forwarded = forwarded_metadata(request.headers());
         let body = read_body(request).await?;
-        let (message, lifted) = request::build(&binding, &params, query.as_deref(), &body)?;
-        let mut call = tonic::Request::new(message);
-        call.set_timeout(CALL_TIMEOUT);
-        let metadata = call.metadata_mut();
-        for (name, value) in forwarded {
-            metadata.append(name, value);
-        }
-        let lifted_values = lifted
-            .api_keys
-            .iter()
-            .map(|key| (wire::API_KEY_QUERY, key.as_str()))
-            .chain(lifted.sub_account_id.iter().map(|id| (wire::SUB_ACCOUNT, id.as_str())))
-            .chain([(wire::REQUEST_ID, id.as_str())]);
-        for (name, value) in lifted_values {
-            // A value a header cannot carry is dropped: the core then sees no key (401) or no sub-account.
-            if let Ok(value) = value.parse() {
-                metadata.append(name, value);
-            }
-        }
-        match transport
-            .unary(binding.grpc_path.clone(), call, binding.method.output())
-            .await
-        {
-            Ok(answer) => response::success(binding.naming, answer),
-            Err(status) => {
-                let mut response = HttpError::from_status(&status).into_response_with_id(&id);
-                response::forward_headers(status.metadata(), response.headers_mut());
-                Ok(response)
-            }
-        }
+        request::build(&binding, &params, query.as_deref(), &body)
     }
     .await;
+    let (message, lifted, preflight) = match parsed {
+        Ok((message, lifted)) => (message, lifted, None),
+        // On the platform surface the credentials are checked first: the core decides whether the
+        // answer is its 401/403/429 or this 400/413 (with the rate-limit headers).
+        Err(error) if binding.naming == Naming::Snake => (
+            DynamicMessage::new(binding.input()),
+            request::lift_query(query.as_deref()),
+            Some(error),
+        ),
+        Err(error) => return error.into_response_with_id(&id),
+    };
+    let mut call = tonic::Request::new(message);
+    call.set_timeout(CALL_TIMEOUT);
+    let metadata = call.metadata_mut();
+    for (name, value) in forwarded {
+        metadata.append(name, value);
+    }
+    let lifted_values = lifted
+        .api_keys
+        .iter()
+        .map(|key| (wire::API_KEY_QUERY, key.as_str()))
+        .chain(lifted.sub_account_id.iter().map(|id| (wire::SUB_ACCOUNT, id.as_str())))
+        .chain([(wire::REQUEST_ID, id.as_str())])
+        .chain(preflight.as_ref().map(|_| (wire::PREFLIGHT, "1")));
+    for (name, value) in lifted_values {
+        // A value a header cannot carry is dropped: the core then sees no key (401) or no sub-account.
+        if let Ok(value) = value.parse() {
+            metadata.append(name, value);
+        }
+    }
+    let answer = transport
+        .unary(binding.grpc_path.clone(), call, binding.method.output())
+        .await;
+    let result = match (answer, preflight) {
+        (Ok(answer), None) => response::success(binding.naming, answer),
+        (Err(status), Some(error)) if is_preflight_pass(&status) => {
+            let mut response = error.into_response_with_id(&id);
+            response::forward_headers(status.metadata(), response.headers_mut());
+            Ok(response)
+        }
+        (Ok(_), Some(error)) => Err(error),
+        (Err(status), _) => {
+            let mut response = HttpError::from_status(&status).into_response_with_id(&id);
+            response::forward_headers(status.metadata(), response.headers_mut());
+            Ok(response)
+        }
+    };
     result.unwrap_or_else(|error| error.into_response_with_id(&id))
+}
+
+fn is_preflight_pass(status: &tonic::Status) -> bool {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .error_info()
+        .is_some_and(|info| info.reason == wire::PREFLIGHT_PASSED)
 }
 
 /// Reads the whole body, refusing more than `MAX_BODY_BYTES` with 413.

@@ -25,6 +25,19 @@ const API_KEY_PARAM: &str = "apiKey";
 /// Query parameter or body field naming the sub-account an agency acts on.
 const SUB_ACCOUNT_PARAM: &str = "sub_account_id";
 
+/// Only the lifted parameters of a query string, for a request that could not be parsed as a whole.
+pub fn lift_query(query: Option<&str>) -> Lifted {
+    let mut lifted = Lifted::default();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match key.as_ref() {
+            API_KEY_PARAM => lifted.api_keys.push(value.into_owned()),
+            SUB_ACCOUNT_PARAM => lifted.sub_account_id = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    lifted
+}
+
 /// Builds the request message of `binding` from the captured path parameters, query string and body. On the
 /// platform surface, `apiKey` and `sub_account_id` are lifted out (see `Lifted`).
 pub fn build(

@@ -829,3 +829,168 @@ fn authed<T>(key: &MetadataValue<tonic::metadata::Ascii>, message: T) -> tonic::
     request.metadata_mut().insert("x-api-key", key.clone());
     request
 }
+
+on_both_databases!(
+    credentials_are_checked_before_the_request_is_parsed,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let api = api(&server).await;
+        let no_key = call_with("POST", &server.url("/v1/deals"), &[], Some("{not json")).await;
+        assert_eq!(
+            (no_key.status, no_key.code()),
+            (401, "unauthenticated"),
+            "401 before 400: {}",
+            no_key.body
+        );
+        let unknown_param = call_with("GET", &server.url("/v1/deals?limit=ten"), &[], None).await;
+        assert_eq!(unknown_param.status, 401);
+        let scoped = admin::issue_key(&server, &api.account_id, &["agents"]).await;
+        let forbidden = call_with(
+            "GET",
+            &server.url("/v1/deals?limit=ten"),
+            &[("x-api-key", &scoped)],
+            None,
+        )
+        .await;
+        assert_eq!(
+            (forbidden.status, forbidden.code()),
+            (403, "insufficient_scope"),
+            "403 before 400"
+        );
+        let bad = api.send("GET", "/v1/deals?limit=ten", None).await;
+        assert_eq!((bad.status, bad.fields()), (400, vec!["limit".to_owned()]));
+        assert!(
+            bad.header("ratelimit").is_some(),
+            "a 400 on the platform carries the rate-limit headers"
+        );
+        let query_key = call_with(
+            "GET",
+            &server.url(&format!("/v1/deals?apiKey={}&limit=ten", api.key)),
+            &[],
+            None,
+        )
+        .await;
+        assert_eq!(
+            query_key.status, 400,
+            "an apiKey in the query string counts for the check: {}",
+            query_key.body
+        );
+    }
+);
+
+on_both_databases!(an_agency_works_on_its_sub_accounts_deals, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let (agency, agency_key) = admin::account(&server, "scale", 0).await;
+    let (child, child_key) = admin::account_under(&server, "growth", 0, &agency).await;
+    let agency_api = Api {
+        server: &server,
+        account_id: agency,
+        key: agency_key,
+    };
+    let child_api = Api {
+        server: &server,
+        account_id: child.clone(),
+        key: child_key,
+    };
+    let made = agency_api
+        .send(
+            "POST",
+            &format!("/v1/deals?sub_account_id={child}"),
+            Some(json!({"title": "For the clinic", "stage": "new"})),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.body);
+    let id = made.body["deal"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        child_api.ids("").await,
+        vec![id.clone()],
+        "the deal is the sub-account's"
+    );
+    assert!(agency_api.ids("").await.is_empty(), "not the agency's own");
+    let via_body = agency_api
+        .send(
+            "POST",
+            "/v1/deals",
+            Some(json!({"title": "Body", "stage": "new", "sub_account_id": child})),
+        )
+        .await;
+    assert_eq!(via_body.status, 200);
+    assert_eq!(
+        child_api.ids("").await.len(),
+        2,
+        "sub_account_id in the body acts the same"
+    );
+    assert_eq!(agency_api.ids(&format!("sub_account_id={child}")).await.len(), 2);
+});
+
+on_both_databases!(concurrent_moves_keep_positions_dense, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        ids.push(
+            api.create(json!({"title": format!("d{i}"), "stage": "new"})).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let mut tasks = Vec::new();
+    for (i, id) in ids.iter().cycle().take(36).enumerate() {
+        let (url, key) = (server.url(&format!("/v1/deals/{id}/move")), api.key.clone());
+        let stage = if i % 3 == 0 { "new" } else { "qualified" };
+        let body = json!({"stage": stage, "position": (i * 7) % 5}).to_string();
+        tasks.push(tokio::spawn(async move {
+            call_with("POST", &url, &[("x-api-key", &key)], Some(&body)).await
+        }));
+    }
+    for task in tasks {
+        let answer = task.await.unwrap();
+        assert_eq!(answer.status, 200, "every concurrent move succeeds: {}", answer.body);
+    }
+    let new = api.positions("new").await;
+    let qualified = api.positions("qualified").await;
+    assert_eq!(new.len() + qualified.len(), 12);
+    for stage in [new, qualified] {
+        let positions: Vec<i64> = stage.iter().map(|(_, p)| *p).collect();
+        assert_eq!(
+            positions,
+            (0..positions.len() as i64).collect::<Vec<_>>(),
+            "dense and ordered"
+        );
+    }
+});
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_event_cannot_be_written_is_not_made() {
+    let db = Db::postgres().await;
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let deal = api.create(json!({"title": "Original", "stage": "new"})).await;
+    let id = deal["id"].as_str().unwrap();
+    {
+        use sea_orm::ConnectionTrait;
+        let conn = db.connect().await;
+        conn.execute_unprepared(
+            "CREATE FUNCTION refuse_event() RETURNS trigger AS $$ BEGIN \
+             IF NEW.payload LIKE '%FAILME%' THEN RAISE EXCEPTION 'outbox refused'; END IF; RETURN NEW; END $$ \
+             LANGUAGE plpgsql; \
+             CREATE TRIGGER refuse_event BEFORE INSERT ON event_outbox FOR EACH ROW EXECUTE FUNCTION refuse_event();",
+        )
+        .await
+        .unwrap();
+    }
+    let failed = api
+        .send("PATCH", &format!("/v1/deals/{id}"), Some(json!({"title": "FAILME"})))
+        .await;
+    assert_eq!((failed.status, failed.code()), (500, "internal"), "{}", failed.body);
+    assert_eq!(
+        api.get(id).await["title"],
+        "Original",
+        "the change rolled back with its event"
+    );
+    let moved = api
+        .send("POST", &format!("/v1/deals/{id}/move"), Some(json!({"stage": "won"})))
+        .await;
+    assert_eq!(moved.status, 200, "an event that can be written goes through");
+}

@@ -89,7 +89,13 @@ impl Guard {
         let account_id = match sub_account(request.headers()) {
             None => account.id.clone(),
             Some(child_id) => {
-                let child = account_store::find_live(&self.db, &child_id).await.ok();
+                // Not found and not a child both answer 403, so the answer reveals nothing; a database
+                // failure stays a 500.
+                let child = match account_store::find_live(&self.db, &child_id).await {
+                    Ok(child) => Some(child),
+                    Err(error) if error.code == Code::NotFound => None,
+                    Err(error) => return Err(refuse(error)),
+                };
                 match child {
                     Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => child.id,
                     _ => {
@@ -119,6 +125,13 @@ pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Respo
     let service = service.to_owned();
     let window = guard.limiter.window_seconds();
     match guard.admit(&mut request, &service).await {
+        Ok(caller) if request.headers().contains_key(wire::PREFLIGHT) => {
+            // The edge only asks whether these credentials pass; the request itself was not parsable.
+            let passed = ApiError::new(Code::FailedPrecondition, "preflight_passed", "credentials accepted");
+            let mut response = tonic::Status::from(passed).into_http::<axum::body::Body>();
+            rate_headers(response.headers_mut(), &caller.rate, window);
+            response
+        }
         Ok(caller) => {
             let rate = caller.rate;
             request.extensions_mut().insert(caller);

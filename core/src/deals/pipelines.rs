@@ -17,6 +17,7 @@ use sea_orm::{
 };
 use tonic::{Code, Request, Response, Status};
 
+use super::store::lock_account;
 use crate::{
     access::caller::Caller,
     clock::Clock,
@@ -275,6 +276,7 @@ impl Pipelines for PipelinesService {
             new_stages.push((id_for(&stage.id, &stage_name, &format!("{field}.id"))?, stage_name));
         }
         let txn = self.db.begin().await.map_err(ApiError::from)?;
+        lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         if pipelines::Entity::find_by_id((account_id.clone(), id.clone()))
             .one(&txn)
             .await
@@ -333,6 +335,7 @@ impl Pipelines for PipelinesService {
             .into());
         }
         let txn = self.db.begin().await.map_err(ApiError::from)?;
+        lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         find_pipeline(&txn, &account_id, &id).await?;
         deals::Entity::update_many()
             .col_expr(deals::Column::PipelineId, Expr::value(Option::<String>::None))
@@ -361,6 +364,7 @@ impl Pipelines for PipelinesService {
         let name = name_of(&r.name, "name")?;
         let id = id_for(&r.id, &name, "id")?;
         let txn = self.db.begin().await.map_err(ApiError::from)?;
+        lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         find_pipeline(&txn, &account_id, &r.pipeline_id).await?;
         let count = stage_count(&txn, &account_id, &r.pipeline_id).await?;
         let position = r.position.map_or(count, |p| p.clamp(0, count));
@@ -378,6 +382,7 @@ impl Pipelines for PipelinesService {
         let r = request.into_inner();
         let name = r.name.as_deref().map(|n| name_of(n, "name")).transpose()?;
         let txn = self.db.begin().await.map_err(ApiError::from)?;
+        lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         let stage = find_stage(&txn, &account_id, &r.stage_id).await?;
         let mut updated = stage.clone();
         if let Some(position) = r.position {
@@ -407,6 +412,7 @@ impl Pipelines for PipelinesService {
         let account_id = Caller::of(&request)?.account_id.clone();
         let id = request.into_inner().stage_id;
         let txn = self.db.begin().await.map_err(ApiError::from)?;
+        lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         let stage = find_stage(&txn, &account_id, &id).await?;
         stages::Entity::delete_by_id((account_id.clone(), id.clone()))
             .exec(&txn)

@@ -75,23 +75,16 @@ fn not_found() -> ApiError {
     ApiError::new(Code::NotFound, "not_found", "no deal with this id")
 }
 
-fn time(t: Option<prost_types::Timestamp>) -> Option<DateTime<Utc>> {
-    t.and_then(|t| DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0)))
+fn unknown_stage(id: &str) -> ApiError {
+    ApiError::invalid(vec![FieldViolation::new(
+        "stage",
+        format!("no stage `{id}` on this account"),
+    )])
 }
 
-/// The stage, or 400 naming `field` when the account has no such stage.
-async fn existing_stage(
-    db: &impl sea_orm::ConnectionTrait,
-    account_id: &str,
-    id: &str,
-    field: &str,
-) -> ApiResult<stages::Model> {
-    store::stage(db, account_id, id).await?.ok_or_else(|| {
-        ApiError::invalid(vec![FieldViolation::new(
-            field,
-            format!("no stage `{id}` on this account"),
-        )])
-    })
+/// The stage, or 400 naming `stage` when the account has no such stage.
+async fn existing_stage(db: &impl sea_orm::ConnectionTrait, account_id: &str, id: &str) -> ApiResult<stages::Model> {
+    store::stage(db, account_id, id).await?.ok_or_else(|| unknown_stage(id))
 }
 
 /// Writes the deal events for a change from `before` to `after`.
@@ -121,9 +114,9 @@ impl DealsService {
         fields.validate(true)?;
         let now = self.clock.now();
         let txn = self.db.begin().await?;
+        store::lock_account(&txn, account_id).await?;
         let stage_id = fields.stage.clone().unwrap_or_default();
-        let stage = existing_stage(&txn, account_id, &stage_id, "stage").await?;
-        store::lock_stages(&txn, account_id, &[&stage.id]).await?;
+        let stage = existing_stage(&txn, account_id, &stage_id).await?;
         let position = store::stage_size(&txn, account_id, &stage.id).await?;
         let deal = deals::Model {
             id: format!("deal_{}", crate::ids::base62(16)),
@@ -155,26 +148,29 @@ impl DealsService {
         Ok(deal)
     }
 
-    /// Applies `fields` and, when `target` names a stage (and optionally a position), moves the deal there.
+    /// Applies `fields` and moves the deal when `explicit` names a stage (and optionally a position) or when
+    /// `fields` names a stage other than its own (to the end of it).
     async fn change(
         &self,
         account_id: &str,
         deal_id: &str,
         fields: DealFields,
-        target: Option<(String, Option<i32>)>,
+        explicit: Option<(String, Option<i32>)>,
     ) -> ApiResult<deals::Model> {
         fields.validate(false)?;
         let now = self.clock.now();
         let txn = self.db.begin().await?;
+        // Lock first, then read: concurrent changes serialise and each sees the last one's result.
+        store::lock_account(&txn, account_id).await?;
         let before = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;
+        let target = explicit.or_else(|| fields.stage.clone().filter(|s| *s != before.stage).map(|s| (s, None)));
         let mut after = before.clone();
         if let Some((stage_id, position)) = &target {
-            let stage = existing_stage(&txn, account_id, stage_id, "stage").await?;
-            store::lock_stages(&txn, account_id, &[&before.stage, &stage.id]).await?;
+            let stage = existing_stage(&txn, account_id, stage_id).await?;
             // Take the deal out of its place, then put it at the asked one (the end by default).
             store::shift(&txn, account_id, &before.stage, before.position + 1, -1).await?;
             let size = store::stage_size(&txn, account_id, &stage.id).await?;
-            let size = if stage.id == before.stage { size - 1 } else { size };
+            let size = if stage.id == before.stage { size - 1 } else { size }.max(0);
             let place = position.map_or(size, |p| p.clamp(0, size));
             store::shift(&txn, account_id, &stage.id, place, 1).await?;
             if stage.id != before.stage {
@@ -194,8 +190,8 @@ impl DealsService {
 
     async fn delete(&self, account_id: &str, deal_id: &str) -> ApiResult<()> {
         let txn = self.db.begin().await?;
+        store::lock_account(&txn, account_id).await?;
         let deal = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;
-        store::lock_stages(&txn, account_id, &[&deal.stage]).await?;
         deals::Entity::delete_by_id(&deal.id).exec(&txn).await?;
         store::shift(&txn, account_id, &deal.stage, deal.position + 1, -1).await?;
         txn.commit().await?;
@@ -267,7 +263,7 @@ fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
             "contact_id" => fields.contact_id = Some(r.contact_id.clone()),
             "assigned_to" => fields.assigned_to = Some(r.assigned_to.clone()),
             "tags" => fields.tags = Some(r.tags.clone()),
-            "close_date" => fields.close_date = Some(time(r.close_date)),
+            "close_date" => fields.close_date = Some(timestamps::from_proto(r.close_date)),
             "deal_id" => {}
             other => unknown.push(FieldViolation::new(
                 "update_mask",
@@ -317,8 +313,8 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Option<Cursor>, u64
         assigned_to: r.assigned_to.clone(),
         tag: r.tag.clone(),
         q: r.q.clone(),
-        created_after: time(r.created_after),
-        created_before: time(r.created_before),
+        created_after: timestamps::from_proto(r.created_after),
+        created_before: timestamps::from_proto(r.created_before),
     };
     Ok((filters, cursor, limit as u64))
 }
@@ -361,7 +357,7 @@ impl Deals for DealsService {
             contact_id: Some(r.contact_id),
             assigned_to: Some(r.assigned_to),
             tags: Some(r.tags),
-            close_date: Some(time(r.close_date)),
+            close_date: Some(timestamps::from_proto(r.close_date)),
         };
         Ok(answer(&self.create(&account_id, fields).await?))
     }
@@ -380,13 +376,7 @@ impl Deals for DealsService {
         let r = request.into_inner();
         let deal_id = r.deal_id.clone();
         let fields = update_fields(r)?;
-        // A new stage moves the deal to the end of it; an unchanged stage is no move.
-        let target = fields.stage.clone().map(|stage| (stage, None));
-        let current = store::deal(&self.db, &account_id, &deal_id)
-            .await
-            .map_err(ApiError::from)?;
-        let target = target.filter(|(stage, _)| current.as_ref().is_none_or(|d| &d.stage != stage));
-        Ok(answer(&self.change(&account_id, &deal_id, fields, target).await?))
+        Ok(answer(&self.change(&account_id, &deal_id, fields, None).await?))
     }
 
     async fn delete_deal(&self, request: Request<DeleteDealRequest>) -> Result<Response<Deleted>, Status> {

@@ -1,11 +1,10 @@
 //! Deal rows, always scoped by account: lookups, dense positions within a stage, and the filtered,
-//! cursor-paged list. Position changes first take a write lock on the stage's row (a no-op update), which
-//! serialises them per stage on PostgreSQL and SQLite alike.
+//! cursor-paged list. Every change first takes the account's lock (`lock_account`).
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QueryResult,
-    QuerySelect, QueryTrait,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QueryResult, QuerySelect, QueryTrait, Statement,
     sea_query::{Expr, ExprTrait, Func, LikeExpr},
 };
 
@@ -31,19 +30,18 @@ pub async fn deal(db: &impl ConnectionTrait, account_id: &str, deal_id: &str) ->
         .await
 }
 
-/// Locks the stages' rows for the rest of the transaction, in id order (no deadlock between two moves).
-pub async fn lock_stages(db: &impl ConnectionTrait, account_id: &str, stage_ids: &[&str]) -> Result<(), DbErr> {
-    let mut ids: Vec<&str> = stage_ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    for id in ids {
-        stages::Entity::update_many()
-            .col_expr(stages::Column::Position, Expr::col(stages::Column::Position))
-            .filter(stages::Column::AccountId.eq(account_id))
-            .filter(stages::Column::Id.eq(id))
-            .exec(db)
-            .await?;
-    }
+/// Serialises every change to an account's deals, stages and pipelines: one lock per account, taken as the
+/// transaction's first statement. PostgreSQL: `SELECT ... FOR UPDATE` of the account's row (finer row locks
+/// deadlocked, since shifting positions locks other deals' rows). SQLite: a no-op update, which takes the
+/// database's write lock at once instead of upgrading a read snapshot later (`SQLITE_BUSY_SNAPSHOT`).
+pub async fn lock_account(db: &impl ConnectionTrait, account_id: &str) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+        _ => "UPDATE accounts SET id = id WHERE id = ?",
+    };
+    db.execute_raw(Statement::from_sql_and_values(backend, sql, [account_id.into()]))
+        .await?;
     Ok(())
 }
 
