@@ -273,6 +273,7 @@ on_both_databases!(every_filter_narrows_the_list_and_combines, |db: Db| async mo
         ("tag=vip", vec![&one]),
         ("tag=50%25_off", vec![&one]),
         ("tag=vi", vec![]),
+        ("tag=VIP", vec![]),
         ("q=implant", vec![&three, &one]),
         ("q=smile", vec![&two]),
         ("q=%25", vec![]),
@@ -510,6 +511,11 @@ on_both_databases!(
         assert_eq!(deal["pipeline_id"], "partners");
         let id = deal["id"].as_str().unwrap();
         assert_eq!(api.send("DELETE", "/v1/stages/demo", None).await.status, 200);
+        assert_eq!(
+            events(&db, id).await,
+            ["deal.created", "deal.updated"],
+            "the orphaned deal's change is an event"
+        );
         let orphan = api.get(id).await;
         assert_eq!(
             (orphan["stage"].as_str(), orphan["pipeline_id"].clone()),

@@ -17,11 +17,12 @@ use sea_orm::{
 };
 use tonic::{Code, Request, Response, Status};
 
-use super::store::lock_account;
+use super::{service::deal_message, store::lock_account};
 use crate::{
     access::caller::Caller,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
+    events::{self, EventType},
     store::entities::{deals, pipelines, stages},
     timestamps,
 };
@@ -195,19 +196,31 @@ async fn stage_count(db: &impl ConnectionTrait, account_id: &str, pipeline_id: &
     Ok(i32::try_from(n).unwrap_or(i32::MAX))
 }
 
-/// Points the deals sitting in `stage_id` at `pipeline_id` (or at none).
+/// Points the deals sitting in `stage_id` at `pipeline_id` (or at none), writing `deal.updated` for each
+/// deal whose `pipeline_id` changes.
 async fn relink_deals(
     db: &impl ConnectionTrait,
     account_id: &str,
     stage_id: &str,
     pipeline_id: Option<&str>,
+    now: DateTime<Utc>,
 ) -> ApiResult<()> {
+    let affected = deals::Entity::find()
+        .filter(deals::Column::AccountId.eq(account_id))
+        .filter(deals::Column::Stage.eq(stage_id))
+        .all(db)
+        .await?;
     deals::Entity::update_many()
         .col_expr(deals::Column::PipelineId, Expr::value(pipeline_id.map(str::to_owned)))
         .filter(deals::Column::AccountId.eq(account_id))
         .filter(deals::Column::Stage.eq(stage_id))
         .exec(db)
         .await?;
+    for mut deal in affected.into_iter().filter(|d| d.pipeline_id.as_deref() != pipeline_id) {
+        deal.pipeline_id = pipeline_id.map(str::to_owned);
+        let data = events::payload(&deal_message(&deal), "frontdesk.v1.Deal");
+        events::record(db, account_id, EventType::DealUpdated, data, now).await?;
+    }
     Ok(())
 }
 
@@ -218,6 +231,7 @@ async fn insert_stage(
     id: String,
     name: String,
     position: i32,
+    now: DateTime<Utc>,
 ) -> ApiResult<stages::Model> {
     if stages::Entity::find_by_id((account_id.to_owned(), id.clone()))
         .one(db)
@@ -236,7 +250,7 @@ async fn insert_stage(
     stages::Entity::insert(stages::ActiveModel::from(stage.clone()).reset_all())
         .exec_without_returning(db)
         .await?;
-    relink_deals(db, account_id, &stage.id, Some(pipeline_id)).await?;
+    relink_deals(db, account_id, &stage.id, Some(pipeline_id), now).await?;
     Ok(stage)
 }
 
@@ -296,7 +310,16 @@ impl Pipelines for PipelinesService {
             .await
             .map_err(ApiError::from)?;
         for ((stage_id, stage_name), position) in new_stages.into_iter().zip(0..) {
-            insert_stage(&txn, &account_id, &id, stage_id, stage_name, position).await?;
+            insert_stage(
+                &txn,
+                &account_id,
+                &id,
+                stage_id,
+                stage_name,
+                position,
+                pipeline.created_at,
+            )
+            .await?;
         }
         let message = pipeline_message(&txn, pipeline).await?;
         txn.commit().await.map_err(ApiError::from)?;
@@ -337,13 +360,16 @@ impl Pipelines for PipelinesService {
         let txn = self.db.begin().await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         find_pipeline(&txn, &account_id, &id).await?;
-        deals::Entity::update_many()
-            .col_expr(deals::Column::PipelineId, Expr::value(Option::<String>::None))
-            .filter(deals::Column::AccountId.eq(&account_id))
-            .filter(deals::Column::PipelineId.eq(&id))
-            .exec(&txn)
+        let now = self.clock.now();
+        let doomed = stages::Entity::find()
+            .filter(stages::Column::AccountId.eq(&account_id))
+            .filter(stages::Column::PipelineId.eq(&id))
+            .all(&txn)
             .await
             .map_err(ApiError::from)?;
+        for stage in doomed {
+            relink_deals(&txn, &account_id, &stage.id, None, now).await?;
+        }
         stages::Entity::delete_many()
             .filter(stages::Column::AccountId.eq(&account_id))
             .filter(stages::Column::PipelineId.eq(&id))
@@ -369,7 +395,7 @@ impl Pipelines for PipelinesService {
         let count = stage_count(&txn, &account_id, &r.pipeline_id).await?;
         let position = r.position.map_or(count, |p| p.clamp(0, count));
         shift_stages(&txn, &account_id, &r.pipeline_id, position, 1).await?;
-        let stage = insert_stage(&txn, &account_id, &r.pipeline_id, id, name, position).await?;
+        let stage = insert_stage(&txn, &account_id, &r.pipeline_id, id, name, position, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(StageAnswer {
             success: true,
@@ -419,7 +445,7 @@ impl Pipelines for PipelinesService {
             .await
             .map_err(ApiError::from)?;
         shift_stages(&txn, &account_id, &stage.pipeline_id, stage.position + 1, -1).await?;
-        relink_deals(&txn, &account_id, &id, None).await?;
+        relink_deals(&txn, &account_id, &id, None, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(Deleted { success: true, id }))
     }

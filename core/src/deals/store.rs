@@ -112,9 +112,14 @@ pub async fn list(
         }
     }
     if !filters.tag.is_empty() {
-        // Tags are stored as a JSON array; match the tag's JSON string, LIKE wildcards escaped.
+        // Tags are stored as a JSON array: look for the tag's JSON string, case-sensitively on both databases
+        // (SQLite's LIKE would ignore ASCII case).
         let quoted = serde_json::to_string(&filters.tag).unwrap_or_default();
-        condition = condition.add(Expr::col(deals::Column::Tags).like(contains(&quoted)));
+        let has_tag = match db.get_database_backend() {
+            DbBackend::Postgres => Expr::cust_with_values("strpos(\"tags\", $1) > 0", [quoted]),
+            _ => Expr::cust_with_values("instr(\"tags\", ?) > 0", [quoted]),
+        };
+        condition = condition.add(has_tag);
     }
     if !filters.q.is_empty() {
         let needle = contains(&filters.q.to_lowercase());
