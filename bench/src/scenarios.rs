@@ -10,6 +10,8 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, Database};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
 
+use frontdesk_core::access::{api_key::ApiKey, key_store::FIND_ACTIVE_POSTGRES, rate_limit::SLIDING_WINDOW_LUA};
+
 use crate::{
     load::{self, HttpRequest, Outcome, Shape},
     process::ServerProcess,
@@ -230,7 +232,7 @@ async fn account_of(db: &sea_orm::DatabaseConnection, key: &str) -> anyhow::Resu
         .query_one_raw(Statement::from_sql_and_values(
             db.get_database_backend(),
             "SELECT account_id FROM api_keys WHERE key_hash = $1",
-            [sha256_hex(key).into()],
+            [key_hash(key)?.into()],
         ))
         .await?
         .ok_or_else(|| anyhow::anyhow!("bench key not stored"))?
@@ -281,11 +283,11 @@ async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -
     let mut options = ConnectOptions::new(postgres.to_owned());
     options.max_connections(16).sqlx_logging(false);
     let db = Database::connect(options).await?;
-    let hash = sha256_hex(key);
+    let hash = key_hash(key)?;
     let account_id = account_of(&db, key).await?;
-    let lookup = Statement::from_sql_and_values(db.get_database_backend(), FIND_ACTIVE_SQL, [hash.into()]);
+    let lookup = Statement::from_sql_and_values(db.get_database_backend(), FIND_ACTIVE_POSTGRES, [hash.into()]);
     let redis = redis::aio::ConnectionManager::new(redis::Client::open(setup.redis.as_str())?).await?;
-    let script = include_str!("../../core/src/access/rate_limit/sliding_window.lua");
+    let script = SLIDING_WINDOW_LUA;
     let outcome = load::storage_floor(db, redis, lookup, script, account_id, shape).await?;
     Ok(Measured {
         name: "floor: one indexed PostgreSQL read + one Redis script, no HTTP",
@@ -295,15 +297,11 @@ async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -
     })
 }
 
-/// The guard's key lookup (core/src/access/key_store.rs), PostgreSQL form.
-const FIND_ACTIVE_SQL: &str = "SELECT k.id, k.account_id, k.masked, k.scopes, k.created_at, \
-    a.name, a.plan, a.api_access, a.webhooks_enabled, a.credit_milli, a.rate_limit, a.parent_account_id, \
-    a.created_at, a.updated_at FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-    WHERE k.revoked_at IS NULL AND a.deleted_at IS NULL AND k.key_hash = $1";
-
-fn sha256_hex(key: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+/// The stored form of a key: the service's own hash.
+fn key_hash(key: &str) -> anyhow::Result<String> {
+    Ok(ApiKey::parse(key)
+        .ok_or_else(|| anyhow::anyhow!("malformed bench key"))?
+        .hash())
 }
 
 /// Time from spawn until `/healthz` answers 200.

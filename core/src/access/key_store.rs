@@ -49,6 +49,9 @@ macro_rules! find_active_sql {
     };
 }
 
+/// The lookup in PostgreSQL form (the benchmark's storage floor runs exactly this statement).
+pub const FIND_ACTIVE_POSTGRES: &str = find_active_sql!("$1");
+
 /// The live key with this hash and its live account, in one indexed read.
 pub async fn find_active(
     db: &impl ConnectionTrait,

@@ -9,6 +9,9 @@ mod redis_store;
 use std::time::Duration;
 
 pub use local::LocalWindows;
+
+/// The sliding-window script, one call per request (the benchmark's storage floor runs it too).
+pub const SLIDING_WINDOW_LUA: &str = include_str!("sliding_window.lua");
 pub use redis_store::RedisWindows;
 
 /// The outcome for one request.

@@ -34,7 +34,7 @@ impl RedisWindows {
         Ok(Self {
             client: redis::Client::open(url)?,
             connection: OnceCell::new(),
-            script: Script::new(include_str!("sliding_window.lua")),
+            script: Script::new(super::SLIDING_WINDOW_LUA),
             last_warning: Mutex::new(None),
             last_connect_failure: Mutex::new(None),
         })
