@@ -19,7 +19,7 @@ pub use redis_store::RedisWindows;
 pub struct Decision {
     pub allowed: bool,
     pub limit: u32,
-    /// Requests counted in the window, this one included when allowed.
+    /// Requests counted in the window, this one included when allowed; the limit when refused.
     pub used: u32,
     /// Seconds until the current fixed window ends.
     pub reset_seconds: u32,
@@ -47,7 +47,8 @@ pub(crate) fn decide(limit: u32, window: f64, elapsed: f64, prev: f64, cur: f64)
         return Decision {
             allowed: false,
             limit,
-            used: estimate.floor() as u32,
+            // Refused: nothing remains, whatever the sliding estimate rounds down to.
+            used: limit,
             reset_seconds,
             retry_after: retry.ceil().max(1.0) as u32,
         };
@@ -127,6 +128,16 @@ mod tests {
         assert_eq!(d.retry_after, 70);
         let d = decide(3, 60.0, 10.0, 6.0, 0.0);
         assert!(!d.allowed);
+        assert_eq!(
+            d.remaining(),
+            0,
+            "a refusal leaves nothing, though the estimate (5) would say otherwise"
+        );
+        let straddling = decide(3, 2.0, 0.1, 2.0, 1.0);
+        assert!(
+            !straddling.allowed && straddling.remaining() == 0,
+            "estimate 2.9 rounds to 2, still refused"
+        );
         assert!(d.retry_after >= 1 && d.retry_after <= 50, "{}", d.retry_after);
         let after = decide(3, 60.0, 10.0 + f64::from(d.retry_after), 6.0, 0.0);
         assert!(after.allowed, "allowed once Retry-After has passed");

@@ -3,7 +3,7 @@
 -- Keys (documented for dashboards; built here so the time comes from this Redis, not the callers' clocks):
 --   frontdesk:rl:{account_id}:{window_start_unix}  integer count, expires after two windows
 --   frontdesk:usage:{YYYY-MM-DD}                   hash: {account_id} -> requests, {account_id}:throttled -> 429s
--- Returns {allowed (0|1), used, reset_seconds, retry_after_seconds}.
+-- Returns {allowed (0|1), used (the limit when refused), reset_seconds, retry_after_seconds}.
 local t = redis.call('TIME')
 local secs = tonumber(t[1])
 local now = secs + tonumber(t[2]) / 1000000
@@ -45,7 +45,8 @@ if estimate + 1 > limit then
     -- The previous window's weight is what blocks: wait for it to fade.
     retry = window - (limit - 1 - cur) * window / prev - elapsed
   end
-  return {0, math.floor(estimate), reset, math.max(1, math.ceil(retry))}
+  -- Refused: nothing remains of the budget, whatever the estimate rounds to.
+  return {0, limit, reset, math.max(1, math.ceil(retry))}
 end
 redis.call('INCR', cur_key)
 redis.call('EXPIRE', cur_key, window * 2)
