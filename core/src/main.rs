@@ -76,7 +76,7 @@ fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("cannot start the async runtime: {err}");
+            tracing::error!(error = %err, "cannot start the async runtime");
             return std::process::ExitCode::FAILURE;
         }
     };
