@@ -79,28 +79,37 @@ enum AdminCommand {
         rate_limit: Option<i32>,
     },
     /// Add credits (a ledger entry is written).
-    GrantCredits {
-        #[arg(long)]
-        account: String,
-        #[arg(long)]
-        credits: String,
-        #[arg(long, default_value = "")]
-        reason: String,
-    },
+    GrantCredits(CreditChange),
     /// Remove credits (a ledger entry is written).
-    DebitCredits {
-        #[arg(long)]
-        account: String,
-        #[arg(long)]
-        credits: String,
-        #[arg(long, default_value = "")]
-        reason: String,
-    },
+    DebitCredits(CreditChange),
     /// Delete an account; its keys stop working at once.
     DeleteAccount {
         #[arg(long)]
         account: String,
     },
+}
+
+/// Which account, how many credits, and why.
+#[derive(Args)]
+struct CreditChange {
+    #[arg(long)]
+    account: String,
+    /// A positive decimal with at most three fractional digits, e.g. 100 or 0.15.
+    #[arg(long)]
+    credits: String,
+    /// Kept in the ledger entry.
+    #[arg(long, default_value = "")]
+    reason: String,
+}
+
+impl From<CreditChange> for CreditsRequest {
+    fn from(c: CreditChange) -> Self {
+        Self {
+            account_id: c.account,
+            credits: c.credits,
+            reason: c.reason,
+        }
+    }
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
@@ -205,32 +214,8 @@ async fn call(client: &mut Client, command: AdminCommand) -> Result<Value, tonic
                 .await?
                 .into_inner(),
         ),
-        AdminCommand::GrantCredits {
-            account,
-            credits,
-            reason,
-        } => credits_json(
-            client
-                .grant_credits(CreditsRequest {
-                    account_id: account,
-                    credits,
-                    reason,
-                })
-                .await?,
-        ),
-        AdminCommand::DebitCredits {
-            account,
-            credits,
-            reason,
-        } => credits_json(
-            client
-                .debit_credits(CreditsRequest {
-                    account_id: account,
-                    credits,
-                    reason,
-                })
-                .await?,
-        ),
+        AdminCommand::GrantCredits(change) => credits_json(client.grant_credits(CreditsRequest::from(change)).await?),
+        AdminCommand::DebitCredits(change) => credits_json(client.debit_credits(CreditsRequest::from(change)).await?),
         AdminCommand::DeleteAccount { account } => account_json(
             client
                 .delete_account(DeleteAccountRequest { account_id: account })

@@ -279,7 +279,7 @@ async fn redis_rate_limit_throttles_and_recovers_with_the_documented_keys() {
     assert_eq!(start % 2, 0, "window starts are multiples of the window");
     let ttl: i64 = redis::cmd("TTL").arg(&windows[0]).query_async(&mut conn).await.unwrap();
     assert!((1..=4).contains(&ttl), "counters expire after two windows, TTL {ttl}");
-    let today = chrono_today();
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let usage: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
         .arg(format!("frontdesk:usage:{today}"))
         .query_async(&mut conn)
@@ -287,25 +287,6 @@ async fn redis_rate_limit_throttles_and_recovers_with_the_documented_keys() {
         .unwrap();
     assert!(usage[&account_id] >= 5, "requests counted: {usage:?}");
     assert!(usage[&format!("{account_id}:throttled")] >= 1, "429s counted");
-}
-
-fn chrono_today() -> String {
-    let days = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        / 86_400;
-    // Civil date from days since 1970-01-01 (same algorithm as the service's script).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
