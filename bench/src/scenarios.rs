@@ -73,6 +73,16 @@ impl Setup {
         Ok(format!("{}/{name}", self.postgres))
     }
 
+    /// Drops the run's database once every process using it has stopped.
+    async fn drop_database(&self, url: &str) -> anyhow::Result<()> {
+        let name = url.rsplit('/').next().unwrap_or_default();
+        let admin = Database::connect(format!("{}/postgres", self.postgres)).await?;
+        admin
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await?;
+        Ok(())
+    }
+
     fn sqlite_database(&self) -> anyhow::Result<String> {
         let dir = self.work_dir.join(format!("sqlite-{:x}", rand::rng().random::<u64>()));
         std::fs::create_dir_all(&dir)?;
@@ -215,6 +225,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
         results.push(measure(SPLIT, &[&edge, &core], load::http(addr, current, shape)).await?);
         results.push(measure(DIRECT, &[&core], load::grpc_current_key(&core_url, &key, shape)).await?);
     }
+    setup.drop_database(&postgres).await?;
     Ok((
         results,
         Footprint {
