@@ -69,15 +69,15 @@ impl Guard {
                 "API access is not enabled on this account",
             )));
         }
-        let section = self.sections.get(service).cloned().flatten();
-        if section.as_deref() == Some("webhooks") && !account.webhooks_enabled {
+        let section = self.sections.get(service).and_then(Option::as_deref);
+        if section == Some("webhooks") && !account.webhooks_enabled {
             return Err(refuse(ApiError::new(
                 Code::PermissionDenied,
                 "webhooks_disabled",
                 "webhooks are not enabled on this account",
             )));
         }
-        if let Some(section) = &section
+        if let Some(section) = section
             && !Scopes::from_stored(&key_row.scopes).allows(section)
         {
             return Err(refuse(ApiError::new(
