@@ -5,6 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
+use tokio::sync::Notify;
 use tonic::service::Routes;
 
 use crate::{
@@ -25,11 +26,13 @@ use crate::{
     ids,
     integrations::{
         http,
+        outbound::OutboundPolicy,
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
     plan::Plan,
     site::{health::HealthService, payments::PaymentsService},
     store,
+    webhooks::{dispatch::Dispatcher, service::WebhooksService},
 };
 
 /// Key id the `local` provider hands to the checkout unless `RAZORPAY_KEY_ID` says otherwise.
@@ -37,8 +40,15 @@ const LOCAL_KEY_ID: &str = "rzp_test_local";
 /// Settings key of the `local` provider's generated key secret.
 const LOCAL_SECRET_SETTING: &str = "local_payment_key_secret";
 
+/// The assembled core: its gRPC routes, its database, and the webhook engine ready to start.
+pub struct Core {
+    pub routes: Routes,
+    pub db: DatabaseConnection,
+    pub dispatcher: Dispatcher,
+}
+
 /// Connects and migrates the database, then builds every service into one set of gRPC routes.
-pub async fn build_core(config: &CoreConfig) -> anyhow::Result<(Routes, DatabaseConnection)> {
+pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     let db = store::connect(&config.database_url, config.db_max_connections).await?;
     store::migrate(&db).await?;
     let provider = payment_provider(&config.payments, &db).await?;
@@ -51,6 +61,10 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<(Routes, Database
         .context("REDIS_URL")?;
     let window = Duration::from_secs(config.rate_window_secs);
     let limiter = RateLimiter::new(redis, window);
+    let policy = OutboundPolicy {
+        allow_private: config.allow_private_urls,
+    };
+    let wake = Arc::new(Notify::new());
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
@@ -63,11 +77,16 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<(Routes, Database
         api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
         deals: DealsService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
-        admin: AdminService::new(db.clone(), clock),
+        webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, wake.clone()),
+        admin: AdminService::new(db.clone(), clock.clone()),
         admin_token: AdminToken::new(config.admin_token.clone()),
         guard: Arc::new(Guard::new(db.clone(), limiter)?),
     };
-    Ok((grpc::routes(services).await?, db))
+    Ok(Core {
+        routes: grpc::routes(services).await?,
+        dispatcher: Dispatcher::new(db.clone(), clock, config.webhooks.clone(), policy, wake),
+        db,
+    })
 }
 
 /// On a brand-new embedded database, creates a first account so a new user can call the API at once, and

@@ -36,8 +36,81 @@ pub struct CoreConfig {
     #[arg(skip = std::env::var("FRONTDESK_ADMIN_TOKEN").ok())]
     pub admin_token: Option<String>,
 
+    /// Allow loopback, private and link-local targets for webhooks (and later imports and tools).
+    #[arg(long, env = "FRONTDESK_ALLOW_PRIVATE_URLS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_private_urls: bool,
+
     #[command(flatten)]
     pub payments: PaymentConfig,
+
+    #[command(flatten)]
+    pub webhooks: WebhookConfig,
+}
+
+/// The webhook delivery engine. Durations are written `500ms`, `5s`, `5m`, `2h` or `3d`.
+#[derive(Args, Clone, Debug)]
+pub struct WebhookConfig {
+    /// Waits before each retry after a failed attempt (each +-20%); a delivery fails for good once all are
+    /// used.
+    #[arg(
+        long = "webhook-retry-schedule",
+        env = "FRONTDESK_WEBHOOK_RETRY_SCHEDULE",
+        default_value = "5s,5m,30m,2h,5h,10h,14h,20h,24h",
+        value_parser = parse_duration_list
+    )]
+    pub retry_schedule: DurationList,
+
+    /// Time limit of one delivery attempt.
+    #[arg(long = "webhook-timeout", env = "FRONTDESK_WEBHOOK_TIMEOUT", default_value = "15s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Continuous failure (no success since the first failure) after which a subscription is disabled.
+    #[arg(long = "webhook-disable-after", env = "FRONTDESK_WEBHOOK_DISABLE_AFTER", default_value = "3d", value_parser = parse_duration)]
+    pub disable_after: Duration,
+
+    /// How long a claimed delivery belongs to the worker that claimed it; a delivery whose worker died is
+    /// attempted again after this. Must exceed the timeout.
+    #[arg(long = "webhook-lease", env = "FRONTDESK_WEBHOOK_LEASE", default_value = "60s", value_parser = parse_duration)]
+    pub lease: Duration,
+
+    /// Deliveries in flight at once in this process.
+    #[arg(long = "webhook-concurrency", env = "FRONTDESK_WEBHOOK_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+
+    /// How often idle workers look for new events and due retries.
+    #[arg(long = "webhook-poll-interval", env = "FRONTDESK_WEBHOOK_POLL_INTERVAL", default_value = "50ms", value_parser = parse_duration)]
+    pub poll_interval: Duration,
+}
+
+/// A comma-separated list of durations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurationList(pub Vec<Duration>);
+
+/// `500ms`, `5s`, `5m`, `2h` or `3d`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 500ms, 5s, 5m, 2h or 3d"))?;
+    let millis = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("`{text}` needs a unit: ms, s, m, h or d")),
+    };
+    Ok(Duration::from_millis(number.saturating_mul(millis)))
+}
+
+pub fn parse_duration_list(text: &str) -> Result<DurationList, String> {
+    text.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(parse_duration)
+        .collect::<Result<_, _>>()
+        .map(DurationList)
 }
 
 /// Which payment provider creates orders, and its credentials. Not `Debug`: it holds the key secret.
@@ -85,6 +158,22 @@ pub struct PaymentConfig {
 impl PaymentConfig {
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("3d"), Ok(Duration::from_secs(3 * 86_400)));
+        assert!(parse_duration("5").is_err() && parse_duration("m5").is_err() && parse_duration("5y").is_err());
+        assert_eq!(
+            parse_duration_list("5s, 5m"),
+            Ok(DurationList(vec![Duration::from_secs(5), Duration::from_secs(300)]))
+        );
     }
 }
 

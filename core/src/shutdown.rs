@@ -18,6 +18,11 @@ impl Shutdown {
         Self(rx)
     }
 
+    /// Whether shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Resolves once shutdown has begun.
     pub async fn wait(mut self) {
         let _ = self.0.wait_for(|stopping| *stopping).await;

@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261122_000001_site_payments;
 mod m20261122_000002_accounts;
 mod m20261122_000003_deals;
+mod m20261122_000004_webhooks;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_site_payments::Migration),
             Box::new(m20261122_000002_accounts::Migration),
             Box::new(m20261122_000003_deals::Migration),
+            Box::new(m20261122_000004_webhooks::Migration),
         ]
     }
 }

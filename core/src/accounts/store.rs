@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, Set,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, Set, Statement, TransactionTrait,
     sea_query::{Expr, ExprTrait},
 };
 use tonic::Code;
@@ -183,4 +183,19 @@ async fn write_ledger(
     .exec_without_returning(db)
     .await?;
     Ok(id)
+}
+
+/// Serialises changes to an account's deals, stages, pipelines and webhook subscriptions: one lock per
+/// account, taken as the transaction's first statement. PostgreSQL: `SELECT ... FOR UPDATE` of the account's row (finer row locks
+/// deadlocked, since shifting positions locks other deals' rows). SQLite: a no-op update, which takes the
+/// database's write lock at once instead of upgrading a read snapshot later (`SQLITE_BUSY_SNAPSHOT`).
+pub async fn lock(db: &impl ConnectionTrait, account_id: &str) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+        _ => "UPDATE accounts SET id = id WHERE id = ?",
+    };
+    db.execute_raw(Statement::from_sql_and_values(backend, sql, [account_id.into()]))
+        .await?;
+    Ok(())
 }

@@ -17,7 +17,8 @@ use sea_orm::{
 };
 use tonic::{Code, Request, Response, Status};
 
-use super::{service::deal_message, store::lock_account};
+use super::service::deal_message;
+use crate::accounts::store::lock as lock_account;
 use crate::{
     access::caller::Caller,
     clock::Clock,

@@ -12,15 +12,16 @@ use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, IntoActiveModel
 use tonic::{Code, Request, Response, Status};
 
 use super::{
-    cursor::Cursor,
     fields::{DealFields, PRIORITIES, SOURCES, STATUSES, check_filter},
     store::{self, Filters},
 };
 use crate::{
     access::caller::Caller,
+    accounts,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
+    paging::Cursor,
     store::entities::{deals, stages},
     timestamps,
 };
@@ -114,7 +115,7 @@ impl DealsService {
         fields.validate(true)?;
         let now = self.clock.now();
         let txn = self.db.begin().await?;
-        store::lock_account(&txn, account_id).await?;
+        accounts::store::lock(&txn, account_id).await?;
         let stage_id = fields.stage.clone().unwrap_or_default();
         let stage = existing_stage(&txn, account_id, &stage_id).await?;
         let position = store::stage_size(&txn, account_id, &stage.id).await?;
@@ -161,7 +162,7 @@ impl DealsService {
         let now = self.clock.now();
         let txn = self.db.begin().await?;
         // Lock first, then read: concurrent changes serialise and each sees the last one's result.
-        store::lock_account(&txn, account_id).await?;
+        accounts::store::lock(&txn, account_id).await?;
         let before = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;
         let target = explicit.or_else(|| fields.stage.clone().filter(|s| *s != before.stage).map(|s| (s, None)));
         let mut after = before.clone();
@@ -190,7 +191,7 @@ impl DealsService {
 
     async fn delete(&self, account_id: &str, deal_id: &str) -> ApiResult<()> {
         let txn = self.db.begin().await?;
-        store::lock_account(&txn, account_id).await?;
+        accounts::store::lock(&txn, account_id).await?;
         let deal = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;
         deals::Entity::delete_by_id(&deal.id).exec(&txn).await?;
         store::shift(&txn, account_id, &deal.stage, deal.position + 1, -1).await?;
@@ -294,7 +295,7 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Option<Cursor>, u64
     let cursor = if r.cursor.is_empty() {
         None
     } else {
-        let cursor = Cursor::decode(&r.cursor);
+        let cursor = Cursor::decode(&r.cursor, "deal_");
         if cursor.is_none() {
             violations.push(FieldViolation::new("cursor", "is not a cursor this API gave out"));
         }

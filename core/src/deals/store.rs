@@ -1,14 +1,14 @@
 //! Deal rows, always scoped by account: lookups, dense positions within a stage, and the filtered,
-//! cursor-paged list. Every change first takes the account's lock (`lock_account`).
+//! cursor-paged list. Every change first takes the account's lock (`accounts::store::lock`).
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QueryResult, QuerySelect, QueryTrait, Statement,
+    QueryResult, QuerySelect, QueryTrait,
     sea_query::{Expr, ExprTrait, Func, LikeExpr},
 };
 
-use super::cursor::Cursor;
+use crate::paging::Cursor;
 use crate::store::entities::{deals, stages};
 
 /// The stage with this id on the account.
@@ -28,21 +28,6 @@ pub async fn deal(db: &impl ConnectionTrait, account_id: &str, deal_id: &str) ->
         .filter(deals::Column::AccountId.eq(account_id))
         .one(db)
         .await
-}
-
-/// Serialises every change to an account's deals, stages and pipelines: one lock per account, taken as the
-/// transaction's first statement. PostgreSQL: `SELECT ... FOR UPDATE` of the account's row (finer row locks
-/// deadlocked, since shifting positions locks other deals' rows). SQLite: a no-op update, which takes the
-/// database's write lock at once instead of upgrading a read snapshot later (`SQLITE_BUSY_SNAPSHOT`).
-pub async fn lock_account(db: &impl ConnectionTrait, account_id: &str) -> Result<(), DbErr> {
-    let backend = db.get_database_backend();
-    let sql = match backend {
-        DbBackend::Postgres => "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
-        _ => "UPDATE accounts SET id = id WHERE id = ?",
-    };
-    db.execute_raw(Statement::from_sql_and_values(backend, sql, [account_id.into()]))
-        .await?;
-    Ok(())
 }
 
 /// How many deals the stage holds: the position after its last.

@@ -1,6 +1,6 @@
 //! The event outbox: every change that clients may be told about writes its event here, in the same
-//! transaction as the change, so an event exists exactly when its change committed. Delivery (webhooks)
-//! reads from this table.
+//! transaction as the change, so an event exists exactly when its change committed. The webhook dispatcher
+//! (`crate::webhooks`) fans each event out to deliveries.
 
 use std::sync::LazyLock;
 
@@ -27,41 +27,109 @@ pub fn payload(message: &impl prost::Message, full_name: &str) -> serde_json::Va
         })
 }
 
-/// Every event type, with its wire name. Adding one is one line here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    DealCreated,
-    DealUpdated,
-    DealStageChanged,
+macro_rules! event_types {
+    ($($variant:ident => $name:literal,)*) => {
+        /// Every event type of CONTRACT.md section 7, with its wire name. Adding one is one line below.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum EventType {
+            $($variant,)*
+        }
+
+        impl EventType {
+            pub const ALL: &[EventType] = &[$(Self::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+event_types! {
+    ContactCreated => "contact.created",
+    ContactUpdated => "contact.updated",
+    ConversationCreated => "conversation.created",
+    ConversationClosed => "conversation.closed",
+    MessageReceived => "message.received",
+    MessageSent => "message.sent",
+    MessageDelivered => "message.delivered",
+    MessageRead => "message.read",
+    MessageFailed => "message.failed",
+    AppointmentBooked => "appointment.booked",
+    DealCreated => "deal.created",
+    DealUpdated => "deal.updated",
+    DealStageChanged => "deal.stage_changed",
+    KbSourceReady => "kb_source.ready",
+    KbSourceFailed => "kb_source.failed",
+    SummaryCreated => "summary.created",
+    BroadcastCompleted => "broadcast.completed",
+    WebhookTest => "webhook.test",
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::DealCreated => "deal.created",
-            Self::DealUpdated => "deal.updated",
-            Self::DealStageChanged => "deal.stage_changed",
-        }
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|t| t.as_str() == name)
     }
 }
 
-/// Writes one event for `account_id` on `db` (a transaction, so it commits with the change).
+/// Writes one event for `account_id` on `db` (a transaction, so it commits with the change); the webhook
+/// dispatcher fans it out to the account's subscriptions. Returns the event id.
 pub async fn record(
     db: &impl ConnectionTrait,
     account_id: &str,
     event: EventType,
     data: serde_json::Value,
     now: DateTime<Utc>,
-) -> Result<(), DbErr> {
+) -> Result<String, DbErr> {
+    insert(db, account_id, event, data, now, None).await
+}
+
+/// Writes an event that is delivered by its own delivery rows (written by the caller in the same
+/// transaction) rather than fanned out, such as `webhook.test` to one subscription.
+pub async fn record_directed(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    event: EventType,
+    data: serde_json::Value,
+    now: DateTime<Utc>,
+) -> Result<String, DbErr> {
+    insert(db, account_id, event, data, now, Some(now)).await
+}
+
+async fn insert(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    event: EventType,
+    data: serde_json::Value,
+    now: DateTime<Utc>,
+    dispatched_at: Option<DateTime<Utc>>,
+) -> Result<String, DbErr> {
+    let id = format!("evt_{}", crate::ids::base62(20));
     event_outbox::Entity::insert(event_outbox::ActiveModel {
         seq: NotSet,
-        id: Set(format!("evt_{}", crate::ids::base62(20))),
+        id: Set(id.clone()),
         account_id: Set(account_id.to_owned()),
         event_type: Set(event.as_str().to_owned()),
         payload: Set(data.to_string()),
         created_at: Set(now),
+        dispatched_at: Set(dispatched_at),
     })
     .exec_without_returning(db)
     .await?;
-    Ok(())
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventType;
+
+    #[test]
+    fn names_parse_back() {
+        for event in EventType::ALL {
+            assert_eq!(EventType::parse(event.as_str()), Some(*event));
+        }
+        assert_eq!(EventType::parse("deal.deleted"), None);
+    }
 }

@@ -11,7 +11,10 @@ use frontdesk_api::{
     FILE_DESCRIPTOR_SET,
     admin::v1::admin_server::AdminServer,
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
-    v1::{api_keys_server::ApiKeysServer, deals_server::DealsServer, pipelines_server::PipelinesServer},
+    v1::{
+        api_keys_server::ApiKeysServer, deals_server::DealsServer, pipelines_server::PipelinesServer,
+        webhooks_server::WebhooksServer,
+    },
 };
 use tokio::net::TcpListener;
 use tonic::service::Routes;
@@ -21,6 +24,7 @@ use crate::{
     accounts::admin::{AdminService, AdminToken},
     deals::{pipelines::PipelinesService, service::DealsService},
     site::{health::HealthService, payments::PaymentsService},
+    webhooks::service::WebhooksService,
 };
 
 /// The services the core exposes, and the guard in front of the platform ones.
@@ -30,6 +34,7 @@ pub struct Services {
     pub api_keys: ApiKeysService,
     pub deals: DealsService,
     pub pipelines: PipelinesService,
+    pub webhooks: WebhooksService,
     pub admin: AdminService,
     pub admin_token: AdminToken,
     pub guard: Arc<Guard>,
@@ -42,6 +47,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<ApiKeysServer<ApiKeysService>>().await;
     reporter.set_serving::<DealsServer<DealsService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
+    reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
@@ -51,6 +57,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(ApiKeysServer::new(services.api_keys))
         .add_service(DealsServer::new(services.deals))
         .add_service(PipelinesServer::new(services.pipelines))
+        .add_service(WebhooksServer::new(services.webhooks))
         .add_service(AdminServer::with_interceptor(services.admin, move |request| {
             admin_token.check(request)
         }))

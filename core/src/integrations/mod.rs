@@ -2,4 +2,5 @@
 //! local server, with the base URL configurable.
 
 pub mod http;
+pub mod outbound;
 pub mod payments;

@@ -15,6 +15,8 @@ pub struct Model {
     /// The event's `data`, as JSON.
     pub payload: String,
     pub created_at: DateTimeUtc,
+    /// When the event was fanned out to deliveries; null while it waits.
+    pub dispatched_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -10,3 +10,6 @@ pub mod pipelines;
 pub mod settings;
 pub mod stages;
 pub mod subscribers;
+pub mod webhook_attempts;
+pub mod webhook_deliveries;
+pub mod webhooks;

@@ -1,5 +1,5 @@
-//! Opaque list cursors: the (created_at, id) of the last deal of a page, base64url encoded. Pages continue
-//! strictly after it in newest-first order, so deals created meanwhile never shift a later page.
+//! Opaque list cursors: the (created_at, id) of the last row of a page, base64url encoded. Pages continue
+//! strictly after it in newest-first order, so rows created meanwhile never shift a later page.
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
@@ -15,12 +15,13 @@ impl Cursor {
         URL_SAFE_NO_PAD.encode(format!("{}:{}", self.created_at.timestamp_micros(), self.id))
     }
 
-    pub fn decode(s: &str) -> Option<Self> {
+    /// The cursor in `s`, when it is one this API gave out for rows whose ids start with `id_prefix`.
+    pub fn decode(s: &str, id_prefix: &str) -> Option<Self> {
         let bytes = URL_SAFE_NO_PAD.decode(s).ok()?;
         let text = String::from_utf8(bytes).ok()?;
         let (micros, id) = text.split_once(':')?;
         let created_at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
-        (id.starts_with("deal_") && id.len() <= 64).then(|| Self {
+        (id.starts_with(id_prefix) && id.len() <= 64).then(|| Self {
             created_at,
             id: id.to_owned(),
         })
@@ -37,7 +38,7 @@ mod tests {
             created_at: DateTime::from_timestamp_micros(1_767_323_045_123_456).unwrap(),
             id: "deal_abc".into(),
         };
-        assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor));
+        assert_eq!(Cursor::decode(&cursor.encode(), "deal_"), Some(cursor));
         for garbage in [
             "",
             "!!!",
@@ -45,7 +46,7 @@ mod tests {
             &URL_SAFE_NO_PAD.encode("x:deal_1"),
             &URL_SAFE_NO_PAD.encode("1:user_1"),
         ] {
-            assert_eq!(Cursor::decode(garbage), None, "{garbage}");
+            assert_eq!(Cursor::decode(garbage, "deal_"), None, "{garbage}");
         }
     }
 }

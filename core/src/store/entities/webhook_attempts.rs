@@ -1,0 +1,24 @@
+//! One HTTP attempt of a delivery, as it ended.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_attempts")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub seq: i64,
+    pub delivery_id: String,
+    pub webhook_id: String,
+    pub attempt: i32,
+    pub started_at: DateTimeUtc,
+    pub status_code: Option<i32>,
+    pub duration_ms: i32,
+    pub error: Option<String>,
+    pub next_attempt_at: Option<DateTimeUtc>,
+    pub succeeded: bool,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

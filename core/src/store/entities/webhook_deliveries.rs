@@ -1,0 +1,28 @@
+//! One event to one subscription. `next_attempt_ms` (Unix milliseconds, null once settled) is when a worker
+//! may next claim it; a claim pushes it to the end of the claim's lease, so a delivery whose worker died is
+//! claimed again when the lease runs out.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_deliveries")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub webhook_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// Attempts claimed so far (counted again from 0 after a re-enable).
+    pub attempt_count: i32,
+    pub next_attempt_ms: Option<i64>,
+    pub created_at: DateTimeUtc,
+    pub delivered_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

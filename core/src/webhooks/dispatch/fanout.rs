@@ -1,0 +1,143 @@
+//! Turns outbox events into deliveries: claims a batch of events not yet dispatched (`FOR UPDATE SKIP
+//! LOCKED` on PostgreSQL, so replicas take disjoint batches), writes one delivery per subscription that wants
+//! each event, and marks the events dispatched, all in one transaction: an event is fanned out exactly once,
+//! even across a crash.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement, TransactionTrait};
+
+use super::placeholders;
+use crate::{
+    store::entities::webhook_deliveries,
+    webhooks::{service::new_delivery_id, subscription},
+};
+
+/// Rows per INSERT statement (well under PostgreSQL's 65,535 parameters).
+const INSERT_CHUNK: usize = 1_000;
+
+struct Event {
+    id: String,
+    account_id: String,
+    event_type: String,
+}
+
+struct Subscription {
+    id: String,
+    account_id: String,
+    events: Vec<String>,
+    active: bool,
+}
+
+/// Fans out up to `batch` events; returns how many deliveries it queued.
+pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) -> Result<usize, DbErr> {
+    let txn = db.begin().await?;
+    let events = claim_events(&txn, batch, now).await?;
+    if events.is_empty() {
+        txn.commit().await?;
+        return Ok(0);
+    }
+    let mut accounts: Vec<&str> = events.iter().map(|e| e.account_id.as_str()).collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    let mut by_account: HashMap<String, Vec<Subscription>> = HashMap::new();
+    for subscription in subscriptions(&txn, &accounts).await? {
+        by_account
+            .entry(subscription.account_id.clone())
+            .or_default()
+            .push(subscription);
+    }
+    let mut rows = Vec::new();
+    for event in &events {
+        for subscription in by_account.get(&event.account_id).into_iter().flatten() {
+            if !subscription::wants(&subscription.events, &event.event_type) {
+                continue;
+            }
+            // A disabled subscription's deliveries are kept as failed, so re-enable can send them.
+            let (status, next) = if subscription.active {
+                ("pending", Some(now.timestamp_millis()))
+            } else {
+                ("failed", None)
+            };
+            rows.push(webhook_deliveries::ActiveModel::from(webhook_deliveries::Model {
+                id: new_delivery_id(),
+                account_id: event.account_id.clone(),
+                webhook_id: subscription.id.clone(),
+                event_id: event.id.clone(),
+                event_type: event.event_type.clone(),
+                status: status.to_owned(),
+                attempt_count: 0,
+                next_attempt_ms: next,
+                created_at: now,
+                delivered_at: None,
+            }));
+        }
+    }
+    let queued = rows.len();
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<_> = rows.by_ref().take(INSERT_CHUNK).collect();
+        webhook_deliveries::Entity::insert_many(chunk)
+            .exec_without_returning(&txn)
+            .await?;
+    }
+    txn.commit().await?;
+    Ok(queued)
+}
+
+async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>) -> Result<Vec<Event>, DbErr> {
+    let backend = db.get_database_backend();
+    let lock = if backend == DbBackend::Postgres {
+        " FOR UPDATE SKIP LOCKED"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "UPDATE event_outbox SET dispatched_at = $1 WHERE seq IN \
+         (SELECT seq FROM event_outbox WHERE dispatched_at IS NULL ORDER BY seq LIMIT $2{lock}) \
+         RETURNING id, account_id, event_type"
+    );
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
+            backend,
+            sql,
+            [now.into(), (batch as i64).into()],
+        ))
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Event {
+                id: row.try_get_by_index(0)?,
+                account_id: row.try_get_by_index(1)?,
+                event_type: row.try_get_by_index(2)?,
+            })
+        })
+        .collect()
+}
+
+/// The subscriptions of these accounts, where the account has webhooks enabled.
+async fn subscriptions(db: &impl ConnectionTrait, accounts: &[&str]) -> Result<Vec<Subscription>, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = format!(
+        "SELECT w.id, w.account_id, w.events, w.status FROM webhooks w JOIN accounts a ON a.id = w.account_id \
+         WHERE a.webhooks_enabled = TRUE AND w.account_id IN ({})",
+        placeholders(1, accounts.len())
+    );
+    let values = accounts.iter().map(|a| (*a).into());
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let events: String = row.try_get_by_index(2)?;
+            let status: String = row.try_get_by_index(3)?;
+            Ok(Subscription {
+                id: row.try_get_by_index(0)?,
+                account_id: row.try_get_by_index(1)?,
+                events: subscription::parse_events(&events),
+                active: status == "active",
+            })
+        })
+        .collect()
+}

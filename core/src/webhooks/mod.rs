@@ -1,0 +1,9 @@
+//! Webhooks (section `webhooks`): subscriptions, and the engine that delivers outbox events to them with
+//! Standard Webhooks signatures, retries and automatic disabling.
+
+pub mod dispatch;
+pub mod schedule;
+pub mod service;
+pub mod signing;
+pub mod store;
+pub mod subscription;

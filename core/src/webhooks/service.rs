@@ -1,0 +1,511 @@
+//! `/v1/webhooks`: subscriptions (by position or name), the test event, health, re-enable and the
+//! delivery log. Changes to the subscription list take the account's lock, so positions cannot race.
+
+use std::sync::Arc;
+
+use chrono::Duration as ChronoDuration;
+use frontdesk_api::v1::{
+    CreateWebhookRequest, CreatedWebhook, DeleteWebhookRequest, Deleted, GetWebhookHealthRequest, GetWebhookRequest,
+    ListWebhookDeliveriesRequest, ListWebhooksRequest, ReEnableWebhookRequest, ReEnabledWebhook, TestWebhookRequest,
+    UpdateWebhookRequest, Webhook, WebhookAnswer, WebhookAttempt, WebhookDelivery, WebhookDeliveryAnswer,
+    WebhookDeliveryList, WebhookHealth, WebhookHealthAnswer, WebhookList, webhooks_server::Webhooks,
+};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, EntityTrait, IntoActiveModel, TransactionTrait};
+use tokio::sync::Notify;
+use tonic::{Code, Request, Response, Status};
+
+use super::{signing, store, subscription};
+use crate::{
+    access::caller::Caller,
+    accounts,
+    clock::Clock,
+    error::{ApiError, ApiResult, FieldViolation},
+    events::{self, EventType},
+    integrations::outbound::OutboundPolicy,
+    paging::Cursor,
+    store::entities::{webhook_attempts, webhook_deliveries, webhooks},
+    timestamps,
+};
+
+const DEFAULT_LIMIT: i32 = 50;
+const MAX_LIMIT: i32 = 200;
+const DELIVERY_STATUSES: [&str; 3] = ["pending", "succeeded", "failed"];
+
+#[derive(Clone)]
+pub struct WebhooksService {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    policy: OutboundPolicy,
+    /// Wakes the dispatcher when a delivery is queued here (test, re-enable).
+    wake: Arc<Notify>,
+}
+
+impl WebhooksService {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, policy: OutboundPolicy, wake: Arc<Notify>) -> Self {
+        Self {
+            db,
+            clock,
+            policy,
+            wake,
+        }
+    }
+}
+
+fn webhook_message(position: usize, m: &webhooks::Model) -> Webhook {
+    Webhook {
+        id: position.to_string(),
+        name: m.name.clone(),
+        url: m.url.clone(),
+        description: m.description.clone(),
+        events: subscription::parse_events(&m.events),
+        status: m.status.clone(),
+        disabled_reason: m.disabled_reason.clone(),
+        disabled_at: m.disabled_at.map(timestamps::to_proto),
+        created_at: Some(timestamps::to_proto(m.created_at)),
+        updated_at: Some(timestamps::to_proto(m.updated_at)),
+    }
+}
+
+fn delivery_message(d: &webhook_deliveries::Model, attempts: &[webhook_attempts::Model]) -> WebhookDelivery {
+    WebhookDelivery {
+        id: d.id.clone(),
+        event_id: d.event_id.clone(),
+        event_type: d.event_type.clone(),
+        status: d.status.clone(),
+        next_attempt_at: d
+            .next_attempt_ms
+            .filter(|_| d.status == "pending")
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(timestamps::to_proto),
+        created_at: Some(timestamps::to_proto(d.created_at)),
+        delivered_at: d.delivered_at.map(timestamps::to_proto),
+        attempts: attempts
+            .iter()
+            .map(|a| WebhookAttempt {
+                attempt: a.attempt,
+                started_at: Some(timestamps::to_proto(a.started_at)),
+                status_code: a.status_code,
+                duration_ms: a.duration_ms,
+                error: a.error.clone(),
+                next_attempt_at: a.next_attempt_at.map(timestamps::to_proto),
+            })
+            .collect(),
+    }
+}
+
+fn not_found(reference: &str) -> ApiError {
+    ApiError::new(
+        Code::NotFound,
+        "not_found",
+        format!("no webhook subscription `{reference}` (a 1-based position or a name)"),
+    )
+}
+
+fn conflict(name: &str) -> ApiError {
+    ApiError::new(
+        Code::AlreadyExists,
+        "already_exists",
+        format!("a webhook subscription named `{name}` already exists"),
+    )
+}
+
+fn invalid(violation: FieldViolation) -> ApiError {
+    ApiError::invalid(vec![violation])
+}
+
+/// The subscription's fields after validation (each `None` when not being set).
+#[derive(Default)]
+struct Fields {
+    name: Option<Option<String>>,
+    url: Option<String>,
+    events: Option<Vec<String>>,
+    description: Option<String>,
+}
+
+impl WebhooksService {
+    async fn check(
+        &self,
+        name: Option<&str>,
+        url: Option<&str>,
+        events: Option<&[String]>,
+        description: Option<&str>,
+    ) -> ApiResult<Fields> {
+        let mut fields = Fields::default();
+        let mut violations = Vec::new();
+        if let Some(name) = name {
+            if name.is_empty() {
+                fields.name = Some(None);
+            } else {
+                match subscription::check_name(name) {
+                    Ok(()) => fields.name = Some(Some(name.to_owned())),
+                    Err(v) => violations.push(v),
+                }
+            }
+        }
+        if let Some(url) = url {
+            match self.policy.check_target(url).await {
+                Ok(url) => fields.url = Some(url.to_string()),
+                Err(message) => violations.push(FieldViolation::new("url", message)),
+            }
+        }
+        if let Some(events) = events {
+            match subscription::check_events(events) {
+                Ok(events) => fields.events = Some(events),
+                Err(v) => violations.push(v),
+            }
+        }
+        if let Some(description) = description {
+            match subscription::check_description(description) {
+                Ok(()) => fields.description = Some(description.to_owned()),
+                Err(v) => violations.push(v),
+            }
+        }
+        if violations.is_empty() {
+            Ok(fields)
+        } else {
+            Err(ApiError::invalid(violations))
+        }
+    }
+
+    async fn find(&self, account_id: &str, reference: &str) -> ApiResult<(usize, webhooks::Model)> {
+        store::find(&self.db, account_id, reference)
+            .await?
+            .ok_or_else(|| not_found(reference))
+    }
+
+    async fn create(&self, account_id: &str, r: CreateWebhookRequest) -> ApiResult<CreatedWebhook> {
+        if r.url.is_empty() {
+            return Err(invalid(FieldViolation::new("url", "is required")));
+        }
+        let fields = self
+            .check(Some(&r.name), Some(&r.url), Some(&r.events), Some(&r.description))
+            .await?;
+        let now = self.clock.now();
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let existing = store::list(&txn, account_id).await?;
+        if existing.len() >= subscription::MAX_PER_ACCOUNT {
+            return Err(ApiError::new(
+                Code::InvalidArgument,
+                "invalid_argument",
+                format!(
+                    "an account may have at most {} webhook subscriptions; delete one first",
+                    subscription::MAX_PER_ACCOUNT
+                ),
+            ));
+        }
+        let name = fields.name.flatten();
+        if let Some(name) = &name
+            && existing.iter().any(|w| w.name.as_ref() == Some(name))
+        {
+            return Err(conflict(name));
+        }
+        let secret = signing::new_secret();
+        let row = webhooks::Model {
+            id: format!("wh_{}", crate::ids::base62(16)),
+            account_id: account_id.to_owned(),
+            name,
+            url: fields.url.unwrap_or_default(),
+            description: fields.description.unwrap_or_default(),
+            events: serde_json::to_string(&fields.events.unwrap_or_default()).unwrap_or_else(|_| "[]".into()),
+            secret: secret.clone(),
+            status: "active".to_owned(),
+            disabled_reason: None,
+            disabled_at: None,
+            consecutive_failures: 0,
+            failing_since: None,
+            last_success_at: None,
+            last_failure_at: None,
+            last_error: None,
+            created_at: now,
+            updated_at: now,
+        };
+        webhooks::Entity::insert(webhooks::ActiveModel::from(row.clone()).reset_all())
+            .exec_without_returning(&txn)
+            .await?;
+        txn.commit().await?;
+        Ok(CreatedWebhook {
+            success: true,
+            webhook: Some(webhook_message(existing.len() + 1, &row)),
+            secret,
+        })
+    }
+
+    async fn update(&self, account_id: &str, r: UpdateWebhookRequest) -> ApiResult<WebhookAnswer> {
+        let mask = r.update_mask.clone().map(|m| m.paths).unwrap_or_default();
+        let has = |field: &str| mask.iter().any(|p| p == field);
+        if let Some(unknown) = mask
+            .iter()
+            .find(|p| !["name", "url", "events", "description", "webhook_id"].contains(&p.as_str()))
+        {
+            return Err(invalid(FieldViolation::new(
+                "update_mask",
+                format!("`{unknown}` is not a webhook field"),
+            )));
+        }
+        let fields = self
+            .check(
+                has("name").then_some(r.name.as_str()),
+                has("url").then_some(r.url.as_str()),
+                has("events").then_some(r.events.as_slice()),
+                has("description").then_some(r.description.as_str()),
+            )
+            .await?;
+        let now = self.clock.now();
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let (position, current) = store::find(&txn, account_id, &r.webhook_id)
+            .await?
+            .ok_or_else(|| not_found(&r.webhook_id))?;
+        let mut active = current.clone().into_active_model();
+        if let Some(name) = fields.name {
+            if let Some(name) = &name
+                && current.name.as_ref() != Some(name)
+                && store::find(&txn, account_id, name).await?.is_some()
+            {
+                return Err(conflict(name));
+            }
+            active.name = Set(name);
+        }
+        if let Some(url) = fields.url {
+            active.url = Set(url);
+        }
+        if let Some(events) = fields.events {
+            active.events = Set(serde_json::to_string(&events).unwrap_or_else(|_| "[]".into()));
+        }
+        if let Some(description) = fields.description {
+            active.description = Set(description);
+        }
+        active.updated_at = Set(now);
+        let updated = active.update(&txn).await?;
+        txn.commit().await?;
+        Ok(WebhookAnswer {
+            success: true,
+            webhook: Some(webhook_message(position, &updated)),
+        })
+    }
+
+    async fn delete(&self, account_id: &str, reference: &str) -> ApiResult<()> {
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let (_, webhook) = store::find(&txn, account_id, reference)
+            .await?
+            .ok_or_else(|| not_found(reference))?;
+        store::delete(&txn, &webhook.id).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    async fn test(&self, account_id: &str, reference: &str) -> ApiResult<WebhookDelivery> {
+        let (position, webhook) = self.find(account_id, reference).await?;
+        if webhook.status != "active" {
+            return Err(ApiError::new(
+                Code::FailedPrecondition,
+                "failed_precondition",
+                "the subscription is disabled; re-enable it first",
+            ));
+        }
+        let now = self.clock.now();
+        let data = serde_json::json!({
+            "webhook": {"id": position.to_string(), "name": webhook.name},
+            "message": "This is a test event from Front Desk.",
+        });
+        let txn = self.db.begin().await?;
+        let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
+        let delivery = webhook_deliveries::Model {
+            id: new_delivery_id(),
+            account_id: account_id.to_owned(),
+            webhook_id: webhook.id.clone(),
+            event_id,
+            event_type: EventType::WebhookTest.as_str().to_owned(),
+            status: "pending".to_owned(),
+            attempt_count: 0,
+            next_attempt_ms: Some(now.timestamp_millis()),
+            created_at: now,
+            delivered_at: None,
+        };
+        webhook_deliveries::Entity::insert(webhook_deliveries::ActiveModel::from(delivery.clone()).reset_all())
+            .exec_without_returning(&txn)
+            .await?;
+        txn.commit().await?;
+        self.wake.notify_one();
+        Ok(delivery_message(&delivery, &[]))
+    }
+
+    async fn health(&self, account_id: &str, reference: &str) -> ApiResult<WebhookHealth> {
+        let (_, w) = self.find(account_id, reference).await?;
+        let pending = store::pending_count(&self.db, &w.id).await?;
+        let since = self.clock.now() - ChronoDuration::hours(24);
+        let (attempts, succeeded) = store::attempts_since(&self.db, &w.id, since).await?;
+        Ok(WebhookHealth {
+            status: w.status,
+            disabled_reason: w.disabled_reason,
+            disabled_at: w.disabled_at.map(timestamps::to_proto),
+            consecutive_failures: w.consecutive_failures,
+            failing_since: w.failing_since.map(timestamps::to_proto),
+            last_success_at: w.last_success_at.map(timestamps::to_proto),
+            last_failure_at: w.last_failure_at.map(timestamps::to_proto),
+            last_error: w.last_error,
+            pending: pending as i64,
+            attempts_24h: attempts,
+            success_rate_24h: (attempts > 0).then(|| succeeded as f64 / attempts as f64),
+        })
+    }
+
+    async fn re_enable(&self, account_id: &str, r: ReEnableWebhookRequest) -> ApiResult<ReEnabledWebhook> {
+        let now = self.clock.now();
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let (position, current) = store::find(&txn, account_id, &r.webhook_id)
+            .await?
+            .ok_or_else(|| not_found(&r.webhook_id))?;
+        let since = timestamps::from_proto(r.since)
+            .or(current.failing_since)
+            .or(current.disabled_at);
+        let mut active = current.into_active_model();
+        active.status = Set("active".to_owned());
+        active.disabled_reason = Set(None);
+        active.disabled_at = Set(None);
+        active.consecutive_failures = Set(0);
+        active.failing_since = Set(None);
+        active.updated_at = Set(now);
+        let webhook = active.update(&txn).await?;
+        let requeued = match since {
+            Some(since) => store::requeue_failed(&txn, &webhook.id, since, now).await?,
+            None => 0,
+        };
+        txn.commit().await?;
+        self.wake.notify_one();
+        Ok(ReEnabledWebhook {
+            success: true,
+            webhook: Some(webhook_message(position, &webhook)),
+            requeued: requeued as i64,
+        })
+    }
+
+    async fn deliveries(&self, account_id: &str, r: ListWebhookDeliveriesRequest) -> ApiResult<WebhookDeliveryList> {
+        let mut violations = Vec::new();
+        if !r.status.is_empty() && !DELIVERY_STATUSES.contains(&r.status.as_str()) {
+            violations.push(FieldViolation::new("status", "must be pending, succeeded or failed"));
+        }
+        let limit = r.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            violations.push(FieldViolation::new("limit", "must be between 1 and 200"));
+        }
+        let cursor = (!r.cursor.is_empty()).then(|| Cursor::decode(&r.cursor, DELIVERY_PREFIX));
+        if matches!(cursor, Some(None)) {
+            violations.push(FieldViolation::new("cursor", "is not a cursor this API gave out"));
+        }
+        if !violations.is_empty() {
+            return Err(ApiError::invalid(violations));
+        }
+        let (_, webhook) = self.find(account_id, &r.webhook_id).await?;
+        let status = (!r.status.is_empty()).then_some(r.status.as_str());
+        let (rows, more) =
+            store::deliveries(&self.db, &webhook.id, status, cursor.flatten().as_ref(), limit as u64).await?;
+        let ids: Vec<String> = rows.iter().map(|d| d.id.clone()).collect();
+        let attempts = store::attempts_of(&self.db, &ids).await?;
+        let next_cursor = more.then(|| rows.last()).flatten().map(|last| {
+            Cursor {
+                created_at: last.created_at,
+                id: last.id.clone(),
+            }
+            .encode()
+        });
+        Ok(WebhookDeliveryList {
+            success: true,
+            deliveries: rows
+                .iter()
+                .map(|d| delivery_message(d, attempts.get(&d.id).map(Vec::as_slice).unwrap_or_default()))
+                .collect(),
+            next_cursor,
+        })
+    }
+}
+
+const DELIVERY_PREFIX: &str = "dlv_";
+
+pub fn new_delivery_id() -> String {
+    format!("{DELIVERY_PREFIX}{}", crate::ids::base62(20))
+}
+
+#[tonic::async_trait]
+impl Webhooks for WebhooksService {
+    async fn list_webhooks(&self, request: Request<ListWebhooksRequest>) -> Result<Response<WebhookList>, Status> {
+        let account_id = &Caller::of(&request)?.account_id;
+        let all = store::list(&self.db, account_id).await.map_err(ApiError::from)?;
+        Ok(Response::new(WebhookList {
+            success: true,
+            webhooks: all.iter().enumerate().map(|(i, w)| webhook_message(i + 1, w)).collect(),
+        }))
+    }
+
+    async fn create_webhook(&self, request: Request<CreateWebhookRequest>) -> Result<Response<CreatedWebhook>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        Ok(Response::new(self.create(&account_id, request.into_inner()).await?))
+    }
+
+    async fn get_webhook(&self, request: Request<GetWebhookRequest>) -> Result<Response<WebhookAnswer>, Status> {
+        let account_id = &Caller::of(&request)?.account_id;
+        let (position, webhook) = self.find(account_id, &request.get_ref().webhook_id).await?;
+        Ok(Response::new(WebhookAnswer {
+            success: true,
+            webhook: Some(webhook_message(position, &webhook)),
+        }))
+    }
+
+    async fn update_webhook(&self, request: Request<UpdateWebhookRequest>) -> Result<Response<WebhookAnswer>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        Ok(Response::new(self.update(&account_id, request.into_inner()).await?))
+    }
+
+    async fn delete_webhook(&self, request: Request<DeleteWebhookRequest>) -> Result<Response<Deleted>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        let reference = request.into_inner().webhook_id;
+        self.delete(&account_id, &reference).await?;
+        Ok(Response::new(Deleted {
+            success: true,
+            id: reference,
+        }))
+    }
+
+    async fn test_webhook(
+        &self,
+        request: Request<TestWebhookRequest>,
+    ) -> Result<Response<WebhookDeliveryAnswer>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        let delivery = self.test(&account_id, &request.get_ref().webhook_id).await?;
+        Ok(Response::new(WebhookDeliveryAnswer {
+            success: true,
+            delivery: Some(delivery),
+        }))
+    }
+
+    async fn get_webhook_health(
+        &self,
+        request: Request<GetWebhookHealthRequest>,
+    ) -> Result<Response<WebhookHealthAnswer>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        let health = self.health(&account_id, &request.get_ref().webhook_id).await?;
+        Ok(Response::new(WebhookHealthAnswer {
+            success: true,
+            health: Some(health),
+        }))
+    }
+
+    async fn re_enable_webhook(
+        &self,
+        request: Request<ReEnableWebhookRequest>,
+    ) -> Result<Response<ReEnabledWebhook>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        Ok(Response::new(self.re_enable(&account_id, request.into_inner()).await?))
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        request: Request<ListWebhookDeliveriesRequest>,
+    ) -> Result<Response<WebhookDeliveryList>, Status> {
+        let account_id = Caller::of(&request)?.account_id.clone();
+        Ok(Response::new(self.deliveries(&account_id, request.into_inner()).await?))
+    }
+}

@@ -1,0 +1,181 @@
+//! Queries behind the subscription API, all scoped by account: the ordered list that gives positions,
+//! resolution of `{webhook_id}`, deliveries with their attempts, health figures, re-queueing.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    Statement,
+    sea_query::{Expr, ExprTrait},
+};
+
+use crate::{
+    paging::Cursor,
+    store::entities::{webhook_attempts, webhook_deliveries, webhooks},
+};
+
+/// The account's subscriptions in creation order: index + 1 is the positional id.
+pub async fn list(db: &impl ConnectionTrait, account_id: &str) -> Result<Vec<webhooks::Model>, DbErr> {
+    webhooks::Entity::find()
+        .filter(webhooks::Column::AccountId.eq(account_id))
+        .order_by_asc(webhooks::Column::CreatedAt)
+        .order_by_asc(webhooks::Column::Id)
+        .all(db)
+        .await
+}
+
+/// The subscription `reference` names: a 1-based position (all digits) or a name. With its position.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    reference: &str,
+) -> Result<Option<(usize, webhooks::Model)>, DbErr> {
+    let all = list(db, account_id).await?;
+    let found = match reference.parse::<usize>() {
+        Ok(position) if reference.bytes().all(|b| b.is_ascii_digit()) => position
+            .checked_sub(1)
+            .and_then(|i| all.into_iter().nth(i).map(|w| (position, w))),
+        _ => all
+            .into_iter()
+            .enumerate()
+            .find(|(_, w)| w.name.as_deref() == Some(reference))
+            .map(|(i, w)| (i + 1, w)),
+    };
+    Ok(found)
+}
+
+pub async fn pending_count(db: &impl ConnectionTrait, webhook_id: &str) -> Result<u64, DbErr> {
+    webhook_deliveries::Entity::find()
+        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
+        .filter(webhook_deliveries::Column::Status.eq("pending"))
+        .count(db)
+        .await
+}
+
+/// (attempts, successful attempts) of the subscription since `since`.
+pub async fn attempts_since(
+    db: &impl ConnectionTrait,
+    webhook_id: &str,
+    since: DateTime<Utc>,
+) -> Result<(i64, i64), DbErr> {
+    let backend = db.get_database_backend();
+    let row = db
+        .query_one_raw(Statement::from_sql_and_values(
+            backend,
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN succeeded THEN 1 ELSE 0 END), 0) FROM webhook_attempts \
+             WHERE webhook_id = $1 AND started_at >= $2",
+            [webhook_id.into(), since.into()],
+        ))
+        .await?;
+    Ok(match row {
+        Some(row) => (row.try_get_by_index(0)?, row.try_get_by_index(1)?),
+        None => (0, 0),
+    })
+}
+
+/// One page of the subscription's deliveries, newest first, and whether more follow.
+pub async fn deliveries(
+    db: &impl ConnectionTrait,
+    webhook_id: &str,
+    status: Option<&str>,
+    after: Option<&Cursor>,
+    limit: u64,
+) -> Result<(Vec<webhook_deliveries::Model>, bool), DbErr> {
+    use webhook_deliveries::Column;
+    let mut query = webhook_deliveries::Entity::find().filter(Column::WebhookId.eq(webhook_id));
+    if let Some(status) = status {
+        query = query.filter(Column::Status.eq(status));
+    }
+    if let Some(cursor) = after {
+        query = query.filter(
+            Condition::any().add(Column::CreatedAt.lt(cursor.created_at)).add(
+                Condition::all()
+                    .add(Column::CreatedAt.eq(cursor.created_at))
+                    .add(Expr::col(Column::Id).lt(cursor.id.clone())),
+            ),
+        );
+    }
+    let mut rows = query
+        .order_by_desc(Column::CreatedAt)
+        .order_by_desc(Column::Id)
+        .limit(limit + 1)
+        .all(db)
+        .await?;
+    let more = rows.len() as u64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows, more))
+}
+
+/// The attempts of these deliveries, oldest first, by delivery id.
+pub async fn attempts_of(
+    db: &impl ConnectionTrait,
+    delivery_ids: &[String],
+) -> Result<HashMap<String, Vec<webhook_attempts::Model>>, DbErr> {
+    let mut by_delivery: HashMap<String, Vec<webhook_attempts::Model>> = HashMap::new();
+    if delivery_ids.is_empty() {
+        return Ok(by_delivery);
+    }
+    let rows = webhook_attempts::Entity::find()
+        .filter(webhook_attempts::Column::DeliveryId.is_in(delivery_ids.iter().cloned()))
+        .order_by_asc(webhook_attempts::Column::Seq)
+        .all(db)
+        .await?;
+    for row in rows {
+        by_delivery.entry(row.delivery_id.clone()).or_default().push(row);
+    }
+    Ok(by_delivery)
+}
+
+/// Marks every pending delivery of the subscription failed (it was disabled), so none is attempted and
+/// re-enable can queue them again.
+pub async fn fail_pending(db: &impl ConnectionTrait, webhook_id: &str) -> Result<u64, DbErr> {
+    let result = webhook_deliveries::Entity::update_many()
+        .col_expr(webhook_deliveries::Column::Status, Expr::value("failed"))
+        .col_expr(
+            webhook_deliveries::Column::NextAttemptMs,
+            Expr::value(Option::<i64>::None),
+        )
+        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
+        .filter(webhook_deliveries::Column::Status.eq("pending"))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Queues again, due now and with a fresh retry schedule, every delivery of the subscription that failed
+/// and was created at or after `since`.
+pub async fn requeue_failed(
+    db: &impl ConnectionTrait,
+    webhook_id: &str,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let result = webhook_deliveries::Entity::update_many()
+        .col_expr(webhook_deliveries::Column::Status, Expr::value("pending"))
+        .col_expr(webhook_deliveries::Column::AttemptCount, Expr::value(0))
+        .col_expr(
+            webhook_deliveries::Column::NextAttemptMs,
+            Expr::value(Some(now.timestamp_millis())),
+        )
+        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
+        .filter(webhook_deliveries::Column::Status.eq("failed"))
+        .filter(webhook_deliveries::Column::CreatedAt.gte(since))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Deletes the subscription with its deliveries and their attempts.
+pub async fn delete(db: &impl ConnectionTrait, webhook_id: &str) -> Result<(), DbErr> {
+    webhook_attempts::Entity::delete_many()
+        .filter(webhook_attempts::Column::WebhookId.eq(webhook_id))
+        .exec(db)
+        .await?;
+    webhook_deliveries::Entity::delete_many()
+        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
+        .exec(db)
+        .await?;
+    webhooks::Entity::delete_by_id(webhook_id).exec(db).await?;
+    Ok(())
+}
