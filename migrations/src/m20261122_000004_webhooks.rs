@@ -47,6 +47,7 @@ impl MigrationTrait for Migration {
                     .col(big_integer_null(WebhookDeliveries::NextAttemptMs))
                     .col(timestamp_with_time_zone(WebhookDeliveries::CreatedAt))
                     .col(timestamp_with_time_zone_null(WebhookDeliveries::DeliveredAt))
+                    .col(timestamp_with_time_zone_null(WebhookDeliveries::SettledAt))
                     .to_owned(),
             )
             .await?;
@@ -83,7 +84,7 @@ impl MigrationTrait for Migration {
             "CREATE INDEX webhooks_account_created ON webhooks (account_id, created_at, id)",
             "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_ms) WHERE status = 'pending'",
             "CREATE INDEX webhook_deliveries_webhook_created ON webhook_deliveries (webhook_id, created_at, id)",
-            "CREATE INDEX webhook_deliveries_webhook_status ON webhook_deliveries (webhook_id, status, created_at)",
+            "CREATE INDEX webhook_deliveries_webhook_status ON webhook_deliveries (webhook_id, status, settled_at)",
             "CREATE INDEX webhook_attempts_delivery ON webhook_attempts (delivery_id)",
             "CREATE INDEX webhook_attempts_webhook_started ON webhook_attempts (webhook_id, started_at)",
             "CREATE INDEX event_outbox_undispatched ON event_outbox (seq) WHERE dispatched_at IS NULL",
@@ -152,6 +153,7 @@ enum WebhookDeliveries {
     NextAttemptMs,
     CreatedAt,
     DeliveredAt,
+    SettledAt,
 }
 
 #[derive(DeriveIden)]

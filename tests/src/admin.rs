@@ -75,3 +75,15 @@ pub async fn set_api_access(server: &Server, account_id: &str, api_access: bool)
         .await
         .expect("account updated");
 }
+
+pub async fn set_webhooks(server: &Server, account_id: &str, enabled: bool) {
+    client(server)
+        .await
+        .update_account(UpdateAccountRequest {
+            account_id: account_id.to_owned(),
+            webhooks_enabled: Some(enabled),
+            ..Default::default()
+        })
+        .await
+        .expect("account updated");
+}

@@ -8,6 +8,7 @@ pub mod db;
 pub mod razorpay;
 pub mod redis_server;
 pub mod server;
+pub mod webhook_receiver;
 
 pub use db::Db;
 pub use server::Server;

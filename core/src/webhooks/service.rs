@@ -323,6 +323,7 @@ impl WebhooksService {
             next_attempt_ms: Some(now.timestamp_millis()),
             created_at: now,
             delivered_at: None,
+            settled_at: None,
         };
         webhook_deliveries::Entity::insert(webhook_deliveries::ActiveModel::from(delivery.clone()).reset_all())
             .exec_without_returning(&txn)

@@ -129,9 +129,10 @@ pub async fn attempts_of(
 
 /// Marks every pending delivery of the subscription failed (it was disabled), so none is attempted and
 /// re-enable can queue them again.
-pub async fn fail_pending(db: &impl ConnectionTrait, webhook_id: &str) -> Result<u64, DbErr> {
+pub async fn fail_pending(db: &impl ConnectionTrait, webhook_id: &str, now: DateTime<Utc>) -> Result<u64, DbErr> {
     let result = webhook_deliveries::Entity::update_many()
         .col_expr(webhook_deliveries::Column::Status, Expr::value("failed"))
+        .col_expr(webhook_deliveries::Column::SettledAt, Expr::value(now))
         .col_expr(
             webhook_deliveries::Column::NextAttemptMs,
             Expr::value(Option::<i64>::None),
@@ -144,7 +145,7 @@ pub async fn fail_pending(db: &impl ConnectionTrait, webhook_id: &str) -> Result
 }
 
 /// Queues again, due now and with a fresh retry schedule, every delivery of the subscription that failed
-/// and was created at or after `since`.
+/// at or after `since`.
 pub async fn requeue_failed(
     db: &impl ConnectionTrait,
     webhook_id: &str,
@@ -154,13 +155,14 @@ pub async fn requeue_failed(
     let result = webhook_deliveries::Entity::update_many()
         .col_expr(webhook_deliveries::Column::Status, Expr::value("pending"))
         .col_expr(webhook_deliveries::Column::AttemptCount, Expr::value(0))
+        .col_expr(webhook_deliveries::Column::SettledAt, Expr::value(Option::<DateTime<Utc>>::None))
         .col_expr(
             webhook_deliveries::Column::NextAttemptMs,
             Expr::value(Some(now.timestamp_millis())),
         )
         .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
         .filter(webhook_deliveries::Column::Status.eq("failed"))
-        .filter(webhook_deliveries::Column::CreatedAt.gte(since))
+        .filter(webhook_deliveries::Column::SettledAt.gte(since))
         .exec(db)
         .await?;
     Ok(result.rows_affected)

@@ -20,6 +20,8 @@ pub struct Model {
     pub next_attempt_ms: Option<i64>,
     pub created_at: DateTimeUtc,
     pub delivered_at: Option<DateTimeUtc>,
+    /// When it last became `succeeded` or `failed`; null while pending.
+    pub settled_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

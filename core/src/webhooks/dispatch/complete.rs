@@ -142,7 +142,7 @@ pub async fn record(
     }
     for (webhook_id, reason) in disable {
         tracing::warn!(webhook = webhook_id, reason, "webhook subscription disabled");
-        store::fail_pending(&txn, webhook_id).await?;
+        store::fail_pending(&txn, webhook_id, now).await?;
     }
     txn.commit().await
 }
@@ -214,12 +214,13 @@ async fn update_deliveries(
     if results.is_empty() {
         return Ok(());
     }
-    const COLUMNS: usize = 5;
+    const COLUMNS: usize = 6;
     let rows: Vec<String> = (0..results.len())
         .map(|i| format!("({})", super::placeholders(i * COLUMNS + 1, COLUMNS)))
         .collect();
     let sql = format!(
-        "UPDATE webhook_deliveries SET status = v.column3, next_attempt_ms = v.column4, delivered_at = v.column5 \
+        "UPDATE webhook_deliveries SET status = v.column3, next_attempt_ms = v.column4, delivered_at = v.column5, \
+         settled_at = v.column6 \
          FROM (VALUES {}) AS v WHERE webhook_deliveries.id = v.column1 \
          AND webhook_deliveries.attempt_count = v.column2 AND webhook_deliveries.status = 'pending'",
         rows.join(", ")
@@ -231,6 +232,7 @@ async fn update_deliveries(
         values.push(state.status.into());
         values.push(state.next_attempt_at.map(|t| t.timestamp_millis()).into());
         values.push(state.delivered_at.into());
+        values.push((state.status != "pending").then_some(result.finished_at).into());
     }
     db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
         .await?;

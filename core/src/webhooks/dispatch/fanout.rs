@@ -55,10 +55,10 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
                 continue;
             }
             // A disabled subscription's deliveries are kept as failed, so re-enable can send them.
-            let (status, next) = if subscription.active {
-                ("pending", Some(now.timestamp_millis()))
+            let (status, next, settled) = if subscription.active {
+                ("pending", Some(now.timestamp_millis()), None)
             } else {
-                ("failed", None)
+                ("failed", None, Some(now))
             };
             rows.push(webhook_deliveries::ActiveModel::from(webhook_deliveries::Model {
                 id: new_delivery_id(),
@@ -71,6 +71,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
                 next_attempt_ms: next,
                 created_at: now,
                 delivered_at: None,
+                settled_at: settled,
             }));
         }
     }
