@@ -5,6 +5,7 @@
 mod bare;
 mod load;
 mod process;
+mod receiver;
 mod report;
 mod scenarios;
 
@@ -28,6 +29,11 @@ struct Cli {
 enum Command {
     /// The baseline server (started by `run`; not for direct use).
     BareServer {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+    },
+    /// The webhook receiver of the fan-out scenario (started by `run`; not for direct use).
+    WebhookReceiver {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
     },
@@ -67,6 +73,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
         Some(Command::BareServer { addr }) => runtime.block_on(bare::serve(&addr)),
+        Some(Command::WebhookReceiver { addr }) => runtime.block_on(receiver::serve(&addr)),
         None => runtime.block_on(run(cli.run)),
     }
 }

@@ -59,7 +59,11 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
     } else {
         "not run".to_owned()
     };
-    let rows: [(&str, String, &str, bool); 8] = [
+    let fan_out = rps("webhook fan-out");
+    let fan_out_p99 = find("webhook fan-out").map_or(f64::INFINITY, |r| {
+        r.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
+    });
+    let rows: [(&str, String, &str, bool); 11] = [
         (
             "authenticated call, serve: share of the bare limit",
             format!("{:.0}%", auth_ratio * 100.0),
@@ -108,6 +112,24 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
                 p99 < 20.0,
             )
         },
+        (
+            "webhook fan-out: deliveries per second",
+            format!("{fan_out:.0}/s"),
+            ">= 2,000/s",
+            fan_out >= 2_000.0,
+        ),
+        (
+            "webhook fan-out: share of the receiver's limit (no goal set)",
+            format!("{:.0}%", fan_out / rps("limit: the same receiver").max(1e-9) * 100.0),
+            "-",
+            true,
+        ),
+        (
+            "webhook fan-out: commit-to-receipt p99 (no goal set)",
+            format!("{fan_out_p99:.0} ms"),
+            "-",
+            true,
+        ),
         (
             "start to healthy (SQLite)",
             format!("{:.0} ms", footprint.started_in.as_secs_f64() * 1000.0),

@@ -226,6 +226,10 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
         results.push(measure(DIRECT, &[&core], load::grpc_current_key(&core_url, &key, shape)).await?);
     }
     setup.drop_database(&postgres).await?;
+
+    if wanted(FAN_OUT) {
+        results.extend(webhook_fan_out(setup, shape).await?);
+    }
     Ok((
         results,
         Footprint {
@@ -234,6 +238,141 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
             deals_plan,
         },
     ))
+}
+
+pub const FAN_OUT: &str = "webhook fan-out: events x 10 subscriptions, commit to receipt (PostgreSQL + Redis)";
+pub const FAN_OUT_LIMIT: &str = "limit: the same receiver, plain keep-alive POST client";
+/// Subscriptions every event goes to.
+const SUBSCRIPTIONS: usize = 10;
+
+/// The receiver's limit (driven by a plain client), then the service fanning events out to it: 10,000 deal
+/// events (200 in a smoke run), each delivered to 10 subscriptions, timed from the first event's creation to
+/// the last receipt, with every delivery's commit-to-receipt latency.
+async fn webhook_fan_out(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
+    let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
+    let receiver_addr = receiver.http.expect("receiver address");
+    let sample = HttpRequest {
+        method: http::Method::POST,
+        path: "/limit".to_owned(),
+        headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+        body: Bytes::from(format!(
+            r#"{{"type":"deal.created","timestamp":"2026-11-22T10:15:00.250Z","data":{{"id":"deal_x","padding":"{}"}}}}"#,
+            "x".repeat(560)
+        )),
+    };
+    let limit = measure(FAN_OUT_LIMIT, &[&receiver], load::http(receiver_addr, sample, shape)).await?;
+
+    let postgres = setup.postgres_database().await?;
+    let mut env = setup.env(&postgres, true);
+    env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
+    let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
+    let grpc = serve.grpc.expect("grpc");
+    let key = bench_account(grpc).await?;
+    let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
+    let key: MetadataValue<_> = key.parse()?;
+    let mut webhooks = frontdesk_api::v1::webhooks_client::WebhooksClient::new(channel.clone());
+    for n in 0..SUBSCRIPTIONS {
+        let mut request = Request::new(frontdesk_api::v1::CreateWebhookRequest {
+            url: format!("http://{receiver_addr}/hook/{n}"),
+            events: vec!["deal.created".into()],
+            ..Default::default()
+        });
+        request.metadata_mut().insert("x-api-key", key.clone());
+        webhooks.create_webhook(request).await?;
+    }
+    let events: usize = if shape.concurrency <= 2 { 200 } else { 10_000 };
+    let expected = (events * SUBSCRIPTIONS) as u64;
+    let measured = measure(FAN_OUT, &[&serve], async {
+        let started_ms = epoch_ms();
+        let started = std::time::Instant::now();
+        create_deals(channel, key, events).await?;
+        eprintln!(
+            "fan-out: {events} events committed in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let stats = loop {
+            let stats = receiver_stats(receiver_addr).await?;
+            if stats["count"].as_u64() >= Some(expected) {
+                break stats;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(600),
+                "only {} of {expected} deliveries arrived",
+                stats["count"]
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let mut latency_us = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)?;
+        for ms in stats["latency_ms"].as_array().into_iter().flatten() {
+            latency_us.record(ms.as_u64().unwrap_or(0).max(1) * 1_000)?;
+        }
+        let last_ms = stats["last_ms"].as_u64().unwrap_or(started_ms);
+        Ok(Outcome {
+            requests: stats["count"].as_u64().unwrap_or(0),
+            elapsed: Duration::from_millis(last_ms.saturating_sub(started_ms)),
+            latency_us,
+            errors: Default::default(),
+        })
+    })
+    .await?;
+    drop(serve);
+    setup.drop_database(&postgres).await?;
+    Ok(vec![limit, measured])
+}
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Creates `count` deals over gRPC from 32 concurrent callers (each makes one `deal.created` event).
+async fn create_deals(
+    channel: Channel,
+    key: MetadataValue<tonic::metadata::Ascii>,
+    count: usize,
+) -> anyhow::Result<()> {
+    const CALLERS: usize = 32;
+    let mut callers = tokio::task::JoinSet::new();
+    for caller in 0..CALLERS {
+        let (channel, key) = (channel.clone(), key.clone());
+        callers.spawn(async move {
+            let mut deals = frontdesk_api::v1::deals_client::DealsClient::new(channel);
+            for n in (caller..count).step_by(CALLERS) {
+                let mut request = Request::new(frontdesk_api::v1::CreateDealRequest {
+                    title: format!("Deal {n}"),
+                    stage: "new".into(),
+                    ..Default::default()
+                });
+                request.metadata_mut().insert("x-api-key", key.clone());
+                deals.create_deal(request).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    for result in callers.join_all().await {
+        result?;
+    }
+    Ok(())
+}
+
+/// The receiver's `GET /stats`.
+async fn receiver_stats(addr: std::net::SocketAddr) -> anyhow::Result<serde_json::Value> {
+    use http_body_util::{BodyExt, Empty};
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let request = http::Request::get("/stats")
+        .header(http::header::HOST, addr.to_string())
+        .body(Empty::<Bytes>::new())?;
+    let body = sender
+        .send_request(request)
+        .await?
+        .into_body()
+        .collect()
+        .await?
+        .to_bytes();
+    Ok(serde_json::from_slice(&body)?)
 }
 
 /// The account behind a key, read directly.

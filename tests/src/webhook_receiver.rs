@@ -30,7 +30,9 @@ impl Delivery {
 
     /// Verifies the Standard Webhooks signature with `secret` (`whsec_...`).
     pub fn verifies(&self, secret: &str) -> bool {
-        let key = STANDARD.decode(secret.trim_start_matches("whsec_")).expect("secret is base64");
+        let key = STANDARD
+            .decode(secret.trim_start_matches("whsec_"))
+            .expect("secret is base64");
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).expect("any key length");
         let signed = format!(
             "{}.{}.{}",
@@ -84,7 +86,9 @@ impl Receiver {
     }
 
     fn serve(&mut self, listener: tokio::net::TcpListener) {
-        let app = Router::new().route("/hook", post(record)).with_state(self.shared.clone());
+        let app = Router::new()
+            .route("/hook", post(record))
+            .with_state(self.shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app)

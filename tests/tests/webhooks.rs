@@ -102,8 +102,10 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let api = Api::new(&server).await;
     let (first, secret) = api
-        .subscribe(json!({"name": "crm", "url": "http://127.0.0.1:9/a", "events": ["deal.created"],
-                          "description": "CRM sync"}))
+        .subscribe(
+            json!({"name": "crm", "url": "http://127.0.0.1:9/a", "events": ["deal.created"],
+                          "description": "CRM sync"}),
+        )
         .await;
     assert_eq!(first["id"], "1");
     assert_eq!(first["status"], "active");
@@ -111,7 +113,10 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
     assert_eq!(first["disabled_reason"], Value::Null);
     assert!(secret.starts_with("whsec_") && secret.len() == 6 + 32, "{secret}");
     let (second, _) = api.subscribe(json!({"url": "http://127.0.0.1:9/b"})).await;
-    assert_eq!((second["id"].clone(), second["name"].clone()), (json!("2"), Value::Null));
+    assert_eq!(
+        (second["id"].clone(), second["name"].clone()),
+        (json!("2"), Value::Null)
+    );
     assert_eq!(second["events"], json!(["*"]), "no events means all");
     api.subscribe(json!({"name": "audit", "url": "http://127.0.0.1:9/c", "events": ["*"]}))
         .await;
@@ -126,23 +131,41 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
             ("3".to_owned(), json!("audit"))
         ]
     );
-    assert!(list.to_string().find("whsec_").is_none(), "the secret is shown only once");
+    assert!(
+        list.to_string().find("whsec_").is_none(),
+        "the secret is shown only once"
+    );
     assert_eq!(api.get("/v1/webhooks/crm").await["webhook"]["id"], "1");
     assert_eq!(api.get("/v1/webhooks/3").await["webhook"]["name"], "audit");
 
     // PATCH: only the fields given change.
     let patched = api
-        .send("PATCH", "/v1/webhooks/crm", Some(json!({"events": ["deal.created", "deal.updated"]})))
+        .send(
+            "PATCH",
+            "/v1/webhooks/crm",
+            Some(json!({"events": ["deal.created", "deal.updated"]})),
+        )
         .await;
     assert_eq!(patched.status, 200, "{}", patched.body);
-    assert_eq!(patched.body["webhook"]["events"], json!(["deal.created", "deal.updated"]));
+    assert_eq!(
+        patched.body["webhook"]["events"],
+        json!(["deal.created", "deal.updated"])
+    );
     assert_eq!(patched.body["webhook"]["description"], "CRM sync");
-    let renamed = api.send("PATCH", "/v1/webhooks/2", Some(json!({"name": "billing"}))).await;
+    let renamed = api
+        .send("PATCH", "/v1/webhooks/2", Some(json!({"name": "billing"})))
+        .await;
     assert_eq!(renamed.body["webhook"]["name"], "billing");
-    let clash = api.send("PATCH", "/v1/webhooks/billing", Some(json!({"name": "crm"}))).await;
+    let clash = api
+        .send("PATCH", "/v1/webhooks/billing", Some(json!({"name": "crm"})))
+        .await;
     assert_eq!((clash.status, clash.code()), (409, "already_exists"));
     let duplicate = api
-        .send("POST", "/v1/webhooks", Some(json!({"name": "crm", "url": "http://127.0.0.1:9/d"})))
+        .send(
+            "POST",
+            "/v1/webhooks",
+            Some(json!({"name": "crm", "url": "http://127.0.0.1:9/d"})),
+        )
         .await;
     assert_eq!((duplicate.status, duplicate.code()), (409, "already_exists"));
 
@@ -175,7 +198,16 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
         webhook_id: "billing".into(),
     });
     request.metadata_mut().insert("x-api-key", key.clone());
-    assert_eq!(grpc.get_webhook(request).await.unwrap().into_inner().webhook.unwrap().id, "1");
+    assert_eq!(
+        grpc.get_webhook(request)
+            .await
+            .unwrap()
+            .into_inner()
+            .webhook
+            .unwrap()
+            .id,
+        "1"
+    );
     let mut request = tonic::Request::new(GetWebhookRequest { webhook_id: "9".into() });
     request.metadata_mut().insert("x-api-key", key);
     assert_eq!(grpc.get_webhook(request).await.unwrap_err().code(), Code::NotFound);
@@ -195,7 +227,10 @@ async fn bad_input_and_access() {
         (json!({"url": "ftp://example.com/hook"}), "url"),
         (json!({"url": "https://user:secret@example.com/hook"}), "url"),
         (json!({"url": ""}), "url"),
-        (json!({"url": "https://example.com/hook", "events": ["deal.deleted"]}), "events"),
+        (
+            json!({"url": "https://example.com/hook", "events": ["deal.deleted"]}),
+            "events",
+        ),
         (json!({"url": "https://example.com/hook", "name": "123"}), "name"),
         (json!({"url": "https://example.com/hook", "name": "Crm"}), "name"),
         (json!({"url": "https://example.com/hook", "name": "crm sync"}), "name"),
@@ -206,18 +241,31 @@ async fn bad_input_and_access() {
         (json!({"url": "http://[::1]/hook"}), "url"),
     ] {
         let answer = api.send("POST", "/v1/webhooks", Some(body.clone())).await;
-        assert_eq!((answer.status, answer.code()), (400, "invalid_argument"), "{body}: {}", answer.body);
+        assert_eq!(
+            (answer.status, answer.code()),
+            (400, "invalid_argument"),
+            "{body}: {}",
+            answer.body
+        );
         assert_eq!(answer.fields(), vec![field], "{body}");
     }
     let unknown = api
-        .send("POST", "/v1/webhooks", Some(json!({"url": "https://example.com/h", "colour": "red"})))
+        .send(
+            "POST",
+            "/v1/webhooks",
+            Some(json!({"url": "https://example.com/h", "colour": "red"})),
+        )
         .await;
     assert_eq!(unknown.status, 400);
 
     // At most 50 subscriptions, and the message says so.
     for n in 0..50 {
         let answer = api
-            .send("POST", "/v1/webhooks", Some(json!({"url": format!("https://93.184.215.14/{n}")})))
+            .send(
+                "POST",
+                "/v1/webhooks",
+                Some(json!({"url": format!("https://93.184.215.14/{n}")})),
+            )
             .await;
         assert_eq!(answer.status, 200, "{n}: {}", answer.body);
     }
@@ -225,7 +273,11 @@ async fn bad_input_and_access() {
         .send("POST", "/v1/webhooks", Some(json!({"url": "https://93.184.215.14/51"})))
         .await;
     assert_eq!(over.status, 400);
-    assert!(over.body["error"]["message"].as_str().unwrap().contains("50"), "{}", over.body);
+    assert!(
+        over.body["error"]["message"].as_str().unwrap().contains("50"),
+        "{}",
+        over.body
+    );
     let past_end = api.send("GET", "/v1/webhooks/51", None).await;
     assert_eq!(past_end.status, 404);
 
@@ -240,7 +292,11 @@ async fn bad_input_and_access() {
         ("GET", "/v1/webhooks/1/health"),
     ] {
         let answer = api.send(method, path, None).await;
-        assert_eq!((answer.status, answer.code()), (403, "webhooks_disabled"), "{method} {path}");
+        assert_eq!(
+            (answer.status, answer.code()),
+            (403, "webhooks_disabled"),
+            "{method} {path}"
+        );
     }
 }
 
@@ -279,7 +335,10 @@ print(len(cases))
         "standardwebhooks rejected a delivery: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), deliveries.len().to_string());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        deliveries.len().to_string()
+    );
 }
 
 on_both_databases!(deal_events_are_delivered_signed, |db: Db| async move {
@@ -319,14 +378,21 @@ on_both_databases!(deal_events_are_delivered_signed, |db: Db| async move {
     let created = deliveries.iter().find(|d| d.json["type"] == "deal.created").unwrap();
     assert_eq!(created.json["data"]["id"], deal.as_str());
     assert_eq!(created.json["data"]["title"], "Acme renewal");
-    let stage_changed = deliveries.iter().find(|d| d.json["type"] == "deal.stage_changed").unwrap();
+    let stage_changed = deliveries
+        .iter()
+        .find(|d| d.json["type"] == "deal.stage_changed")
+        .unwrap();
     assert_eq!(stage_changed.json["data"]["to_stage"], "won");
     verify_with_standardwebhooks(&secret, &deliveries);
 
     // The delivery log and health say the same.
     let log = api
         .poll("/v1/webhooks/crm/deliveries", |b| {
-            b["deliveries"].as_array().unwrap().iter().all(|d| d["status"] == "succeeded")
+            b["deliveries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|d| d["status"] == "succeeded")
         })
         .await;
     let log = log["deliveries"].as_array().unwrap();
@@ -369,7 +435,14 @@ async fn metrics_count_attempts() {
     let client = frontdesk_tests::http_client();
     let started = std::time::Instant::now();
     loop {
-        let text = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let text = client
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         if text.contains("frontdesk_webhook_attempts_total{outcome=\"delivered\"} 1")
             && text.contains("frontdesk_webhook_delivery_latency_seconds")
         {
@@ -404,7 +477,9 @@ on_both_databases!(test_event_retries_on_schedule, |db: Db| async move {
     assert!(deliveries.iter().all(|d| d.verifies(&secret)));
     assert_eq!(deliveries[0].json["type"], "webhook.test");
     let log = api
-        .poll("/v1/webhooks/ops/deliveries", |b| b["deliveries"][0]["status"] == "succeeded")
+        .poll("/v1/webhooks/ops/deliveries", |b| {
+            b["deliveries"][0]["status"] == "succeeded"
+        })
         .await;
     let attempts = log["deliveries"][0]["attempts"].as_array().unwrap().clone();
     let codes: Vec<i64> = attempts.iter().map(|a| a["status_code"].as_i64().unwrap()).collect();
@@ -413,7 +488,10 @@ on_both_databases!(test_event_retries_on_schedule, |db: Db| async move {
     assert!(attempts[0]["next_attempt_at"].is_string());
     assert_eq!(attempts[2]["next_attempt_at"], Value::Null);
     assert_eq!(
-        attempts.iter().map(|a| a["attempt"].as_i64().unwrap()).collect::<Vec<_>>(),
+        attempts
+            .iter()
+            .map(|a| a["attempt"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
     let health = api.get("/v1/webhooks/ops/health").await["health"].clone();
@@ -428,24 +506,33 @@ on_both_databases!(receiver_down_then_up_loses_nothing, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let mut receiver = Receiver::start().await;
     let api = Api::new(&server).await;
-    let (_, secret) = api.subscribe(json!({"name": "crm", "url": receiver.url, "events": ["deal.created"]})).await;
+    let (_, secret) = api
+        .subscribe(json!({"name": "crm", "url": receiver.url, "events": ["deal.created"]}))
+        .await;
     receiver.down().await;
     let mut deals = HashSet::new();
     for n in 0..5 {
         deals.insert(api.deal(&format!("deal {n}")).await);
     }
     let health = api
-        .poll("/v1/webhooks/crm/health", |b| b["health"]["consecutive_failures"].as_i64() >= Some(5))
+        .poll("/v1/webhooks/crm/health", |b| {
+            b["health"]["consecutive_failures"].as_i64() >= Some(5)
+        })
         .await;
     assert!(
-        health["health"]["last_error"].as_str().unwrap().contains("could not reach"),
+        health["health"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("could not reach"),
         "{health}"
     );
     assert_eq!(health["health"]["pending"], 5);
     receiver.up().await;
     let deliveries = receiver
         .wait_until(WAIT, |d| {
-            d.iter().map(|d| d.json["data"]["id"].as_str().unwrap_or_default().to_owned()).collect::<HashSet<_>>()
+            d.iter()
+                .map(|d| d.json["data"]["id"].as_str().unwrap_or_default().to_owned())
+                .collect::<HashSet<_>>()
                 == deals
         })
         .await;
@@ -461,7 +548,8 @@ on_both_databases!(gone_disables_and_re_enable_redelivers, |db: Db| async move {
     let receiver = Receiver::start().await;
     receiver.answer(410);
     let api = Api::new(&server).await;
-    api.subscribe(json!({"name": "old", "url": receiver.url, "events": ["deal.created"]})).await;
+    api.subscribe(json!({"name": "old", "url": receiver.url, "events": ["deal.created"]}))
+        .await;
     let first = api.deal("first").await;
     let disabled = api
         .poll("/v1/webhooks/old", |b| b["webhook"]["status"] == "disabled")
@@ -474,8 +562,10 @@ on_both_databases!(gone_disables_and_re_enable_redelivers, |db: Db| async move {
 
     // Events while disabled are kept, not attempted.
     let second = api.deal("second").await;
-    api.poll("/v1/webhooks/old/deliveries", |b| b["deliveries"].as_array().unwrap().len() == 2)
-        .await;
+    api.poll("/v1/webhooks/old/deliveries", |b| {
+        b["deliveries"].as_array().unwrap().len() == 2
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(receiver.deliveries().len(), 1);
 
@@ -573,13 +663,15 @@ on_both_databases!(sigkill_with_1000_pending_loses_nothing, |db: Db| async move 
     let server = Server::start(&db, &env).await;
     let mut receiver = Receiver::start().await;
     let api = Api::new(&server).await;
-    api.subscribe(json!({"url": receiver.url, "events": ["deal.created"]})).await;
+    api.subscribe(json!({"url": receiver.url, "events": ["deal.created"]}))
+        .await;
     // The endpoint is down while the events are made, so all 1,000 are pending; then it comes back slowly
     // and the process is killed in the middle of delivering them.
     receiver.down().await;
     let deals = create_deals(&server.grpc, &api.key, 1_000).await;
     assert_eq!(deals.len(), 1_000);
-    api.poll("/v1/webhooks/1/health", |b| b["health"]["pending"] == 1_000).await;
+    api.poll("/v1/webhooks/1/health", |b| b["health"]["pending"] == 1_000)
+        .await;
     receiver.delay(Duration::from_millis(50));
     receiver.up().await;
     receiver.wait_until(WAIT, |d| d.iter().any(|d| d.answered == 200)).await;
@@ -622,12 +714,13 @@ async fn two_core_processes_deliver_each_event_once() {
     });
     request.metadata_mut().insert("x-api-key", key.parse().unwrap());
     client.create_webhook(request).await.unwrap();
-    let (a, b) = tokio::join!(create_deals(&first.grpc, &key, 200), create_deals(&second.grpc, &key, 200));
+    let (a, b) = tokio::join!(
+        create_deals(&first.grpc, &key, 200),
+        create_deals(&second.grpc, &key, 200)
+    );
     let deals: HashSet<String> = a.union(&b).cloned().collect();
     assert_eq!(deals.len(), 400);
-    let deliveries = receiver
-        .wait_until(WAIT, |d| delivered_deals(d).len() == 400)
-        .await;
+    let deliveries = receiver.wait_until(WAIT, |d| delivered_deals(d).len() == 400).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let counts = delivered_deals(&receiver.deliveries());
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();

@@ -155,7 +155,10 @@ pub async fn requeue_failed(
     let result = webhook_deliveries::Entity::update_many()
         .col_expr(webhook_deliveries::Column::Status, Expr::value("pending"))
         .col_expr(webhook_deliveries::Column::AttemptCount, Expr::value(0))
-        .col_expr(webhook_deliveries::Column::SettledAt, Expr::value(Option::<DateTime<Utc>>::None))
+        .col_expr(
+            webhook_deliveries::Column::SettledAt,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
         .col_expr(
             webhook_deliveries::Column::NextAttemptMs,
             Expr::value(Some(now.timestamp_millis())),

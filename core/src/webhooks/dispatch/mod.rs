@@ -124,30 +124,30 @@ async fn claim_loop(
     let capacity = dispatcher.config.concurrency as usize;
     let slots = Arc::new(Semaphore::new(capacity));
     let lease_ms = i64::try_from(dispatcher.config.lease.as_millis()).unwrap_or(i64::MAX / 2);
+    // Claims are worth batching (two statements each): wait until a quarter of the slots are free.
+    let batch = (capacity / 4).max(1) as u32;
     while !shutdown.is_stopping() {
-        // Wait for at least one free slot, then claim as many deliveries as there are free slots.
-        let Ok(first) = slots.clone().acquire_owned().await else {
-            break;
-        };
-        let free = slots.available_permits() + 1;
+        match slots.acquire_many(batch).await {
+            Ok(ready) => drop(ready),
+            Err(_) => break,
+        }
+        // Only this loop takes slots, so at least `batch` stay free until it does.
+        let free = slots.available_permits();
         let claimed = match claim::claim(&dispatcher.db, free, Utc::now().timestamp_millis(), lease_ms).await {
             Ok(claimed) => claimed,
             Err(err) => {
                 tracing::warn!(error = %err, "webhook claim failed; retrying");
-                drop(first);
                 sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
                 continue;
             }
         };
         let idle = claimed.len() < free;
-        let mut first = Some(first);
+        let Ok(mut permits) = slots.clone().acquire_many_owned(claimed.len() as u32).await else {
+            break;
+        };
         for delivery in claimed {
-            let permit = match first.take() {
-                Some(permit) => permit,
-                None => match slots.clone().acquire_owned().await {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
+            let Some(permit) = permits.split(1) else {
+                break;
             };
             let (client, results, policy) = (client.clone(), results.clone(), dispatcher.policy);
             tokio::spawn(async move {
@@ -164,7 +164,6 @@ async fn claim_loop(
                 drop(permit);
             });
         }
-        drop(first);
         if idle {
             tokio::select! {
                 () = dispatcher.wake.notified() => {},
