@@ -132,16 +132,31 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || a == 0
         || (a == 100 && (64..128).contains(&b))
         || (a == 198 && (b == 18 || b == 19))
+        || (a == 192 && b == 0 && ip.octets()[2] == 0)
         || a >= 240)
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
+    let segments = ip.segments();
+    let first = segments[0];
+    let octets = ip.octets();
+    // IPv4 carried inside IPv6: NAT64 (64:ff9b::/96), 6to4 (2002::/16), `::ffff:0:a.b.c.d`.
+    let embedded = match segments {
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] | [0, 0, 0, 0, 0xffff, 0, ..] => {
+            Some(Ipv4Addr::new(octets[12], octets[13], octets[14], octets[15]))
+        }
+        [0x2002, ..] => Some(Ipv4Addr::new(octets[2], octets[3], octets[4], octets[5])),
+        _ => None,
+    };
+    if embedded.is_some_and(|v4| !is_public_v4(v4)) {
+        return false;
+    }
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
         || (first & 0xfe00) == 0xfc00
         || (first & 0xffc0) == 0xfe80
+        || (first & 0xffc0) == 0xfec0
         || (first == 0x2001 && ip.segments()[1] == 0x0db8)
         || ip.to_ipv4().is_some_and(|v4| !is_public_v4(v4) && first == 0))
 }
@@ -167,6 +182,10 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::",
+            "fec0::1",
+            "192.0.0.8",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }

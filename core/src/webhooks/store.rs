@@ -171,8 +171,10 @@ pub async fn requeue_failed(
     Ok(result.rows_affected)
 }
 
-/// Deletes the subscription with its deliveries and their attempts.
+/// Deletes the subscription with its deliveries and their attempts. The subscription row goes first: every
+/// writer locks a subscription before its deliveries, so the order cannot deadlock with the engine.
 pub async fn delete(db: &impl ConnectionTrait, webhook_id: &str) -> Result<(), DbErr> {
+    webhooks::Entity::delete_by_id(webhook_id).exec(db).await?;
     webhook_attempts::Entity::delete_many()
         .filter(webhook_attempts::Column::WebhookId.eq(webhook_id))
         .exec(db)
@@ -181,6 +183,5 @@ pub async fn delete(db: &impl ConnectionTrait, webhook_id: &str) -> Result<(), D
         .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
         .exec(db)
         .await?;
-    webhooks::Entity::delete_by_id(webhook_id).exec(db).await?;
     Ok(())
 }

@@ -82,6 +82,7 @@ impl HealthChange {
             self.failures = 0;
             self.first_failure = None;
             self.last_success = Some(at);
+            self.gone = false;
         } else {
             self.failures += 1;
             self.first_failure.get_or_insert(at);
@@ -222,7 +223,8 @@ async fn update_deliveries(
         "UPDATE webhook_deliveries SET status = v.column3, next_attempt_ms = v.column4, delivered_at = v.column5, \
          settled_at = v.column6 \
          FROM (VALUES {}) AS v WHERE webhook_deliveries.id = v.column1 \
-         AND webhook_deliveries.attempt_count = v.column2 AND webhook_deliveries.status = 'pending'",
+         AND webhook_deliveries.status = 'pending' \
+         AND (webhook_deliveries.attempt_count = v.column2 OR v.column3 = 'succeeded')",
         rows.join(", ")
     );
     let mut values: Vec<Value> = Vec::with_capacity(results.len() * COLUMNS);

@@ -30,13 +30,22 @@ struct Subscription {
     active: bool,
 }
 
-/// Fans out up to `batch` events; returns how many deliveries it queued.
-pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) -> Result<usize, DbErr> {
+/// What one fan-out transaction did.
+pub struct FannedOut {
+    pub events: usize,
+    pub deliveries: usize,
+}
+
+/// Fans out up to `batch` events.
+pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) -> Result<FannedOut, DbErr> {
     let txn = db.begin().await?;
     let events = claim_events(&txn, batch, now).await?;
     if events.is_empty() {
         txn.commit().await?;
-        return Ok(0);
+        return Ok(FannedOut {
+            events: 0,
+            deliveries: 0,
+        });
     }
     let mut accounts: Vec<&str> = events.iter().map(|e| e.account_id.as_str()).collect();
     accounts.sort_unstable();
@@ -84,7 +93,10 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
             .await?;
     }
     txn.commit().await?;
-    Ok(queued)
+    Ok(FannedOut {
+        events: events.len(),
+        deliveries: queued,
+    })
 }
 
 async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>) -> Result<Vec<Event>, DbErr> {
@@ -117,12 +129,19 @@ async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>)
         .collect()
 }
 
-/// The subscriptions of these accounts, where the account has webhooks enabled.
+/// The subscriptions of these accounts, where the account has webhooks enabled. On PostgreSQL they are
+/// share-locked (in id order, as the result recorder locks them) so a concurrent disable, re-enable or delete
+/// waits for this transaction instead of acting on a status it read too early.
 async fn subscriptions(db: &impl ConnectionTrait, accounts: &[&str]) -> Result<Vec<Subscription>, DbErr> {
     let backend = db.get_database_backend();
+    let lock = if backend == DbBackend::Postgres {
+        " FOR SHARE OF w"
+    } else {
+        ""
+    };
     let sql = format!(
         "SELECT w.id, w.account_id, w.events, w.status FROM webhooks w JOIN accounts a ON a.id = w.account_id \
-         WHERE a.webhooks_enabled = TRUE AND w.account_id IN ({})",
+         WHERE a.webhooks_enabled = TRUE AND w.account_id IN ({}) ORDER BY w.id{lock}",
         placeholders(1, accounts.len())
     );
     let values = accounts.iter().map(|a| (*a).into());

@@ -105,8 +105,12 @@ async fn fan_out_loop(
 ) {
     while !shutdown.is_stopping() {
         match fanout::fan_out(&db, FAN_OUT_BATCH, clock.now()).await {
-            Ok(0) => sleep_or_stop(poll, &shutdown).await,
-            Ok(_) => wake.notify_one(),
+            Ok(done) if done.events == 0 => sleep_or_stop(poll, &shutdown).await,
+            Ok(done) => {
+                if done.deliveries > 0 {
+                    wake.notify_one();
+                }
+            }
             Err(err) => {
                 tracing::warn!(error = %err, "webhook fan-out failed; retrying");
                 sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
@@ -133,7 +137,14 @@ async fn claim_loop(
         }
         // Only this loop takes slots, so at least `batch` stay free until it does.
         let free = slots.available_permits();
-        let claimed = match claim::claim(&dispatcher.db, free, Utc::now().timestamp_millis(), lease_ms).await {
+        let claimed = match claim::claim(
+            &dispatcher.db,
+            free,
+            dispatcher.clock.now().timestamp_millis(),
+            lease_ms,
+        )
+        .await
+        {
             Ok(claimed) => claimed,
             Err(err) => {
                 tracing::warn!(error = %err, "webhook claim failed; retrying");
