@@ -1,8 +1,82 @@
-//! Opaque list cursors: the (created_at, id) of the last row of a page, base64url encoded. Pages continue
-//! strictly after it in newest-first order, so rows created meanwhile never shift a later page.
+//! Newest-first keyset paging shared by every list: `?limit=` (1..200, default 50) and opaque cursors, the
+//! (created_at, id) of the last row of a page, base64url encoded. Pages continue strictly after it, so rows
+//! created meanwhile never shift a later page.
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, Condition};
+
+use crate::error::FieldViolation;
+
+const DEFAULT_LIMIT: i32 = 50;
+const MAX_LIMIT: i32 = 200;
+
+/// A list request's page, checked: how many rows, and after which cursor.
+#[derive(Clone, Debug)]
+pub struct Page {
+    pub limit: u64,
+    pub after: Option<Cursor>,
+}
+
+impl Page {
+    /// The page `limit` and `cursor` ask for (cursors of rows whose ids start with `id_prefix`); a bad value
+    /// adds its violation and leaves the default in its place.
+    pub fn parse(limit: Option<i32>, cursor: &str, id_prefix: &str, violations: &mut Vec<FieldViolation>) -> Self {
+        let limit = limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            violations.push(FieldViolation::new("limit", "must be between 1 and 200"));
+        }
+        let after = if cursor.is_empty() {
+            None
+        } else {
+            let decoded = Cursor::decode(cursor, id_prefix);
+            if decoded.is_none() {
+                violations.push(FieldViolation::new("cursor", "is not a cursor this API gave out"));
+            }
+            decoded
+        };
+        Self {
+            limit: limit.clamp(1, MAX_LIMIT) as u64,
+            after,
+        }
+    }
+
+    /// Rows strictly after the cursor in newest-first order (all rows without one).
+    pub fn condition(&self, created_at: impl ColumnTrait, id: impl ColumnTrait) -> Condition {
+        match &self.after {
+            None => Condition::all(),
+            Some(cursor) => Condition::any().add(created_at.lt(cursor.created_at)).add(
+                Condition::all()
+                    .add(created_at.eq(cursor.created_at))
+                    .add(id.lt(cursor.id.as_str())),
+            ),
+        }
+    }
+
+    /// Rows to read: one more than the page, to know whether another follows.
+    pub fn fetch(&self) -> u64 {
+        self.limit + 1
+    }
+
+    /// The page out of the rows read, and whether more follow.
+    pub fn split<T>(&self, mut rows: Vec<T>) -> (Vec<T>, bool) {
+        let more = rows.len() as u64 > self.limit;
+        rows.truncate(self.limit as usize);
+        (rows, more)
+    }
+}
+
+/// The cursor of the page after one whose last row is `last` (created_at, id), when more follow.
+pub fn next_cursor(more: bool, last: Option<(DateTime<Utc>, &str)>) -> Option<String> {
+    let (created_at, id) = last.filter(|_| more)?;
+    Some(
+        Cursor {
+            created_at,
+            id: id.to_owned(),
+        }
+        .encode(),
+    )
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cursor {

@@ -21,13 +21,10 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
-    paging::Cursor,
+    paging::{self, Page},
     store::entities::{deals, stages},
     timestamps,
 };
-
-const DEFAULT_LIMIT: i32 = 50;
-const MAX_LIMIT: i32 = 200;
 
 #[derive(Clone)]
 pub struct DealsService {
@@ -279,7 +276,7 @@ fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
     }
 }
 
-fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Option<Cursor>, u64)> {
+fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
     let mut violations: Vec<FieldViolation> = [
         check_filter("status", &r.status, STATUSES),
         check_filter("priority", &r.priority, PRIORITIES),
@@ -288,19 +285,7 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Option<Cursor>, u64
     .into_iter()
     .filter_map(Result::err)
     .collect();
-    let limit = r.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        violations.push(FieldViolation::new("limit", "must be between 1 and 200"));
-    }
-    let cursor = if r.cursor.is_empty() {
-        None
-    } else {
-        let cursor = Cursor::decode(&r.cursor, "deal_");
-        if cursor.is_none() {
-            violations.push(FieldViolation::new("cursor", "is not a cursor this API gave out"));
-        }
-        cursor
-    };
+    let page = Page::parse(r.limit, &r.cursor, "deal_", &mut violations);
     if !violations.is_empty() {
         return Err(ApiError::invalid(violations));
     }
@@ -317,24 +302,18 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Option<Cursor>, u64
         created_after: timestamps::from_proto(r.created_after),
         created_before: timestamps::from_proto(r.created_before),
     };
-    Ok((filters, cursor, limit as u64))
+    Ok((filters, page))
 }
 
 #[tonic::async_trait]
 impl Deals for DealsService {
     async fn list_deals(&self, request: Request<ListDealsRequest>) -> Result<Response<DealList>, Status> {
         let account_id = Caller::of(&request)?.account_id.clone();
-        let (filters, cursor, limit) = list_filters(request.get_ref())?;
-        let (rows, more) = store::list(&self.db, &account_id, &filters, cursor.as_ref(), limit)
+        let (filters, page) = list_filters(request.get_ref())?;
+        let (rows, more) = store::list(&self.db, &account_id, &filters, &page)
             .await
             .map_err(ApiError::from)?;
-        let next_cursor = more.then(|| rows.last()).flatten().map(|last| {
-            Cursor {
-                created_at: last.created_at,
-                id: last.id.clone(),
-            }
-            .encode()
-        });
+        let next_cursor = paging::next_cursor(more, rows.last().map(|d| (d.created_at, d.id.as_str())));
         Ok(Response::new(DealList {
             success: true,
             deals: rows.iter().map(deal_message).collect(),

@@ -8,7 +8,7 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait, Func, LikeExpr},
 };
 
-use crate::paging::Cursor;
+use crate::paging::Page;
 use crate::store::entities::{deals, stages};
 
 /// The stage with this id on the account.
@@ -74,13 +74,12 @@ pub struct Filters {
     pub created_before: Option<DateTime<Utc>>,
 }
 
-/// One page, newest first, after `cursor`; one more row than `limit` is read to know whether a page follows.
+/// One page, newest first, and whether another follows.
 pub async fn list(
     db: &impl ConnectionTrait,
     account_id: &str,
     filters: &Filters,
-    cursor: Option<&Cursor>,
-    limit: u64,
+    page: &Page,
 ) -> Result<(Vec<deals::Model>, bool), DbErr> {
     let mut condition = Condition::all().add(deals::Column::AccountId.eq(account_id));
     for (column, value) in [
@@ -120,33 +119,21 @@ pub async fn list(
     if let Some(before) = filters.created_before {
         condition = condition.add(deals::Column::CreatedAt.lt(before));
     }
-    if let Some(cursor) = cursor {
-        condition = condition.add(
-            Condition::any()
-                .add(deals::Column::CreatedAt.lt(cursor.created_at))
-                .add(
-                    Condition::all()
-                        .add(deals::Column::CreatedAt.eq(cursor.created_at))
-                        .add(deals::Column::Id.lt(cursor.id.as_str())),
-                ),
-        );
-    }
+    condition = condition.add(page.condition(deals::Column::CreatedAt, deals::Column::Id));
     let query = deals::Entity::find()
         .filter(condition)
         .order_by_desc(deals::Column::CreatedAt)
         .order_by_desc(deals::Column::Id)
-        .limit(limit + 1);
+        .limit(page.fetch());
     // Decoded by column index: SeaORM's by-name decoding formats every column name of every row.
     let statement = query.build(db.get_database_backend());
-    let mut rows = db
+    let rows = db
         .query_all_raw(statement)
         .await?
         .iter()
         .map(deal_from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    Ok((rows, more))
+    Ok(page.split(rows))
 }
 
 /// A `deals` row selected with every column in declaration order (what `Entity::find()` selects).

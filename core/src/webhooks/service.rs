@@ -22,13 +22,11 @@ use crate::{
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
     integrations::outbound::OutboundPolicy,
-    paging::Cursor,
+    paging::{self, Page},
     store::entities::{webhook_attempts, webhook_deliveries, webhooks},
     timestamps,
 };
 
-const DEFAULT_LIMIT: i32 = 50;
-const MAX_LIMIT: i32 = 200;
 const DELIVERY_STATUSES: [&str; 3] = ["pending", "succeeded", "failed"];
 
 #[derive(Clone)]
@@ -254,14 +252,13 @@ impl WebhooksService {
         let now = self.clock.now();
         let txn = self.db.begin().await?;
         accounts::store::lock(&txn, account_id).await?;
-        let (position, current) = store::find(&txn, account_id, &r.webhook_id)
-            .await?
-            .ok_or_else(|| not_found(&r.webhook_id))?;
+        let all = store::list(&txn, account_id).await?;
+        let taken = |name: &str, except: &str| all.iter().any(|w| w.id != except && w.name.as_deref() == Some(name));
+        let (position, current) = store::locate(&all, &r.webhook_id).ok_or_else(|| not_found(&r.webhook_id))?;
         let mut active = current.clone().into_active_model();
         if let Some(name) = fields.name {
             if let Some(name) = &name
-                && current.name.as_ref() != Some(name)
-                && store::find(&txn, account_id, name).await?.is_some()
+                && taken(name, &current.id)
             {
                 return Err(conflict(name));
             }
@@ -389,30 +386,16 @@ impl WebhooksService {
         if !r.status.is_empty() && !DELIVERY_STATUSES.contains(&r.status.as_str()) {
             violations.push(FieldViolation::new("status", "must be pending, succeeded or failed"));
         }
-        let limit = r.limit.unwrap_or(DEFAULT_LIMIT);
-        if !(1..=MAX_LIMIT).contains(&limit) {
-            violations.push(FieldViolation::new("limit", "must be between 1 and 200"));
-        }
-        let cursor = (!r.cursor.is_empty()).then(|| Cursor::decode(&r.cursor, DELIVERY_PREFIX));
-        if matches!(cursor, Some(None)) {
-            violations.push(FieldViolation::new("cursor", "is not a cursor this API gave out"));
-        }
+        let page = Page::parse(r.limit, &r.cursor, DELIVERY_PREFIX, &mut violations);
         if !violations.is_empty() {
             return Err(ApiError::invalid(violations));
         }
         let (_, webhook) = self.find(account_id, &r.webhook_id).await?;
         let status = (!r.status.is_empty()).then_some(r.status.as_str());
-        let (rows, more) =
-            store::deliveries(&self.db, &webhook.id, status, cursor.flatten().as_ref(), limit as u64).await?;
+        let (rows, more) = store::deliveries(&self.db, &webhook.id, status, &page).await?;
         let ids: Vec<String> = rows.iter().map(|d| d.id.clone()).collect();
         let attempts = store::attempts_of(&self.db, &ids).await?;
-        let next_cursor = more.then(|| rows.last()).flatten().map(|last| {
-            Cursor {
-                created_at: last.created_at,
-                id: last.id.clone(),
-            }
-            .encode()
-        });
+        let next_cursor = paging::next_cursor(more, rows.last().map(|d| (d.created_at, d.id.as_str())));
         Ok(WebhookDeliveryList {
             success: true,
             deliveries: rows

@@ -5,13 +5,12 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-    Statement,
-    sea_query::{Expr, ExprTrait},
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
+    sea_query::Expr,
 };
 
 use crate::{
-    paging::Cursor,
+    paging::Page,
     store::entities::{webhook_attempts, webhook_deliveries, webhooks},
 };
 
@@ -31,18 +30,16 @@ pub async fn find(
     account_id: &str,
     reference: &str,
 ) -> Result<Option<(usize, webhooks::Model)>, DbErr> {
-    let all = list(db, account_id).await?;
-    let found = match reference.parse::<usize>() {
-        Ok(position) if reference.bytes().all(|b| b.is_ascii_digit()) => position
-            .checked_sub(1)
-            .and_then(|i| all.into_iter().nth(i).map(|w| (position, w))),
-        _ => all
-            .into_iter()
-            .enumerate()
-            .find(|(_, w)| w.name.as_deref() == Some(reference))
-            .map(|(i, w)| (i + 1, w)),
+    Ok(locate(&list(db, account_id).await?, reference))
+}
+
+/// `find` within an already read list.
+pub fn locate(all: &[webhooks::Model], reference: &str) -> Option<(usize, webhooks::Model)> {
+    let index = match reference.parse::<usize>() {
+        Ok(position) if reference.bytes().all(|b| b.is_ascii_digit()) => position.checked_sub(1)?,
+        _ => all.iter().position(|w| w.name.as_deref() == Some(reference))?,
     };
-    Ok(found)
+    all.get(index).map(|w| (index + 1, w.clone()))
 }
 
 pub async fn pending_count(db: &impl ConnectionTrait, webhook_id: &str) -> Result<u64, DbErr> {
@@ -79,32 +76,22 @@ pub async fn deliveries(
     db: &impl ConnectionTrait,
     webhook_id: &str,
     status: Option<&str>,
-    after: Option<&Cursor>,
-    limit: u64,
+    page: &Page,
 ) -> Result<(Vec<webhook_deliveries::Model>, bool), DbErr> {
     use webhook_deliveries::Column;
-    let mut query = webhook_deliveries::Entity::find().filter(Column::WebhookId.eq(webhook_id));
+    let mut query = webhook_deliveries::Entity::find()
+        .filter(Column::WebhookId.eq(webhook_id))
+        .filter(page.condition(Column::CreatedAt, Column::Id));
     if let Some(status) = status {
         query = query.filter(Column::Status.eq(status));
     }
-    if let Some(cursor) = after {
-        query = query.filter(
-            Condition::any().add(Column::CreatedAt.lt(cursor.created_at)).add(
-                Condition::all()
-                    .add(Column::CreatedAt.eq(cursor.created_at))
-                    .add(Expr::col(Column::Id).lt(cursor.id.clone())),
-            ),
-        );
-    }
-    let mut rows = query
+    let rows = query
         .order_by_desc(Column::CreatedAt)
         .order_by_desc(Column::Id)
-        .limit(limit + 1)
+        .limit(page.fetch())
         .all(db)
         .await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    Ok((rows, more))
+    Ok(page.split(rows))
 }
 
 /// The attempts of these deliveries, oldest first, by delivery id.

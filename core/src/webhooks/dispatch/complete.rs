@@ -6,7 +6,8 @@ use std::{collections::BTreeMap, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::NotSet, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, TransactionTrait, Value,
+    ActiveValue::{NotSet, Set},
+    ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, TransactionTrait, Value,
 };
 
 use super::attempt::{AttemptResult, Outcome};
@@ -123,15 +124,15 @@ pub async fn record(
         .zip(&settled)
         .map(|(r, s)| webhook_attempts::ActiveModel {
             seq: NotSet,
-            delivery_id: sea_orm::Set(r.claimed.delivery_id.clone()),
-            webhook_id: sea_orm::Set(r.claimed.webhook_id.clone()),
-            attempt: sea_orm::Set(r.claimed.attempt),
-            started_at: sea_orm::Set(r.started_at),
-            status_code: sea_orm::Set(r.outcome.status_code()),
-            duration_ms: sea_orm::Set(i32::try_from(r.duration.as_millis()).unwrap_or(i32::MAX)),
-            error: sea_orm::Set(r.outcome.error()),
-            next_attempt_at: sea_orm::Set(s.next_attempt_at),
-            succeeded: sea_orm::Set(matches!(r.outcome, Outcome::Delivered { .. })),
+            delivery_id: Set(r.claimed.delivery_id.clone()),
+            webhook_id: Set(r.claimed.webhook_id.clone()),
+            attempt: Set(r.claimed.attempt),
+            started_at: Set(r.started_at),
+            status_code: Set(r.outcome.status_code()),
+            duration_ms: Set(i32::try_from(r.duration.as_millis()).unwrap_or(i32::MAX)),
+            error: Set(r.outcome.error()),
+            next_attempt_at: Set(s.next_attempt_at),
+            succeeded: Set(matches!(r.outcome, Outcome::Delivered { .. })),
         })
         .collect();
     let mut attempts = attempts.into_iter().peekable();
