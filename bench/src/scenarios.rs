@@ -55,6 +55,7 @@ impl Setup {
             ("RUST_LOG", "warn,frontdesk_edge=info,frontdesk_core::grpc=info"),
             ("FRONTDESK_ADMIN_TOKEN", ADMIN_TOKEN),
             ("RAZORPAY_KEY_SECRET", "bench-secret"),
+            ("FRONTDESK_SECRET_KEY", "YmVuY2gtc2VjcmV0LWtleS0zMi1ieXRlcy1sb25nISE="),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))

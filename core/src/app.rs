@@ -19,7 +19,10 @@ use crate::{
         admin::{AdminService, AdminToken},
         store::{self as account_store, NewAccount},
     },
-    clock::{Clock, SystemClock},
+    agents::service::AgentsService,
+    broadcasts::BroadcastsService,
+    campaigns::{CampaignsService, sunset::Sunset},
+    clock::{Clock, SteerableClock, SystemClock},
     config::{CoreConfig, PaymentConfig, PaymentProviderKind},
     deals::{pipelines::PipelinesService, service::DealsService},
     grpc::{self, Services},
@@ -29,7 +32,10 @@ use crate::{
         outbound::OutboundPolicy,
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
+    kb_groups::KbGroupsService,
     plan::Plan,
+    routing::{channels::ChannelsService, entry_points::EntryPointsService},
+    secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
     webhooks::{dispatch::Dispatcher, service::WebhooksService},
@@ -52,7 +58,9 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     let db = store::connect(&config.database_url, config.db_max_connections).await?;
     store::migrate(&db).await?;
     let provider = payment_provider(&config.payments, &db).await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let steerable = Arc::new(SteerableClock::default());
+    let test_clock = config.test_clock.then(|| steerable.clone());
+    let clock: Arc<dyn Clock> = steerable;
     let redis = config
         .redis_url
         .as_deref()
@@ -65,6 +73,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         allow_private: config.allow_private_urls,
     };
     let wake = Arc::new(Notify::new());
+    let sealer = secrets::sealer(config.secret_key.as_deref(), &config.database_url)?;
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
@@ -78,9 +87,16 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         deals: DealsService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, wake.clone()),
-        admin: AdminService::new(db.clone(), clock.clone()),
+        agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy),
+        channels: ChannelsService::new(db.clone(), clock.clone(), sealer),
+        entry_points: EntryPointsService::new(db.clone(), clock.clone()),
+        kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
+        broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
+        campaigns: CampaignsService::new(db.clone(), clock.clone()),
+        admin: AdminService::new(db.clone(), clock.clone(), test_clock),
         admin_token: AdminToken::new(config.admin_token.clone()),
         guard: Arc::new(Guard::new(db.clone(), limiter)?),
+        sunset: Arc::new(Sunset::new(config.campaigns_sunset, clock.clone())),
     };
     Ok(Core {
         routes: grpc::routes(services).await?,

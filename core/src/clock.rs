@@ -15,3 +15,44 @@ impl Clock for SystemClock {
         Utc::now().trunc_subsecs(6)
     }
 }
+
+/// The system clock shifted by an offset that an operator may move (admin `SetTestClock`, allowed only with
+/// `FRONTDESK_TEST_CLOCK=true`), so black-box tests can cross instants such as the campaigns sunset.
+#[derive(Debug, Default)]
+pub struct SteerableClock {
+    offset_micros: std::sync::atomic::AtomicI64,
+}
+
+impl SteerableClock {
+    /// Makes the clock read `now` at this moment (time runs on from there); `None` returns to system time.
+    pub fn set(&self, now: Option<DateTime<Utc>>) {
+        let offset = now.map_or(0, |now| (now - SystemClock.now()).num_microseconds().unwrap_or(0));
+        self.offset_micros.store(offset, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn offset(&self) -> chrono::Duration {
+        chrono::Duration::microseconds(self.offset_micros.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Clock for SteerableClock {
+    fn now(&self) -> DateTime<Utc> {
+        SystemClock.now() + self.offset()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steering_moves_now_and_resets() {
+        let clock = SteerableClock::default();
+        let target = DateTime::parse_from_rfc3339("2027-01-01T00:00:00Z").unwrap().to_utc();
+        clock.set(Some(target));
+        assert!((clock.now() - target).num_seconds().abs() < 5);
+        clock.set(None);
+        assert_eq!(clock.offset(), chrono::Duration::zero());
+        assert!((clock.now() - Utc::now()).num_seconds().abs() < 5);
+    }
+}

@@ -40,6 +40,21 @@ pub struct CoreConfig {
     #[arg(long, env = "FRONTDESK_ALLOW_PRIVATE_URLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_private_urls: bool,
 
+    /// The instant the deprecated campaign calls stop answering (410 `gone` from then on), RFC 3339.
+    #[arg(long, env = "FRONTDESK_CAMPAIGNS_SUNSET", default_value = "2026-12-31T23:59:59Z")]
+    pub campaigns_sunset: chrono::DateTime<chrono::Utc>,
+
+    /// Key that encrypts stored provider credentials and tool headers: base64 of 32 bytes
+    /// (`openssl rand -base64 32`; `FRONTDESK_SECRET_KEY`, environment only). Unset: generated once and kept
+    /// beside the SQLite file (`<file>.key`); required with PostgreSQL.
+    #[arg(skip = std::env::var("FRONTDESK_SECRET_KEY").ok())]
+    pub secret_key: Option<String>,
+
+    /// Let the admin `SetTestClock` call move the service's clock (for tests of time-bound behaviour such as
+    /// the campaigns sunset). Never in production.
+    #[arg(long, env = "FRONTDESK_TEST_CLOCK", default_value_t = false, action = clap::ArgAction::Set)]
+    pub test_clock: bool,
+
     #[command(flatten)]
     pub payments: PaymentConfig,
 

@@ -57,6 +57,26 @@ impl ApiError {
         }
     }
 
+    /// 400 naming one field.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        Self::invalid(vec![FieldViolation::new(field, message)])
+    }
+
+    /// 404 for a missing object, or another account's (the answer does not tell them apart).
+    pub fn not_found(what: &str) -> Self {
+        Self::new(Code::NotFound, "not_found", format!("no {what} with this id"))
+    }
+
+    /// 409: the object would duplicate one that exists.
+    pub fn already_exists(message: impl Into<String>) -> Self {
+        Self::new(Code::AlreadyExists, "already_exists", message)
+    }
+
+    /// 400: the request is well-formed but the object's state does not allow it.
+    pub fn failed_precondition(message: impl Into<String>) -> Self {
+        Self::new(Code::FailedPrecondition, "failed_precondition", message)
+    }
+
     /// An unexpected failure. The cause is logged here and never sent to the client.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");

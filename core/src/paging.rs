@@ -4,7 +4,9 @@
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, Condition};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
+};
 
 use crate::error::FieldViolation;
 
@@ -41,6 +43,17 @@ impl Page {
         }
     }
 
+    /// The page asked for, or the 400 naming `limit` and/or `cursor`.
+    pub fn checked(limit: Option<i32>, cursor: &str, id_prefix: &str) -> crate::error::ApiResult<Self> {
+        let mut violations = Vec::new();
+        let page = Self::parse(limit, cursor, id_prefix, &mut violations);
+        if violations.is_empty() {
+            Ok(page)
+        } else {
+            Err(crate::error::ApiError::invalid(violations))
+        }
+    }
+
     /// Rows strictly after the cursor in newest-first order (all rows without one).
     pub fn condition(&self, created_at: impl ColumnTrait, id: impl ColumnTrait) -> Condition {
         match &self.after {
@@ -64,6 +77,24 @@ impl Page {
         rows.truncate(self.limit as usize);
         (rows, more)
     }
+}
+
+/// One page of `select`, newest first by (`created_at`, `id`), and whether another follows.
+pub async fn fetch<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    select: Select<E>,
+    page: &Page,
+    created_at: E::Column,
+    id: E::Column,
+) -> Result<(Vec<E::Model>, bool), DbErr> {
+    let rows = select
+        .filter(page.condition(created_at, id))
+        .order_by_desc(created_at)
+        .order_by_desc(id)
+        .limit(page.fetch())
+        .all(db)
+        .await?;
+    Ok(page.split(rows))
 }
 
 /// The cursor of the page after one whose last row is `last` (created_at, id), when more follow.

@@ -7,6 +7,7 @@ mod m20261122_000001_site_payments;
 mod m20261122_000002_accounts;
 mod m20261122_000003_deals;
 mod m20261122_000004_webhooks;
+mod m20261122_000005_agents_routing;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_accounts::Migration),
             Box::new(m20261122_000003_deals::Migration),
             Box::new(m20261122_000004_webhooks::Migration),
+            Box::new(m20261122_000005_agents_routing::Migration),
         ]
     }
 }

@@ -23,13 +23,21 @@ pub fn document(pool: &DescriptorPool, bindings: &[Binding]) -> Value {
     };
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     let mut tags = BTreeMap::new();
+    let mut operation_ids: HashMap<String, usize> = HashMap::new();
     for binding in bindings {
         let service = binding.method.parent_service();
         tags.insert(
             service.name().to_owned(),
             comments.of(service.parent_file().name(), service.path()),
         );
-        let operation = operation(binding, &mut schemas, &comments);
+        let mut operation = operation(binding, &mut schemas, &comments);
+        // An additional binding of a method gets an operation id of its own (`..._2`): ids must be unique.
+        let id = operation["operationId"].as_str().unwrap_or_default().to_owned();
+        let uses = operation_ids.entry(id.clone()).or_insert(0);
+        *uses += 1;
+        if *uses > 1 {
+            operation["operationId"] = json!(format!("{id}_{uses}"));
+        }
         paths
             .entry(binding.template.openapi_path())
             .or_default()

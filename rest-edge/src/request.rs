@@ -67,7 +67,8 @@ pub fn build(
             Map::new()
         }
     };
-    if binding.http_method == http::Method::PATCH && matches!(binding.body, BodyRule::Whole) {
+    let partial = binding.http_method == http::Method::PATCH || binding.http_method == http::Method::PUT;
+    if partial && matches!(binding.body, BodyRule::Whole) {
         fill_update_mask(&input, &mut root);
     }
     if platform && let Some(value) = root.remove(SUB_ACCOUNT_PARAM) {
@@ -115,7 +116,7 @@ pub fn build(
 /// Field holding the fields a PATCH changes.
 const UPDATE_MASK: &str = "update_mask";
 
-/// For a PATCH whose request has a `google.protobuf.FieldMask update_mask`, the mask is the body's keys when
+/// For a PATCH or PUT whose request has a `google.protobuf.FieldMask update_mask`, the mask is the body's keys when
 /// the body does not give one (grpc-gateway's convention): absent fields stay as they are.
 fn fill_update_mask(input: &MessageDescriptor, root: &mut Map<String, Value>) {
     let Some(mask_field) = input.get_field_by_name(UPDATE_MASK) else {

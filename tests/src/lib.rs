@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod binary;
 pub mod db;
+pub mod platform;
 pub mod razorpay;
 pub mod redis_server;
 pub mod server;

@@ -139,6 +139,9 @@ impl Drop for Server {
     }
 }
 
+/// Key of sealed credentials in tests (PostgreSQL deployments must set one).
+pub const TEST_SECRET_KEY: &str = "dGVzdC1zZWNyZXQta2V5LTMyLWJ5dGVzLWxvbmchISE=";
+
 /// Ephemeral ports, JSON logs, and the local payment provider with a known key secret.
 pub fn base_env() -> BTreeMap<String, String> {
     [
@@ -148,6 +151,7 @@ pub fn base_env() -> BTreeMap<String, String> {
         ("RUST_LOG", "info"),
         ("RAZORPAY_KEY_SECRET", crate::razorpay::TEST_KEY_SECRET),
         ("FRONTDESK_ADMIN_TOKEN", crate::admin::TEST_ADMIN_TOKEN),
+        ("FRONTDESK_SECRET_KEY", TEST_SECRET_KEY),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use frontdesk_api::admin::v1::{
     Account, CreateAccountRequest, CreatedAccount, CreditsRequest, CreditsResult, DeleteAccountRequest,
-    GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, UpdateAccountRequest, admin_server::Admin,
+    GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, SetTestClockRequest, TestClock, UpdateAccountRequest,
+    admin_server::Admin,
 };
 use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
@@ -17,7 +18,7 @@ use super::{
 };
 use crate::{
     access::{key_store, scopes::Scopes},
-    clock::Clock,
+    clock::{Clock, SteerableClock},
     error::{ApiError, ApiResult, FieldViolation},
     plan::Plan,
     store::entities::accounts,
@@ -60,11 +61,13 @@ impl AdminToken {
 pub struct AdminService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+    /// The clock `SetTestClock` steers; `None` unless FRONTDESK_TEST_CLOCK=true.
+    test_clock: Option<Arc<SteerableClock>>,
 }
 
 impl AdminService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, test_clock: Option<Arc<SteerableClock>>) -> Self {
+        Self { db, clock, test_clock }
     }
 }
 
@@ -172,6 +175,22 @@ impl Admin for AdminService {
 
     async fn debit_credits(&self, request: Request<CreditsRequest>) -> Result<Response<CreditsResult>, Status> {
         self.adjust(request.into_inner(), -1).await
+    }
+
+    async fn set_test_clock(&self, request: Request<SetTestClockRequest>) -> Result<Response<TestClock>, Status> {
+        let clock = self.test_clock.as_ref().ok_or_else(|| {
+            ApiError::new(
+                Code::FailedPrecondition,
+                "test_clock_disabled",
+                "the test clock is off: start the service with FRONTDESK_TEST_CLOCK=true",
+            )
+        })?;
+        clock.set(timestamps::from_proto(request.into_inner().now));
+        tracing::warn!(offset_ms = clock.offset().num_milliseconds(), "test clock moved");
+        Ok(Response::new(TestClock {
+            now: Some(timestamps::to_proto(clock.now())),
+            offset_ms: clock.offset().num_milliseconds(),
+        }))
     }
 
     async fn issue_api_key(&self, request: Request<IssueApiKeyRequest>) -> Result<Response<IssuedApiKey>, Status> {

@@ -12,7 +12,9 @@ use frontdesk_api::{
     admin::v1::admin_server::AdminServer,
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
     v1::{
-        api_keys_server::ApiKeysServer, deals_server::DealsServer, pipelines_server::PipelinesServer,
+        agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
+        campaigns_server::CampaignsServer, channels_server::ChannelsServer, deals_server::DealsServer,
+        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, pipelines_server::PipelinesServer,
         webhooks_server::WebhooksServer,
     },
 };
@@ -22,7 +24,15 @@ use tonic::service::Routes;
 use crate::{
     access::{guard::Guard, service::ApiKeysService},
     accounts::admin::{AdminService, AdminToken},
+    agents::service::AgentsService,
+    broadcasts::BroadcastsService,
+    campaigns::{
+        CampaignsService,
+        sunset::{self, Sunset},
+    },
     deals::{pipelines::PipelinesService, service::DealsService},
+    kb_groups::KbGroupsService,
+    routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
     webhooks::service::WebhooksService,
 };
@@ -35,9 +45,16 @@ pub struct Services {
     pub deals: DealsService,
     pub pipelines: PipelinesService,
     pub webhooks: WebhooksService,
+    pub agents: AgentsService,
+    pub channels: ChannelsService,
+    pub entry_points: EntryPointsService,
+    pub kb_groups: KbGroupsService,
+    pub broadcasts: BroadcastsService,
+    pub campaigns: CampaignsService,
     pub admin: AdminService,
     pub admin_token: AdminToken,
     pub guard: Arc<Guard>,
+    pub sunset: Arc<Sunset>,
 }
 
 pub async fn routes(services: Services) -> anyhow::Result<Routes> {
@@ -48,6 +65,12 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<DealsServer<DealsService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
+    reporter.set_serving::<AgentsServer<AgentsService>>().await;
+    reporter.set_serving::<ChannelsServer<ChannelsService>>().await;
+    reporter.set_serving::<EntryPointsServer<EntryPointsService>>().await;
+    reporter.set_serving::<KbGroupsServer<KbGroupsService>>().await;
+    reporter.set_serving::<BroadcastsServer<BroadcastsService>>().await;
+    reporter.set_serving::<CampaignsServer<CampaignsService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
@@ -58,6 +81,12 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(DealsServer::new(services.deals))
         .add_service(PipelinesServer::new(services.pipelines))
         .add_service(WebhooksServer::new(services.webhooks))
+        .add_service(AgentsServer::new(services.agents))
+        .add_service(ChannelsServer::new(services.channels))
+        .add_service(EntryPointsServer::new(services.entry_points))
+        .add_service(KbGroupsServer::new(services.kb_groups))
+        .add_service(BroadcastsServer::new(services.broadcasts))
+        .add_service(CampaignsServer::new(services.campaigns))
         .add_service(AdminServer::with_interceptor(services.admin, move |request| {
             admin_token.check(request)
         }))
@@ -65,11 +94,16 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
     let guard = services.guard;
-    // Layers run outside-in: trace first (so refusals are traced with their request id), then the guard.
+    let sunset = services.sunset;
+    // Layers run outside-in: trace first (so refusals are traced with their request id), then the campaigns'
+    // deprecation (so the guard's refusals carry it too), then the guard.
     let router = routes
         .into_axum_router()
         .layer(axum::middleware::from_fn(move |request, next| {
             crate::access::guard::guard(guard.clone(), request, next)
+        }))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            sunset::sunset(sunset.clone(), request, next)
         }))
         .layer(axum::middleware::from_fn(trace::trace_call));
     Ok(Routes::from(router))

@@ -6,7 +6,10 @@ pub mod settings;
 use std::time::Duration;
 
 use frontdesk_migrations::{Migrator, MigratorTrait};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use sea_orm::{
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait, PrimaryKeyTrait,
+    QueryFilter,
+};
 
 /// Opens a pool on `url`. Start-up needs the database (migrations run first), so an unreachable database at
 /// start is an error that names it; an outage after start is reported by the health check instead.
@@ -21,6 +24,34 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
     Database::connect(options)
         .await
         .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(url)))
+}
+
+/// The row with this id when it belongs to the account (another account's row is as absent as a missing
+/// one).
+pub async fn owned<E>(
+    db: &impl ConnectionTrait,
+    account: E::Column,
+    account_id: &str,
+    id: &str,
+) -> Result<Option<E::Model>, sea_orm::DbErr>
+where
+    E: EntityTrait,
+    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<String>,
+{
+    E::find_by_id(id.to_owned())
+        .filter(account.eq(account_id))
+        .one(db)
+        .await
+}
+
+/// A value as the JSON text stored in a text column.
+pub fn to_json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// A JSON text column read back; a value this version cannot read falls back to the default.
+pub fn from_json_text<T: serde::de::DeserializeOwned + Default>(text: &str) -> T {
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// Applies every pending migration.

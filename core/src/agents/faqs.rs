@@ -1,0 +1,152 @@
+//! An agent's FAQs: questions and answers it answers from, written directly or applied from a knowledge
+//! group (then `group_id` says which).
+
+use chrono::{DateTime, Utc};
+use frontdesk_api::v1::{CreateFaqRequest, Faq, FaqAnswer, FaqList, ListFaqsRequest, UpdateFaqRequest};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter};
+
+use super::find;
+use crate::{
+    error::{ApiError, ApiResult, FieldViolation},
+    paging::{self, Page},
+    store::entities::agent_faqs,
+    timestamps,
+    validate::Violations,
+};
+
+pub const MAX_QUESTION: usize = 1_000;
+pub const MAX_ANSWER: usize = 10_000;
+
+pub fn faq_message(m: &agent_faqs::Model) -> Faq {
+    Faq {
+        id: m.id.clone(),
+        agent_id: m.agent_id.clone(),
+        question: m.question.clone(),
+        answer: m.answer.clone(),
+        group_id: m.group_id.clone(),
+        created_at: Some(timestamps::to_proto(m.created_at)),
+        updated_at: Some(timestamps::to_proto(m.updated_at)),
+    }
+}
+
+fn answer(m: &agent_faqs::Model) -> FaqAnswer {
+    FaqAnswer {
+        success: true,
+        faq: Some(faq_message(m)),
+    }
+}
+
+/// Checks a question and answer (required, bounded).
+pub fn check(v: &mut Violations, question: &str, answer: &str) {
+    v.text("question", question, true, MAX_QUESTION);
+    v.text("answer", answer, true, MAX_ANSWER);
+}
+
+/// A new FAQ row on `agent_id`.
+pub fn new_faq(
+    account_id: &str,
+    agent_id: &str,
+    question: &str,
+    answer: &str,
+    group_id: Option<String>,
+    now: DateTime<Utc>,
+) -> agent_faqs::Model {
+    agent_faqs::Model {
+        id: format!("faq_{}", crate::ids::base62(16)),
+        account_id: account_id.to_owned(),
+        agent_id: agent_id.to_owned(),
+        question: question.trim().to_owned(),
+        answer: answer.trim().to_owned(),
+        group_id,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+async fn find_faq(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    agent_id: &str,
+    faq_id: &str,
+) -> ApiResult<agent_faqs::Model> {
+    agent_faqs::Entity::find_by_id(faq_id)
+        .filter(agent_faqs::Column::AccountId.eq(account_id))
+        .filter(agent_faqs::Column::AgentId.eq(agent_id))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("FAQ"))
+}
+
+pub async fn list(db: &impl ConnectionTrait, account_id: &str, r: ListFaqsRequest) -> ApiResult<FaqList> {
+    let page = Page::checked(r.limit, &r.cursor, "faq_")?;
+    let agent = find(db, account_id, &r.agent_id).await?;
+    let select = agent_faqs::Entity::find().filter(agent_faqs::Column::AgentId.eq(&agent.id));
+    let (rows, more) = paging::fetch(db, select, &page, agent_faqs::Column::CreatedAt, agent_faqs::Column::Id).await?;
+    Ok(FaqList {
+        success: true,
+        next_cursor: paging::next_cursor(more, rows.last().map(|f| (f.created_at, f.id.as_str()))),
+        faqs: rows.iter().map(faq_message).collect(),
+    })
+}
+
+pub async fn create(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    r: CreateFaqRequest,
+    now: DateTime<Utc>,
+) -> ApiResult<FaqAnswer> {
+    let mut v = Violations::new();
+    check(&mut v, &r.question, &r.answer);
+    v.finish()?;
+    let agent = find(db, account_id, &r.agent_id).await?;
+    let faq = new_faq(account_id, &agent.id, &r.question, &r.answer, None, now);
+    agent_faqs::Entity::insert(agent_faqs::ActiveModel::from(faq.clone()).reset_all())
+        .exec_without_returning(db)
+        .await?;
+    Ok(answer(&faq))
+}
+
+pub async fn update(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    r: UpdateFaqRequest,
+    now: DateTime<Utc>,
+) -> ApiResult<FaqAnswer> {
+    let mut question = None;
+    let mut answer_text = None;
+    let mut v = Violations::new();
+    for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
+        match path.as_str() {
+            "question" => question = Some(r.question.clone()),
+            "answer" => answer_text = Some(r.answer.clone()),
+            "agent_id" | "faq_id" => {}
+            other => v.push(FieldViolation::new(
+                "update_mask",
+                format!("`{other}` is not a FAQ field"),
+            )),
+        }
+    }
+    if let Some(q) = &question {
+        v.text("question", q, true, MAX_QUESTION);
+    }
+    if let Some(a) = &answer_text {
+        v.text("answer", a, true, MAX_ANSWER);
+    }
+    v.finish()?;
+    let mut faq = find_faq(db, account_id, &r.agent_id, &r.faq_id).await?;
+    if let Some(q) = question {
+        faq.question = q.trim().to_owned();
+    }
+    if let Some(a) = answer_text {
+        faq.answer = a.trim().to_owned();
+    }
+    faq.updated_at = now;
+    faq.clone().into_active_model().reset_all().update(db).await?;
+    Ok(answer(&faq))
+}
+
+pub async fn delete(db: &impl ConnectionTrait, account_id: &str, agent_id: &str, faq_id: &str) -> ApiResult<()> {
+    let faq = find_faq(db, account_id, agent_id, faq_id).await?;
+    agent_faqs::Entity::delete_by_id(&faq.id).exec(db).await?;
+    Ok(())
+}

@@ -1,0 +1,407 @@
+//! `/v1/campaigns` (deprecated): a facade over agents, channel defaults and broadcasts. A campaign's id is
+//! its agent's (Incoming, Combined) or its broadcast's (Outgoing); the `campaigns` table records what a
+//! campaign made through this facade is, and every other agent or broadcast reads as a campaign too.
+
+pub mod sunset;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use frontdesk_api::v1::{
+    Campaign, CampaignAnswer, CampaignList, CreateCampaignRequest, GetCampaignRequest, ListCampaignsRequest,
+    UpdateCampaignRequest, campaigns_server::Campaigns,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    TransactionTrait,
+};
+use tonic::{Request, Response, Status};
+
+use crate::{
+    accounts,
+    agents::{
+        self,
+        fields::AgentFields,
+        service::{self as agent_ops, account_of},
+    },
+    broadcasts::{self, AudienceSpec, BroadcastFields},
+    clock::Clock,
+    error::{ApiError, ApiResult, FieldViolation},
+    paging::{self, Page},
+    routing::{channels::require_connected, entry_points::set_default},
+    store::{
+        self,
+        entities::{agents as agent_rows, broadcasts as broadcast_rows, campaigns, channel_defaults},
+        from_json_text,
+    },
+    timestamps,
+    validate::Violations,
+};
+
+const TYPES: &[&str] = &["Incoming", "Outgoing", "Combined"];
+
+/// What a campaign is made of.
+struct Parts {
+    id: String,
+    kind: String,
+    agent: Option<agent_rows::Model>,
+    broadcast: Option<broadcast_rows::Model>,
+    created_at: DateTime<Utc>,
+}
+
+#[derive(Clone)]
+pub struct CampaignsService {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+}
+
+impl CampaignsService {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock }
+    }
+}
+
+async fn agent(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Option<agent_rows::Model>> {
+    Ok(store::owned::<agent_rows::Entity>(db, agent_rows::Column::AccountId, account_id, id).await?)
+}
+
+async fn broadcast(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Option<broadcast_rows::Model>> {
+    Ok(store::owned::<broadcast_rows::Entity>(db, broadcast_rows::Column::AccountId, account_id, id).await?)
+}
+
+/// The campaign with this id: a facade record, else an agent (Incoming), else a broadcast (Outgoing).
+async fn parts(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Parts> {
+    if let Some(record) = store::owned::<campaigns::Entity>(db, campaigns::Column::AccountId, account_id, id).await? {
+        let broadcast = match &record.broadcast_id {
+            Some(b) => broadcast(db, account_id, b).await?,
+            None => None,
+        };
+        return Ok(Parts {
+            agent: agent(db, account_id, &record.agent_id).await?,
+            broadcast,
+            id: record.id,
+            kind: record.kind,
+            created_at: record.created_at,
+        });
+    }
+    if let Some(agent) = agent(db, account_id, id).await? {
+        return Ok(Parts {
+            id: agent.id.clone(),
+            kind: "Incoming".to_owned(),
+            created_at: agent.created_at,
+            agent: Some(agent),
+            broadcast: None,
+        });
+    }
+    if let Some(broadcast) = broadcast(db, account_id, id).await? {
+        return Ok(Parts {
+            id: broadcast.id.clone(),
+            kind: "Outgoing".to_owned(),
+            created_at: broadcast.created_at,
+            agent: agent(db, account_id, &broadcast.agent_id).await?,
+            broadcast: Some(broadcast),
+        });
+    }
+    Err(ApiError::not_found("campaign"))
+}
+
+/// The agent behind a campaign (for knowledge groups' `apply`).
+pub async fn agent_of(db: &impl ConnectionTrait, account_id: &str, campaign_id: &str) -> ApiResult<String> {
+    parts(db, account_id, campaign_id)
+        .await?
+        .agent
+        .map(|a| a.id)
+        .ok_or_else(|| ApiError::not_found("campaign"))
+}
+
+/// The first channel (by name) whose default is the agent.
+async fn default_channel(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -> ApiResult<String> {
+    Ok(channel_defaults::Entity::find()
+        .filter(channel_defaults::Column::AccountId.eq(account_id))
+        .filter(channel_defaults::Column::AgentId.eq(agent_id))
+        .order_by_asc(channel_defaults::Column::Channel)
+        .one(db)
+        .await?
+        .map(|d| d.channel)
+        .unwrap_or_default())
+}
+
+async fn render(db: &impl ConnectionTrait, account_id: &str, p: Parts) -> ApiResult<Campaign> {
+    let outgoing = p.kind == "Outgoing";
+    let channel = match (&p.broadcast, &p.agent) {
+        (Some(b), _) if outgoing => b.channel.clone(),
+        (_, Some(a)) => default_channel(db, account_id, &a.id).await?,
+        _ => String::new(),
+    };
+    let status = match (&p.broadcast, &p.agent) {
+        (Some(b), _) if outgoing => b.status.clone(),
+        (_, Some(a)) => a.status.clone(),
+        (Some(b), None) => b.status.clone(),
+        (None, None) => String::new(),
+    };
+    let name = match (&p.broadcast, &p.agent) {
+        (Some(b), _) if outgoing => b.name.clone(),
+        (_, Some(a)) => a.name.clone(),
+        _ => String::new(),
+    };
+    Ok(Campaign {
+        id: p.id,
+        name,
+        r#type: p.kind,
+        agent_id: p.agent.as_ref().map(|a| a.id.clone()).unwrap_or_default(),
+        broadcast_id: p.broadcast.as_ref().map(|b| b.id.clone()),
+        channel,
+        instructions: p.agent.as_ref().map(|a| a.instructions.clone()).unwrap_or_default(),
+        opener: p.broadcast.as_ref().map(|b| b.opener.clone()).unwrap_or_default(),
+        audience: Some(
+            p.broadcast
+                .as_ref()
+                .map(|b| from_json_text::<AudienceSpec>(&b.audience))
+                .unwrap_or_default()
+                .message(),
+        ),
+        send_at: p.broadcast.as_ref().and_then(|b| b.send_at).map(timestamps::to_proto),
+        status,
+        created_at: Some(timestamps::to_proto(p.created_at)),
+    })
+}
+
+impl CampaignsService {
+    /// Agents (but those answering an Outgoing campaign, which its broadcast shows) and broadcasts (but
+    /// those inside a Combined campaign), merged newest first.
+    async fn list(&self, account_id: &str, page: &Page) -> ApiResult<(Vec<Campaign>, Option<String>)> {
+        let records = campaigns::Entity::find()
+            .filter(campaigns::Column::AccountId.eq(account_id))
+            .all(&self.db)
+            .await?;
+        let hidden_agents = records
+            .iter()
+            .filter(|r| r.kind == "Outgoing")
+            .map(|r| r.agent_id.clone());
+        let hidden_broadcasts = records
+            .iter()
+            .filter(|r| r.kind != "Outgoing")
+            .filter_map(|r| r.broadcast_id.clone());
+        let agents = agent_rows::Entity::find()
+            .filter(agent_rows::Column::AccountId.eq(account_id))
+            .filter(agent_rows::Column::Id.is_not_in(hidden_agents));
+        let broadcasts = broadcast_rows::Entity::find()
+            .filter(broadcast_rows::Column::AccountId.eq(account_id))
+            .filter(broadcast_rows::Column::Id.is_not_in(hidden_broadcasts));
+        let (agents, more_agents) = paging::fetch(
+            &self.db,
+            agents,
+            page,
+            agent_rows::Column::CreatedAt,
+            agent_rows::Column::Id,
+        )
+        .await?;
+        let (broadcasts, more_broadcasts) = paging::fetch(
+            &self.db,
+            broadcasts,
+            page,
+            broadcast_rows::Column::CreatedAt,
+            broadcast_rows::Column::Id,
+        )
+        .await?;
+        let mut items: Vec<(DateTime<Utc>, String)> = agents
+            .iter()
+            .map(|a| (a.created_at, a.id.clone()))
+            .chain(broadcasts.iter().map(|b| (b.created_at, b.id.clone())))
+            .collect();
+        items.sort_by(|a, b| b.cmp(a));
+        let more = more_agents || more_broadcasts || items.len() as u64 > page.limit;
+        items.truncate(page.limit as usize);
+        let next = paging::next_cursor(more, items.last().map(|(at, id)| (*at, id.as_str())));
+        let mut out = Vec::with_capacity(items.len());
+        for (_, id) in items {
+            out.push(render(&self.db, account_id, parts(&self.db, account_id, &id).await?).await?);
+        }
+        Ok((out, next))
+    }
+
+    async fn create(&self, account_id: &str, r: CreateCampaignRequest) -> ApiResult<Campaign> {
+        let mut v = Violations::new();
+        v.one_of("type", &r.r#type, TYPES);
+        v.text("name", &r.name, true, 200);
+        let wants_broadcast = !r.opener.is_empty() || r.audience.is_some();
+        v.check(
+            r.r#type != "Outgoing" || !r.opener.trim().is_empty(),
+            "opener",
+            "is required for an Outgoing campaign",
+        );
+        v.check(
+            r.r#type != "Outgoing" || r.audience.is_some(),
+            "audience",
+            "is required for an Outgoing campaign",
+        );
+        v.check(
+            r.r#type != "Incoming" || !wants_broadcast,
+            "opener",
+            "an Incoming campaign sends nothing: use Combined or Outgoing",
+        );
+        v.finish()?;
+        let now = self.clock.now();
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        require_connected(&txn, account_id, &r.channel, "channel").await?;
+        let agent_fields = AgentFields {
+            name: Some(r.name.clone()),
+            instructions: Some(r.instructions.clone()),
+            ..AgentFields::default()
+        };
+        let agent = if r.r#type == "Outgoing" && !r.agent_id.is_empty() {
+            agents::find(&txn, account_id, &r.agent_id)
+                .await
+                .map_err(|_| ApiError::field("agent_id", format!("no agent `{}` on this account", r.agent_id)))?
+        } else {
+            agent_ops::create(&txn, account_id, agent_fields, now).await?
+        };
+        if r.r#type != "Outgoing" {
+            set_default(&txn, account_id, &r.channel, &agent.id, now).await?;
+        }
+        let broadcast = if r.r#type == "Outgoing" || wants_broadcast {
+            let fields = BroadcastFields {
+                name: Some(r.name.clone()),
+                agent_id: Some(agent.id.clone()),
+                channel: Some(r.channel.clone()),
+                audience: Some(r.audience.clone().unwrap_or_default().into()),
+                opener: Some(r.opener.clone()),
+                send_at: Some(timestamps::from_proto(r.send_at)),
+            };
+            Some(broadcasts::create(&txn, account_id, fields, now).await?)
+        } else {
+            None
+        };
+        let record = campaigns::Model {
+            id: match (&broadcast, r.r#type.as_str()) {
+                (Some(b), "Outgoing") => b.id.clone(),
+                _ => agent.id.clone(),
+            },
+            account_id: account_id.to_owned(),
+            kind: r.r#type.clone(),
+            agent_id: agent.id.clone(),
+            broadcast_id: broadcast.as_ref().map(|b| b.id.clone()),
+            created_at: now,
+        };
+        campaigns::ActiveModel::from(record.clone())
+            .reset_all()
+            .insert(&txn)
+            .await?;
+        let campaign = render(&txn, account_id, parts(&txn, account_id, &record.id).await?).await?;
+        txn.commit().await?;
+        Ok(campaign)
+    }
+
+    async fn update(&self, account_id: &str, r: UpdateCampaignRequest) -> ApiResult<Campaign> {
+        let now = self.clock.now();
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let p = parts(&txn, account_id, &r.campaign_id).await?;
+        let outgoing = p.kind == "Outgoing";
+        let mut agent_fields = AgentFields::default();
+        let mut send_fields = BroadcastFields::default();
+        let mut new_channel = None;
+        let mut unknown = Vec::new();
+        for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
+            match path.as_str() {
+                "name" if outgoing => send_fields.name = Some(r.name.clone()),
+                "name" => agent_fields.name = Some(r.name.clone()),
+                "instructions" => agent_fields.instructions = Some(r.instructions.clone()),
+                "channel" if outgoing => send_fields.channel = Some(r.channel.clone()),
+                "channel" => new_channel = Some(r.channel.clone()),
+                "opener" => send_fields.opener = Some(r.opener.clone()),
+                "audience" => send_fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
+                "send_at" => send_fields.send_at = Some(timestamps::from_proto(r.send_at)),
+                "campaign_id" => {}
+                other => unknown.push(FieldViolation::new(
+                    "update_mask",
+                    format!("`{other}` is not a campaign field"),
+                )),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(ApiError::invalid(unknown));
+        }
+        if agent_fields != AgentFields::default() {
+            let agent = p
+                .agent
+                .as_ref()
+                .ok_or_else(|| ApiError::failed_precondition("this campaign has no agent"))?;
+            agent_ops::update(&txn, account_id, &agent.id, agent_fields, now).await?;
+        }
+        if let Some(channel) = new_channel {
+            let agent = p
+                .agent
+                .as_ref()
+                .ok_or_else(|| ApiError::failed_precondition("this campaign has no agent"))?;
+            set_default(&txn, account_id, &channel, &agent.id, now).await?;
+            // The campaign moves: the agent stops being the default of its other channels.
+            channel_defaults::Entity::delete_many()
+                .filter(channel_defaults::Column::AccountId.eq(account_id))
+                .filter(channel_defaults::Column::AgentId.eq(&agent.id))
+                .filter(channel_defaults::Column::Channel.ne(&channel))
+                .exec(&txn)
+                .await?;
+        }
+        let changes_sending = send_fields.name.is_some()
+            || send_fields.channel.is_some()
+            || send_fields.opener.is_some()
+            || send_fields.audience.is_some()
+            || send_fields.send_at.is_some();
+        if changes_sending {
+            let broadcast = p.broadcast.as_ref().ok_or_else(|| {
+                ApiError::failed_precondition("this campaign sends nothing: opener, audience and send_at do not apply")
+            })?;
+            broadcasts::update(&txn, account_id, &broadcast.id, send_fields, now).await?;
+        }
+        let campaign = render(&txn, account_id, parts(&txn, account_id, &p.id).await?).await?;
+        txn.commit().await?;
+        Ok(campaign)
+    }
+}
+
+fn answer(campaign: Campaign) -> Response<CampaignAnswer> {
+    Response::new(CampaignAnswer {
+        success: true,
+        campaign: Some(campaign),
+    })
+}
+
+#[tonic::async_trait]
+impl Campaigns for CampaignsService {
+    async fn list_campaigns(&self, request: Request<ListCampaignsRequest>) -> Result<Response<CampaignList>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        // Agent and broadcast ids share one cursor, so any id prefix is accepted.
+        let page = Page::checked(r.limit, &r.cursor, "")?;
+        let (campaigns, next_cursor) = self.list(&account_id, &page).await?;
+        Ok(Response::new(CampaignList {
+            success: true,
+            campaigns,
+            next_cursor,
+        }))
+    }
+
+    async fn get_campaign(&self, request: Request<GetCampaignRequest>) -> Result<Response<CampaignAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        let p = parts(&self.db, &account_id, &request.get_ref().campaign_id).await?;
+        Ok(answer(render(&self.db, &account_id, p).await?))
+    }
+
+    async fn create_campaign(
+        &self,
+        request: Request<CreateCampaignRequest>,
+    ) -> Result<Response<CampaignAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        Ok(answer(self.create(&account_id, request.into_inner()).await?))
+    }
+
+    async fn update_campaign(
+        &self,
+        request: Request<UpdateCampaignRequest>,
+    ) -> Result<Response<CampaignAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        Ok(answer(self.update(&account_id, request.into_inner()).await?))
+    }
+}

@@ -1,0 +1,280 @@
+//! Connected channels. Each has a type and the provider that carries it; the provider's credentials are
+//! sealed at rest (`secrets`) and never answered, only the names of the configured keys.
+
+use std::sync::Arc;
+
+use frontdesk_api::v1::{
+    Channel, ChannelAnswer, ChannelList, ConnectChannelRequest, Deleted, DisconnectChannelRequest, ListChannelsRequest,
+    channels_server::Channels,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait,
+};
+use tonic::{Request, Response, Status};
+
+use crate::{
+    accounts,
+    agents::service::{account_of, deleted},
+    clock::Clock,
+    error::{ApiError, ApiResult},
+    paging::{self, Page},
+    secrets::Sealer,
+    store::{
+        entities::{channel_defaults, channels},
+        from_json_text, to_json_text,
+    },
+    timestamps,
+    validate::Violations,
+    webhooks::subscription::check_name,
+};
+
+/// Channel type -> the provider that carries it.
+const PROVIDERS: &[(&str, &str)] = &[
+    ("webchat", "builtin"),
+    ("sms", "twilio"),
+    ("whatsapp", "whatsapp_cloud"),
+    ("instagram", "meta"),
+    ("messenger", "meta"),
+];
+
+/// Provider -> the configuration keys it cannot work without.
+const REQUIRED_KEYS: &[(&str, &[&str])] = &[
+    ("builtin", &[]),
+    ("twilio", &["account_sid", "auth_token", "from_number"]),
+    ("whatsapp_cloud", &["phone_number_id", "access_token"]),
+    ("meta", &["page_id", "access_token"]),
+];
+const MAX_KEYS: usize = 20;
+const MAX_VALUE_CHARS: usize = 4_096;
+
+#[derive(Clone)]
+pub struct ChannelsService {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    sealer: Sealer,
+}
+
+impl ChannelsService {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sealer: Sealer) -> Self {
+        Self { db, clock, sealer }
+    }
+}
+
+/// The account's connected channel of this name.
+pub async fn connected(db: &impl ConnectionTrait, account_id: &str, name: &str) -> ApiResult<Option<channels::Model>> {
+    Ok(channels::Entity::find()
+        .filter(channels::Column::AccountId.eq(account_id))
+        .filter(channels::Column::Name.eq(name))
+        .one(db)
+        .await?)
+}
+
+/// 400 naming `field` unless `name` is a connected channel of the account.
+pub async fn require_connected(db: &impl ConnectionTrait, account_id: &str, name: &str, field: &str) -> ApiResult<()> {
+    if name.is_empty() {
+        return Err(ApiError::field(field, "is required"));
+    }
+    match connected(db, account_id, name).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::field(field, format!("no connected channel named `{name}`"))),
+    }
+}
+
+fn channel_message(m: &channels::Model) -> Channel {
+    Channel {
+        name: m.name.clone(),
+        r#type: m.kind.clone(),
+        provider: m.provider.clone(),
+        configured_keys: from_json_text(&m.configured_keys),
+        created_at: Some(timestamps::to_proto(m.created_at)),
+    }
+}
+
+/// The provider (given or the type's own) after checking type, provider and configuration.
+fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
+    let mut v = Violations::new();
+    if let Err(violation) = check_name(&r.name) {
+        v.push(violation);
+    }
+    let Some(carrier) = provider_of(&r.r#type) else {
+        let kinds: Vec<&str> = PROVIDERS.iter().map(|(kind, _)| *kind).collect();
+        v.one_of("type", &r.r#type, &kinds);
+        return Err(v.finish().unwrap_err());
+    };
+    let provider = if r.provider.is_empty() {
+        carrier.to_owned()
+    } else {
+        r.provider.clone()
+    };
+    v.check(
+        provider == carrier,
+        "provider",
+        format!("a {} channel is carried by `{carrier}`", r.r#type),
+    );
+    let required = REQUIRED_KEYS
+        .iter()
+        .find(|(p, _)| *p == provider)
+        .map_or(&[][..], |(_, keys)| *keys);
+    for key in required {
+        v.check(
+            r.config.get(*key).is_some_and(|value| !value.trim().is_empty()),
+            &format!("config.{key}"),
+            format!("is required by {provider}"),
+        );
+    }
+    v.check(
+        r.config.len() <= MAX_KEYS,
+        "config",
+        format!("must hold at most {MAX_KEYS} keys"),
+    );
+    for (key, value) in &r.config {
+        v.check(
+            !key.is_empty()
+                && key.len() <= 64
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            &format!("config.{key}"),
+            "key names hold only lowercase letters, digits and `_`",
+        );
+        v.check(
+            value.chars().count() <= MAX_VALUE_CHARS,
+            &format!("config.{key}"),
+            format!("must be at most {MAX_VALUE_CHARS} characters"),
+        );
+    }
+    v.finish()?;
+    Ok(provider)
+}
+
+fn provider_of(kind: &str) -> Option<&'static str> {
+    PROVIDERS.iter().find(|(k, _)| *k == kind).map(|(_, p)| *p)
+}
+
+impl ChannelsService {
+    async fn connect(&self, account_id: &str, r: ConnectChannelRequest) -> ApiResult<channels::Model> {
+        let provider = check(&r)?;
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        if connected(&txn, account_id, &r.name).await?.is_some() {
+            return Err(ApiError::already_exists(format!(
+                "a channel named `{}` is connected",
+                r.name
+            )));
+        }
+        let id = format!("chn_{}", crate::ids::base62(16));
+        let mut keys: Vec<&String> = r.config.keys().collect();
+        keys.sort();
+        let config: std::collections::BTreeMap<&String, &String> = r.config.iter().collect();
+        let row = channels::Model {
+            config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
+            configured_keys: to_json_text(&keys),
+            id,
+            account_id: account_id.to_owned(),
+            name: r.name.clone(),
+            kind: r.r#type.clone(),
+            provider,
+            created_at: self.clock.now(),
+        };
+        channels::Entity::insert(channels::ActiveModel::from(row.clone()).reset_all())
+            .exec_without_returning(&txn)
+            .await?;
+        txn.commit().await?;
+        tracing::info!(account_id, channel = row.name, kind = row.kind, "channel connected");
+        Ok(row)
+    }
+
+    async fn disconnect(&self, account_id: &str, name: &str) -> ApiResult<()> {
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let channel = connected(&txn, account_id, name)
+            .await?
+            .ok_or_else(|| ApiError::not_found("channel"))?;
+        channel_defaults::Entity::delete_many()
+            .filter(channel_defaults::Column::AccountId.eq(account_id))
+            .filter(channel_defaults::Column::Channel.eq(&channel.name))
+            .exec(&txn)
+            .await?;
+        channels::Entity::delete_by_id(&channel.id).exec(&txn).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl Channels for ChannelsService {
+    async fn list_channels(&self, request: Request<ListChannelsRequest>) -> Result<Response<ChannelList>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        let page = Page::checked(r.limit, &r.cursor, "chn_")?;
+        let select = channels::Entity::find().filter(channels::Column::AccountId.eq(&account_id));
+        let (rows, more) = paging::fetch(
+            &self.db,
+            select,
+            &page,
+            channels::Column::CreatedAt,
+            channels::Column::Id,
+        )
+        .await
+        .map_err(ApiError::from)?;
+        Ok(Response::new(ChannelList {
+            success: true,
+            next_cursor: paging::next_cursor(more, rows.last().map(|c| (c.created_at, c.id.as_str()))),
+            channels: rows.iter().map(channel_message).collect(),
+        }))
+    }
+
+    async fn connect_channel(
+        &self,
+        request: Request<ConnectChannelRequest>,
+    ) -> Result<Response<ChannelAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        let channel = self.connect(&account_id, request.into_inner()).await?;
+        Ok(Response::new(ChannelAnswer {
+            success: true,
+            channel: Some(channel_message(&channel)),
+        }))
+    }
+
+    async fn disconnect_channel(
+        &self,
+        request: Request<DisconnectChannelRequest>,
+    ) -> Result<Response<Deleted>, Status> {
+        let account_id = account_of(&request)?;
+        let name = request.into_inner().name;
+        self.disconnect(&account_id, &name).await?;
+        Ok(deleted(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(kind: &str, config: &[(&str, &str)]) -> ConnectChannelRequest {
+        ConnectChannelRequest {
+            name: "main".into(),
+            r#type: kind.into(),
+            provider: String::new(),
+            config: config.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        }
+    }
+
+    #[test]
+    fn providers_and_required_keys() {
+        assert_eq!(check(&request("webchat", &[])).unwrap(), "builtin");
+        let sms = [
+            ("account_sid", "AC1"),
+            ("auth_token", "t"),
+            ("from_number", "+15550001111"),
+        ];
+        assert_eq!(check(&request("sms", &sms)).unwrap(), "twilio");
+        let error = check(&request("sms", &[("account_sid", "AC1")])).unwrap_err();
+        let fields: Vec<&str> = error.fields.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["config.auth_token", "config.from_number"]);
+        assert_eq!(check(&request("fax", &[])).unwrap_err().fields[0].field, "type");
+        let mut wrong = request("instagram", &[("page_id", "1"), ("access_token", "x")]);
+        wrong.provider = "twilio".into();
+        assert_eq!(check(&wrong).unwrap_err().fields[0].field, "provider");
+    }
+}

@@ -1,0 +1,29 @@
+//! An AI agent's configuration. `rules` is a JSON array of strings; `booking` and `follow_ups` are JSON objects.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "agents")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub name: String,
+    pub instructions: String,
+    pub rules: String,
+    pub goal: String,
+    pub personality: String,
+    pub language: String,
+    pub ai_tier: String,
+    pub anthropic_model: String,
+    pub booking: String,
+    pub follow_ups: String,
+    pub status: String,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,21 @@
+//! What a campaign made through the deprecated facade is: its id is its agent's (Incoming, Combined) or its broadcast's (Outgoing).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "campaigns")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    #[sea_orm(column_name = "type")]
+    pub kind: String,
+    pub agent_id: String,
+    pub broadcast_id: Option<String>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

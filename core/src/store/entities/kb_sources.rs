@@ -1,0 +1,26 @@
+//! A knowledge source (an imported web page, document or crawl) and the progress of its import.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "kb_sources")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub kind: String,
+    pub status: String,
+    pub pages_total: i32,
+    pub pages_done: i32,
+    pub sections: i32,
+    pub faqs_created: i32,
+    pub credits_used_milli: i64,
+    pub error: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

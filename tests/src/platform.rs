@@ -1,0 +1,167 @@
+//! A platform API client for one account (REST with its key; gRPC requests carrying it) and the assertions
+//! the black-box suites share.
+
+use serde_json::{Value, json};
+use tonic::metadata::MetadataValue;
+
+use crate::{Answer, Server, admin, call_with};
+
+/// An account on `server` with a high rate limit, and calls made with its key.
+pub struct Platform<'a> {
+    pub server: &'a Server,
+    pub account_id: String,
+    pub key: String,
+}
+
+impl Platform<'_> {
+    pub async fn new(server: &Server) -> Platform<'_> {
+        let (account_id, key) = admin::account(server, "growth", 10_000).await;
+        Platform {
+            server,
+            account_id,
+            key,
+        }
+    }
+
+    pub async fn send(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
+        let body = body.map(|b| b.to_string());
+        call_with(
+            method,
+            &self.server.url(path),
+            &[("x-api-key", &self.key)],
+            body.as_deref(),
+        )
+        .await
+    }
+
+    /// `method path` that must answer 200 with `"success": true`; the body.
+    pub async fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let answer = self.send(method, path, body).await;
+        assert_eq!(answer.status, 200, "{method} {path}: {}", answer.body);
+        assert_eq!(answer.body["success"], true, "{method} {path}: {}", answer.body);
+        answer.body
+    }
+
+    /// A new agent with only a name; its id.
+    pub async fn agent(&self, name: &str) -> String {
+        self.ok("POST", "/v1/agents", Some(json!({"name": name}))).await["agent"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A web chat channel (no credentials needed).
+    pub async fn webchat(&self, name: &str) {
+        self.ok("POST", "/v1/channels", Some(json!({"name": name, "type": "webchat"})))
+            .await;
+    }
+
+    /// The `id` field of every item under `key` in the list at `path`.
+    pub async fn ids(&self, path: &str, key: &str, id: &str) -> Vec<String> {
+        self.ok("GET", path, None).await[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path}: no {key}"))
+            .iter()
+            .map(|item| item[id].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// A gRPC request carrying this account's key.
+    pub fn grpc<T>(&self, message: T) -> tonic::Request<T> {
+        authed(&self.key, message)
+    }
+}
+
+/// A gRPC request carrying `key`.
+pub fn authed<T>(key: &str, message: T) -> tonic::Request<T> {
+    let key: MetadataValue<_> = key.parse().unwrap();
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("x-api-key", key);
+    request
+}
+
+/// A 400 `invalid_argument` naming `field`.
+pub fn assert_invalid(answer: &Answer, field: &str, case: &str) {
+    assert_eq!(
+        (answer.status, answer.code()),
+        (400, "invalid_argument"),
+        "{case}: {}",
+        answer.body
+    );
+    assert!(
+        answer.fields().iter().any(|f| f == field),
+        "{case}: expected field {field}: {}",
+        answer.body
+    );
+}
+
+pub fn assert_not_found(answer: &Answer, case: &str) {
+    assert_eq!(
+        (answer.status, answer.code()),
+        (404, "not_found"),
+        "{case}: {}",
+        answer.body
+    );
+}
+
+/// `prefix` + 16 base62 characters.
+pub fn assert_id(id: &Value, prefix: &str) {
+    let id = id.as_str().unwrap_or_else(|| panic!("an id, not {id}"));
+    let rest = id
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("{id} starts with {prefix}"));
+    assert!(
+        rest.len() == 16 && rest.chars().all(|c| c.is_ascii_alphanumeric()),
+        "{id}: {prefix} + 16 base62 characters"
+    );
+}
+
+/// RFC 3339 UTC with `Z`.
+pub fn assert_timestamp(value: &Value, what: &str) {
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: a timestamp, not {value}"));
+    assert!(text.ends_with('Z'), "{what}: RFC 3339 UTC with Z: {text}");
+    chrono::DateTime::parse_from_rfc3339(text).unwrap_or_else(|e| panic!("{what}: {text}: {e}"));
+}
+
+/// An agency account and one sub-account under it.
+pub async fn agency_and_child(server: &Server) -> (Platform<'_>, Platform<'_>) {
+    let (agency_id, agency_key) = admin::account(server, "scale", 10_000).await;
+    let (child_id, child_key) = admin::account_under(server, "growth", 10_000, &agency_id).await;
+    (
+        Platform {
+            server,
+            account_id: agency_id,
+            key: agency_key,
+        },
+        Platform {
+            server,
+            account_id: child_id,
+            key: child_key,
+        },
+    )
+}
+
+/// Declares `struct $name<'a>(Platform<'a>)`, which derefs to the kit's client and has `new`, so a test
+/// file can add helpers of its own.
+#[macro_export]
+macro_rules! platform_client {
+    ($name:ident) => {
+        struct $name<'a>($crate::platform::Platform<'a>);
+
+        impl<'a> std::ops::Deref for $name<'a> {
+            type Target = $crate::platform::Platform<'a>;
+
+            fn deref(&self) -> &$crate::platform::Platform<'a> {
+                &self.0
+            }
+        }
+
+        impl $name<'_> {
+            async fn new(server: &$crate::Server) -> $name<'_> {
+                $name($crate::platform::Platform::new(server).await)
+            }
+        }
+    };
+}

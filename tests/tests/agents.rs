@@ -1,0 +1,1594 @@
+//! Agents over REST and gRPC against the real binary, on SQLite and PostgreSQL: the agent itself (defaults,
+//! partial updates, bot configuration, paging, validation), its FAQs, attached knowledge sources, custom
+//! functions and MCP servers (header values sealed and never answered, private URLs refused), knowledge groups
+//! applied idempotently, and tenant isolation with agencies acting on their sub-accounts.
+
+use std::collections::HashMap;
+
+use chrono::TimeZone;
+use frontdesk_api::v1::{
+    ApplyKbGroupRequest, CreateAgentRequest, CreateCustomFunctionRequest, CreateFaqRequest, CreateKbGroupRequest,
+    GetAgentRequest, GroupFaq, ListAgentsRequest, ListFaqsRequest, agents_client::AgentsClient,
+    kb_groups_client::KbGroupsClient,
+};
+use frontdesk_tests::{
+    Answer, Db, Server, admin, call_with, on_both_databases,
+    platform::{agency_and_child, assert_id, assert_invalid, assert_not_found, assert_timestamp, authed},
+};
+use serde_json::{Value, json};
+use tonic::Code;
+
+frontdesk_tests::platform_client!(Api);
+
+/// A 400 `invalid_argument` naming a field under `prefix` (`booking`, `follow_ups.delay_minutes`, ...).
+fn assert_invalid_under(answer: &Answer, prefix: &str, case: &str) {
+    assert_eq!(
+        (answer.status, answer.code()),
+        (400, "invalid_argument"),
+        "{case}: {}",
+        answer.body
+    );
+    assert!(
+        answer.fields().iter().any(|f| f.starts_with(prefix)),
+        "{case}: expected a field under {prefix}: {}",
+        answer.body
+    );
+}
+
+/// A knowledge source written straight into the database (imports are not built yet).
+async fn seed_kb_source(db: &Db, account_id: &str, source_id: &str) {
+    use sea_orm::{ConnectionTrait, Statement};
+    let conn = db.connect().await;
+    let at = chrono::Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+    let values = if db.is_postgres() {
+        "$1, $2, 'url', 'ready', 3, 3, 12, 4, 150, NULL, $3, $4"
+    } else {
+        "?, ?, 'url', 'ready', 3, 3, 12, 4, 150, NULL, ?, ?"
+    };
+    let sql = format!(
+        "INSERT INTO kb_sources (id, account_id, kind, status, pages_total, pages_done, sections, faqs_created, \
+         credits_used_milli, error, created_at, updated_at) VALUES ({values})"
+    );
+    conn.execute_raw(Statement::from_sql_and_values(
+        conn.get_database_backend(),
+        sql,
+        [source_id.into(), account_id.into(), at.into(), at.into()],
+    ))
+    .await
+    .expect("seed a knowledge source");
+    conn.close().await.ok();
+}
+
+on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+
+    // Only the name is required; every field comes back, defaults included.
+    let created = api.ok("POST", "/v1/agents", Some(json!({"name": "Front desk"}))).await;
+    let agent = &created["agent"];
+    assert_id(&agent["id"], "agt_");
+    assert_eq!(agent["name"], "Front desk");
+    assert_eq!(
+        (
+            agent["instructions"].clone(),
+            agent["rules"].clone(),
+            agent["goal"].clone(),
+            agent["personality"].clone()
+        ),
+        (json!(""), json!([]), json!(""), json!(""))
+    );
+    assert_eq!(
+        (
+            agent["language"].clone(),
+            agent["ai_tier"].clone(),
+            agent["anthropic_model"].clone(),
+            agent["status"].clone()
+        ),
+        (json!("en"), json!("pro"), json!(""), json!("active"))
+    );
+    assert_eq!(
+        agent["booking"],
+        json!({"enabled": false, "link": "", "instructions": ""})
+    );
+    assert_eq!(
+        agent["follow_ups"],
+        json!({"enabled": false, "delay_minutes": 60, "max_count": 1, "message": ""})
+    );
+    assert_timestamp(&agent["created_at"], "created_at");
+    assert_timestamp(&agent["updated_at"], "updated_at");
+    let id = agent["id"].as_str().unwrap().to_owned();
+    assert_eq!(api.ok("GET", &format!("/v1/agents/{id}"), None).await["agent"], *agent);
+
+    // Every field set at creation is kept.
+    let full = api
+        .ok(
+            "POST",
+            "/v1/agents",
+            Some(json!({
+                "name": "Implant desk",
+                "instructions": "Answer questions about implants.",
+                "rules": ["Never quote prices", "Offer a consultation"],
+                "goal": "Book consultations",
+                "personality": "Warm and brief",
+                "language": "hi-IN",
+                "ai_tier": "max",
+                "anthropic_model": "claude-sonnet-4-5",
+                "booking": {"enabled": true, "link": "https://cal.example.com/implants", "instructions": "Weekdays"},
+                "follow_ups": {"enabled": true, "delay_minutes": 120, "max_count": 3, "message": "Still there?"},
+                "status": "paused"
+            })),
+        )
+        .await["agent"]
+        .clone();
+    assert_eq!(full["rules"], json!(["Never quote prices", "Offer a consultation"]));
+    assert_eq!(
+        (
+            full["language"].clone(),
+            full["ai_tier"].clone(),
+            full["anthropic_model"].clone(),
+            full["status"].clone()
+        ),
+        (
+            json!("hi-IN"),
+            json!("max"),
+            json!("claude-sonnet-4-5"),
+            json!("paused")
+        )
+    );
+    assert_eq!(
+        full["booking"],
+        json!({"enabled": true, "link": "https://cal.example.com/implants", "instructions": "Weekdays"})
+    );
+    assert_eq!(
+        full["follow_ups"],
+        json!({"enabled": true, "delay_minutes": 120, "max_count": 3, "message": "Still there?"})
+    );
+    let partial_follow_ups = api
+        .ok(
+            "POST",
+            "/v1/agents",
+            Some(json!({"name": "Follow-up defaults", "follow_ups": {"enabled": true, "delay_minutes": 30}})),
+        )
+        .await;
+    assert_eq!(
+        partial_follow_ups["agent"]["follow_ups"],
+        json!({"enabled": true, "delay_minutes": 30, "max_count": 1, "message": ""}),
+        "max_count defaults to 1"
+    );
+    for language in ["en", "hi-IN", "pt-BR", "zh-Hant-TW"] {
+        let answer = api
+            .send(
+                "POST",
+                "/v1/agents",
+                Some(json!({"name": "Lang", "language": language})),
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{language}: {}", answer.body);
+        assert_eq!(answer.body["agent"]["language"], language);
+    }
+
+    // PUT changes only the keys in the body.
+    let full_id = full["id"].as_str().unwrap().to_owned();
+    let put = api
+        .ok(
+            "PUT",
+            &format!("/v1/agents/{full_id}"),
+            Some(json!({"goal": "Fill the calendar", "status": "active"})),
+        )
+        .await["agent"]
+        .clone();
+    assert_eq!(
+        (put["goal"].clone(), put["status"].clone()),
+        (json!("Fill the calendar"), json!("active"))
+    );
+    for kept in [
+        "name",
+        "instructions",
+        "rules",
+        "personality",
+        "language",
+        "ai_tier",
+        "anthropic_model",
+        "booking",
+        "follow_ups",
+        "created_at",
+    ] {
+        assert_eq!(put[kept], full[kept], "PUT kept {kept}");
+    }
+    let renamed = api
+        .ok(
+            "PUT",
+            &format!("/v1/agents/{full_id}"),
+            Some(
+                json!({"name": "Implants", "rules": [], "booking": {"enabled": false, "link": "", "instructions": ""}}),
+            ),
+        )
+        .await["agent"]
+        .clone();
+    assert_eq!(
+        (
+            renamed["name"].clone(),
+            renamed["rules"].clone(),
+            renamed["booking"]["enabled"].clone()
+        ),
+        (json!("Implants"), json!([]), json!(false))
+    );
+    assert_eq!(renamed["goal"], "Fill the calendar");
+    assert_eq!(
+        api.ok("GET", &format!("/v1/agents/{full_id}"), None).await["agent"],
+        renamed,
+        "GET shows the update"
+    );
+
+    // The bot configuration is the narrower view of the same agent.
+    let bot = api
+        .ok(
+            "PUT",
+            &format!("/v1/agents/{full_id}/bot-config"),
+            Some(json!({"instructions": "Only implants.", "rules": ["Be brief"], "ai_tier": "mini"})),
+        )
+        .await;
+    assert_eq!(
+        bot["bot_config"],
+        json!({
+            "agent_id": full_id,
+            "instructions": "Only implants.",
+            "rules": ["Be brief"],
+            "goal": "Fill the calendar",
+            "personality": "Warm and brief",
+            "language": "hi-IN",
+            "ai_tier": "mini"
+        })
+    );
+    let after = api.ok("GET", &format!("/v1/agents/{full_id}"), None).await["agent"].clone();
+    assert_eq!(
+        (
+            after["instructions"].clone(),
+            after["rules"].clone(),
+            after["ai_tier"].clone(),
+            after["name"].clone()
+        ),
+        (
+            json!("Only implants."),
+            json!(["Be brief"]),
+            json!("mini"),
+            json!("Implants")
+        )
+    );
+    let bad_tier = api
+        .send(
+            "PUT",
+            &format!("/v1/agents/{full_id}/bot-config"),
+            Some(json!({"ai_tier": "ultra"})),
+        )
+        .await;
+    assert_invalid(&bad_tier, "ai_tier", "bot-config ai_tier");
+    let not_bot = api
+        .send(
+            "PUT",
+            &format!("/v1/agents/{full_id}/bot-config"),
+            Some(json!({"status": "paused"})),
+        )
+        .await;
+    assert_eq!(
+        not_bot.status, 400,
+        "status is not a bot-config field: {}",
+        not_bot.body
+    );
+    assert_not_found(
+        &api.send(
+            "PUT",
+            "/v1/agents/agt_0000000000000000/bot-config",
+            Some(json!({"goal": "x"})),
+        )
+        .await,
+        "bot-config of an unknown agent",
+    );
+
+    // Lists: newest first, paged by cursor.
+    let listed = api.ids("/v1/agents", "agents", "id").await;
+    assert_eq!(listed.len(), 7);
+    assert_eq!(listed.last(), Some(&id), "oldest last");
+    assert_eq!(listed[listed.len() - 2], full_id);
+    let first = api.ok("GET", "/v1/agents?limit=4", None).await;
+    assert_eq!(first["agents"].as_array().unwrap().len(), 4);
+    let cursor = first["next_cursor"].as_str().expect("a next page").to_owned();
+    let second = api
+        .ok("GET", &format!("/v1/agents?limit=4&cursor={cursor}"), None)
+        .await;
+    assert_eq!(second["next_cursor"], Value::Null, "last page");
+    let paged: Vec<String> = first["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second["agents"].as_array().unwrap())
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(paged, listed);
+    assert_eq!(api.ok("GET", "/v1/agents", None).await["next_cursor"], Value::Null);
+    for query in ["limit=0", "limit=201", "cursor=garbage"] {
+        let answer = api.send("GET", &format!("/v1/agents?{query}"), None).await;
+        assert_eq!(answer.status, 400, "{query}: {}", answer.body);
+    }
+
+    // Delete answers the id; the agent is gone after.
+    let deleted = api.send("DELETE", &format!("/v1/agents/{id}"), None).await;
+    assert_eq!(
+        (deleted.status, deleted.body.clone()),
+        (200, json!({"success": true, "id": id}))
+    );
+    assert_not_found(&api.send("GET", &format!("/v1/agents/{id}"), None).await, "deleted");
+    assert_not_found(
+        &api.send("DELETE", &format!("/v1/agents/{id}"), None).await,
+        "deleted twice",
+    );
+    assert_not_found(
+        &api.send("PUT", &format!("/v1/agents/{id}"), Some(json!({"goal": "x"})))
+            .await,
+        "update a deleted agent",
+    );
+    assert!(!api.ids("/v1/agents", "agents", "id").await.contains(&id));
+
+    // A key without the `agents` section.
+    let deals_only = admin::issue_key(&server, &api.account_id, &["deals"]).await;
+    for (method, path) in [
+        ("GET", "/v1/agents".to_owned()),
+        ("POST", "/v1/agents".to_owned()),
+        ("GET", format!("/v1/agents/{full_id}")),
+        ("GET", "/v1/kb-groups".to_owned()),
+    ] {
+        let answer = call_with(
+            method,
+            &server.url(&path),
+            &[("x-api-key", &deals_only)],
+            (method == "POST").then_some(r#"{"name": "x"}"#),
+        )
+        .await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (403, "insufficient_scope"),
+            "{method} {path}: {}",
+            answer.body
+        );
+    }
+    let agents_only = admin::issue_key(&server, &api.account_id, &["agents"]).await;
+    let answer = call_with("GET", &server.url("/v1/agents"), &[("x-api-key", &agents_only)], None).await;
+    assert_eq!(answer.status, 200, "the agents section is enough: {}", answer.body);
+});
+
+on_both_databases!(bad_agent_faq_and_tool_input_is_a_precise_400, |db: Db| async move {
+    // No FRONTDESK_ALLOW_PRIVATE_URLS: tools must point at public hosts.
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+    for (body, field) in [
+        (json!({}), "name"),
+        (json!({"name": ""}), "name"),
+        (json!({"name": "   "}), "name"),
+        (json!({"name": "x".repeat(201)}), "name"),
+        (json!({"name": "A", "ai_tier": "ultra"}), "ai_tier"),
+        (json!({"name": "A", "language": "english!"}), "language"),
+        (json!({"name": "A", "language": "e"}), "language"),
+        (json!({"name": "A", "status": "deleted"}), "status"),
+        (
+            json!({"name": "A", "anthropic_model": "Claude Sonnet!"}),
+            "anthropic_model",
+        ),
+    ] {
+        let answer = api.send("POST", "/v1/agents", Some(body.clone())).await;
+        assert_invalid(&answer, field, &body.to_string());
+    }
+    for (body, prefix) in [
+        (
+            json!({"name": "A", "booking": {"enabled": true, "link": "http://cal.example.com/x"}}),
+            "booking",
+        ),
+        (json!({"name": "A", "booking": {"enabled": true}}), "booking"),
+        (
+            json!({"name": "A", "follow_ups": {"enabled": true, "delay_minutes": 10081}}),
+            "follow_ups",
+        ),
+        (
+            json!({"name": "A", "follow_ups": {"enabled": true, "delay_minutes": -1}}),
+            "follow_ups",
+        ),
+        (
+            json!({"name": "A", "follow_ups": {"enabled": true, "max_count": 11}}),
+            "follow_ups",
+        ),
+    ] {
+        let answer = api.send("POST", "/v1/agents", Some(body.clone())).await;
+        assert_invalid_under(&answer, prefix, &body.to_string());
+    }
+    let unknown = api
+        .send("POST", "/v1/agents", Some(json!({"name": "A", "colour": "red"})))
+        .await;
+    assert_eq!(unknown.status, 400, "unknown field: {}", unknown.body);
+    assert!(
+        api.ok("GET", "/v1/agents", None).await["agents"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "no refused agent was stored"
+    );
+
+    let id = api.agent("Valid").await;
+    let path = format!("/v1/agents/{id}");
+    for (body, field) in [
+        (json!({"name": ""}), "name"),
+        (json!({"ai_tier": "ultra"}), "ai_tier"),
+        (json!({"language": "english!"}), "language"),
+        (json!({"status": "archived"}), "status"),
+    ] {
+        let answer = api.send("PUT", &path, Some(body.clone())).await;
+        assert_invalid(&answer, field, &format!("PUT {body}"));
+    }
+    let answer = api.send("PUT", &path, Some(json!({"colour": "red"}))).await;
+    assert_eq!(answer.status, 400, "unknown field on PUT: {}", answer.body);
+    let unchanged = api.ok("GET", &path, None).await["agent"].clone();
+    assert_eq!(
+        (
+            unchanged["name"].clone(),
+            unchanged["ai_tier"].clone(),
+            unchanged["status"].clone()
+        ),
+        (json!("Valid"), json!("pro"), json!("active")),
+        "a refused PUT changed nothing"
+    );
+    assert_not_found(
+        &api.send("GET", "/v1/agents/agt_0000000000000000", None).await,
+        "unknown agent",
+    );
+
+    // FAQs need a question and an answer.
+    let faqs = format!("/v1/agents/{id}/faqs");
+    for (body, field) in [
+        (json!({"question": "", "answer": "Yes"}), "question"),
+        (json!({"answer": "Yes"}), "question"),
+        (json!({"question": "Open on Sunday?", "answer": ""}), "answer"),
+        (json!({"question": "Open on Sunday?"}), "answer"),
+    ] {
+        let answer = api.send("POST", &faqs, Some(body.clone())).await;
+        assert_invalid(&answer, field, &format!("FAQ {body}"));
+    }
+    assert_not_found(
+        &api.send(
+            "POST",
+            "/v1/agents/agt_0000000000000000/faqs",
+            Some(json!({"question": "Q", "answer": "A"})),
+        )
+        .await,
+        "a FAQ on an unknown agent",
+    );
+
+    // Tools must call public HTTPS endpoints.
+    let functions = format!("/v1/agents/{id}/custom-functions");
+    for url in [
+        "https://127.0.0.1/x",
+        "https://10.0.0.7/hook",
+        "https://localhost/hook",
+        "https://[::1]/x",
+    ] {
+        let answer = api
+            .send(
+                "POST",
+                &functions,
+                Some(json!({"name": "lookup", "description": "Looks up", "url": url})),
+            )
+            .await;
+        assert_invalid(&answer, "url", url);
+    }
+    let mcp = format!("/v1/agents/{id}/mcp-servers");
+    let answer = api
+        .send(
+            "POST",
+            &mcp,
+            Some(json!({"name": "calendar", "url": "https://192.168.1.10/mcp"})),
+        )
+        .await;
+    assert_invalid(&answer, "url", "private MCP server");
+    assert!(
+        api.ok("GET", &functions, None).await["custom_functions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+});
+
+on_both_databases!(faqs_and_knowledge_sources_of_an_agent, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+    let other = Api::new(&server).await;
+    let id = api.agent("Knowledgeable").await;
+    let faqs = format!("/v1/agents/{id}/faqs");
+
+    let first = api
+        .ok(
+            "POST",
+            &faqs,
+            Some(json!({"question": "Open on Sunday?", "answer": "No, Monday to Saturday."})),
+        )
+        .await["faq"]
+        .clone();
+    assert_id(&first["id"], "faq_");
+    assert_eq!(
+        (
+            first["agent_id"].clone(),
+            first["question"].clone(),
+            first["answer"].clone(),
+            first["group_id"].clone()
+        ),
+        (
+            json!(id),
+            json!("Open on Sunday?"),
+            json!("No, Monday to Saturday."),
+            Value::Null
+        )
+    );
+    assert_timestamp(&first["created_at"], "created_at");
+    assert_timestamp(&first["updated_at"], "updated_at");
+    let second = api
+        .ok(
+            "POST",
+            &faqs,
+            Some(json!({"question": "Do you take insurance?", "answer": "Most plans."})),
+        )
+        .await["faq"]
+        .clone();
+    let (first_id, second_id) = (
+        first["id"].as_str().unwrap().to_owned(),
+        second["id"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(
+        api.ids(&faqs, "faqs", "id").await,
+        vec![second_id.clone(), first_id.clone()],
+        "newest first"
+    );
+    let page = api.ok("GET", &format!("{faqs}?limit=1"), None).await;
+    assert_eq!(page["faqs"].as_array().unwrap().len(), 1);
+    assert!(page["next_cursor"].is_string());
+
+    // PUT is partial.
+    let updated = api
+        .ok(
+            "PUT",
+            &format!("{faqs}/{first_id}"),
+            Some(json!({"answer": "Only in December."})),
+        )
+        .await["faq"]
+        .clone();
+    assert_eq!(
+        (updated["question"].clone(), updated["answer"].clone()),
+        (json!("Open on Sunday?"), json!("Only in December."))
+    );
+    let answer = api
+        .send("PUT", &format!("{faqs}/{first_id}"), Some(json!({"question": ""})))
+        .await;
+    assert_invalid(&answer, "question", "blank question on PUT");
+    assert_not_found(
+        &api.send(
+            "PUT",
+            &format!("{faqs}/faq_0000000000000000"),
+            Some(json!({"answer": "x"})),
+        )
+        .await,
+        "unknown FAQ",
+    );
+    let deleted = api.send("DELETE", &format!("{faqs}/{second_id}"), None).await;
+    assert_eq!(
+        (deleted.status, deleted.body.clone()),
+        (200, json!({"success": true, "id": second_id}))
+    );
+    assert_not_found(
+        &api.send("DELETE", &format!("{faqs}/{second_id}"), None).await,
+        "FAQ deleted twice",
+    );
+    assert_eq!(api.ids(&faqs, "faqs", "id").await, vec![first_id.clone()]);
+
+    // A FAQ is reached only through its own agent.
+    let elsewhere = api.agent("Elsewhere").await;
+    assert_not_found(
+        &api.send(
+            "PUT",
+            &format!("/v1/agents/{elsewhere}/faqs/{first_id}"),
+            Some(json!({"answer": "x"})),
+        )
+        .await,
+        "a FAQ through another agent",
+    );
+
+    // Knowledge sources: attach (idempotent), list, detach.
+    seed_kb_source(&db, &api.account_id, "src_A000000000000001").await;
+    seed_kb_source(&db, &other.account_id, "src_B000000000000001").await;
+    let sources = format!("/v1/agents/{id}/kb-sources");
+    let attached = api
+        .ok("POST", &sources, Some(json!({"source_id": "src_A000000000000001"})))
+        .await["kb_source"]
+        .clone();
+    assert_eq!(
+        (
+            attached["source_id"].clone(),
+            attached["agent_id"].clone(),
+            attached["kind"].clone(),
+            attached["status"].clone()
+        ),
+        (json!("src_A000000000000001"), json!(id), json!("url"), json!("ready"))
+    );
+    assert_timestamp(&attached["attached_at"], "attached_at");
+    let again = api
+        .ok("POST", &sources, Some(json!({"source_id": "src_A000000000000001"})))
+        .await;
+    assert_eq!(again["kb_source"]["source_id"], "src_A000000000000001");
+    assert_eq!(
+        api.ids(&sources, "kb_sources", "source_id").await,
+        vec!["src_A000000000000001".to_owned()],
+        "attaching twice keeps one attachment"
+    );
+    assert_not_found(
+        &api.send("POST", &sources, Some(json!({"source_id": "src_0000000000000000"})))
+            .await,
+        "unknown source",
+    );
+    assert_not_found(
+        &api.send("POST", &sources, Some(json!({"source_id": "src_B000000000000001"})))
+            .await,
+        "another account's source",
+    );
+    assert_not_found(
+        &other
+            .send("POST", &sources, Some(json!({"source_id": "src_B000000000000001"})))
+            .await,
+        "another account's agent",
+    );
+    let detached = api
+        .send("DELETE", &format!("{sources}/src_A000000000000001"), None)
+        .await;
+    assert_eq!(detached.status, 200, "{}", detached.body);
+    assert_eq!(detached.body["success"], true);
+    assert!(api.ids(&sources, "kb_sources", "source_id").await.is_empty());
+    assert_not_found(
+        &api.send("DELETE", &format!("{sources}/src_A000000000000001"), None)
+            .await,
+        "detached twice",
+    );
+    let reattached = api
+        .send("POST", &sources, Some(json!({"source_id": "src_A000000000000001"})))
+        .await;
+    assert_eq!(reattached.status, 200, "the source itself stays: {}", reattached.body);
+
+    // Deleting the agent takes its FAQs and attachments with it.
+    api.ok("DELETE", &format!("/v1/agents/{id}"), None).await;
+    assert_not_found(&api.send("GET", &faqs, None).await, "FAQs of a deleted agent");
+    assert_not_found(&api.send("GET", &sources, None).await, "sources of a deleted agent");
+});
+
+on_both_databases!(
+    custom_functions_and_mcp_servers_keep_their_secrets,
+    |db: Db| async move {
+        let server = Server::start(&db, &[("FRONTDESK_ALLOW_PRIVATE_URLS", "true")]).await;
+        let api = Api::new(&server).await;
+        let id = api.agent("Toolful").await;
+        let functions = format!("/v1/agents/{id}/custom-functions");
+        let mut bodies = Vec::new();
+
+        let parameters = json!({
+            "type": "object",
+            "properties": {"date": {"type": "string", "description": "YYYY-MM-DD"}, "party": {"type": "integer"}},
+            "required": ["date"]
+        });
+        let created = api
+            .send(
+                "POST",
+                &functions,
+                Some(json!({
+                    "name": "book_slot",
+                    "description": "Books an appointment slot",
+                    "url": "https://api.example.com/hook",
+                    "headers": {"x-api-token": "sk_FN_SECRET_42"},
+                    "parameters": parameters
+                })),
+            )
+            .await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        bodies.push(created.body.to_string());
+        let function = created.body["custom_function"].clone();
+        assert_id(&function["id"], "fn_");
+        assert_eq!(
+            (
+                function["agent_id"].clone(),
+                function["name"].clone(),
+                function["description"].clone(),
+                function["url"].clone(),
+                function["method"].clone()
+            ),
+            (
+                json!(id),
+                json!("book_slot"),
+                json!("Books an appointment slot"),
+                json!("https://api.example.com/hook"),
+                json!("POST")
+            ),
+            "method defaults to POST"
+        );
+        assert_eq!(function["headers"], json!({"x-api-token": "[redacted]"}));
+        assert_eq!(function["parameters"], parameters);
+        assert_timestamp(&function["created_at"], "created_at");
+        let function_id = function["id"].as_str().unwrap().to_owned();
+
+        let get = api
+            .ok(
+                "POST",
+                &functions,
+                Some(json!({
+                    "name": "Lookup-Price_2",
+                    "description": "Looks up a price",
+                    "url": "https://api.example.com/price",
+                    "method": "GET"
+                })),
+            )
+            .await;
+        bodies.push(get.to_string());
+        assert_eq!(get["custom_function"]["method"], "GET");
+        assert_eq!(get["custom_function"]["headers"], json!({}));
+        assert_eq!(
+            get["custom_function"]["parameters"]["type"], "object",
+            "parameters default to an object schema"
+        );
+        let listed = api.ok("GET", &functions, None).await;
+        bodies.push(listed.to_string());
+        let names: Vec<&str> = listed["custom_functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Lookup-Price_2", "book_slot"], "newest first");
+        assert_eq!(listed["next_cursor"], Value::Null);
+
+        let duplicate = api
+            .send(
+                "POST",
+                &functions,
+                Some(json!({"name": "book_slot", "description": "Again", "url": "https://api.example.com/other"})),
+            )
+            .await;
+        bodies.push(duplicate.body.to_string());
+        assert_eq!(
+            (duplicate.status, duplicate.code()),
+            (409, "already_exists"),
+            "{}",
+            duplicate.body
+        );
+        let other_agent = api.agent("Other tools").await;
+        let same_name_elsewhere = api
+            .send(
+                "POST",
+                &format!("/v1/agents/{other_agent}/custom-functions"),
+                Some(json!({"name": "book_slot", "description": "Books", "url": "https://api.example.com/hook"})),
+            )
+            .await;
+        assert_eq!(
+            same_name_elsewhere.status, 200,
+            "names are unique per agent: {}",
+            same_name_elsewhere.body
+        );
+
+        let valid = json!({"name": "ok_name", "description": "Does it", "url": "https://api.example.com/x"});
+        let with = |key: &str, value: Value| {
+            let mut body = valid.clone();
+            body[key] = value;
+            body
+        };
+        for (body, field) in [
+            (with("name", json!("1abc")), "name"),
+            (with("name", json!("has space")), "name"),
+            (with("name", json!("")), "name"),
+            (with("name", json!(format!("a{}", "b".repeat(64)))), "name"),
+            (with("description", json!("")), "description"),
+            (with("url", json!("http://api.example.com/x")), "url"),
+            (with("url", json!("not a url")), "url"),
+            (with("method", json!("FETCH")), "method"),
+            (with("parameters", json!({"type": "array"})), "parameters"),
+            (with("parameters", json!({"type": 5})), "parameters"),
+            (
+                with(
+                    "parameters",
+                    json!({"type": "object", "properties": {"x": {"type": "nonsense"}}}),
+                ),
+                "parameters",
+            ),
+        ] {
+            let answer = api.send("POST", &functions, Some(body.clone())).await;
+            bodies.push(answer.body.to_string());
+            assert_invalid(&answer, field, &body.to_string());
+        }
+        let mut missing_description = valid.clone();
+        missing_description.as_object_mut().unwrap().remove("description");
+        assert_invalid(
+            &api.send("POST", &functions, Some(missing_description)).await,
+            "description",
+            "no description",
+        );
+        assert_not_found(
+            &api.send(
+                "POST",
+                "/v1/agents/agt_0000000000000000/custom-functions",
+                Some(valid.clone()),
+            )
+            .await,
+            "a function on an unknown agent",
+        );
+
+        // MCP servers.
+        let servers = format!("/v1/agents/{id}/mcp-servers");
+        let mcp = api
+            .send(
+                "POST",
+                &servers,
+                Some(json!({
+                    "name": "calendar",
+                    "url": "https://mcp.example.com/mcp",
+                    "headers": {"authorization": "Bearer MCP_SECRET_77"},
+                    "allowed_tools": ["list_slots", "book_slot"]
+                })),
+            )
+            .await;
+        assert_eq!(mcp.status, 200, "{}", mcp.body);
+        bodies.push(mcp.body.to_string());
+        let mcp = mcp.body["mcp_server"].clone();
+        assert_id(&mcp["id"], "mcp_");
+        assert_eq!(
+            (
+                mcp["agent_id"].clone(),
+                mcp["name"].clone(),
+                mcp["url"].clone(),
+                mcp["transport"].clone()
+            ),
+            (
+                json!(id),
+                json!("calendar"),
+                json!("https://mcp.example.com/mcp"),
+                json!("streamable_http")
+            )
+        );
+        assert_eq!(mcp["headers"], json!({"authorization": "[redacted]"}));
+        assert_eq!(mcp["allowed_tools"], json!(["list_slots", "book_slot"]));
+        assert_timestamp(&mcp["created_at"], "created_at");
+        let explicit = api
+            .ok(
+                "POST",
+                &servers,
+                Some(json!({"name": "crm", "url": "https://mcp.example.com/crm", "transport": "streamable_http"})),
+            )
+            .await;
+        assert_eq!(explicit["mcp_server"]["allowed_tools"], json!([]));
+        let duplicate = api
+            .send(
+                "POST",
+                &servers,
+                Some(json!({"name": "calendar", "url": "https://mcp.example.com/other"})),
+            )
+            .await;
+        assert_eq!(
+            (duplicate.status, duplicate.code()),
+            (409, "already_exists"),
+            "{}",
+            duplicate.body
+        );
+        for (body, field) in [
+            (
+                json!({"name": "local", "url": "https://mcp.example.com/x", "transport": "stdio"}),
+                "transport",
+            ),
+            (json!({"name": "plain", "url": "http://mcp.example.com/x"}), "url"),
+            (json!({"name": "9lives", "url": "https://mcp.example.com/x"}), "name"),
+        ] {
+            let answer = api.send("POST", &servers, Some(body.clone())).await;
+            assert_invalid(&answer, field, &body.to_string());
+        }
+        let listed = api.ok("GET", &servers, None).await;
+        bodies.push(listed.to_string());
+        let names: Vec<&str> = listed["mcp_servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["crm", "calendar"]);
+
+        // Header values never come back, and are not stored as written.
+        for body in &bodies {
+            assert!(
+                !body.contains("sk_FN_SECRET_42") && !body.contains("MCP_SECRET_77"),
+                "a secret in a response: {body}"
+            );
+        }
+        assert_eq!(
+            db.scalar("SELECT COUNT(*) FROM custom_functions WHERE agent_id = $1", &id)
+                .await
+                .as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            db.scalar(
+                "SELECT COUNT(*) FROM custom_functions WHERE headers LIKE $1",
+                "%sk_FN_SECRET_42%"
+            )
+            .await
+            .as_deref(),
+            Some("0"),
+            "tool header values are stored sealed"
+        );
+        assert_eq!(
+            db.scalar(
+                "SELECT COUNT(*) FROM mcp_servers WHERE headers LIKE $1",
+                "%MCP_SECRET_77%"
+            )
+            .await
+            .as_deref(),
+            Some("0"),
+            "MCP header values are stored sealed"
+        );
+
+        // Deletes.
+        let deleted = api.send("DELETE", &format!("{functions}/{function_id}"), None).await;
+        assert_eq!(
+            (deleted.status, deleted.body.clone()),
+            (200, json!({"success": true, "id": function_id}))
+        );
+        assert_not_found(
+            &api.send("DELETE", &format!("{functions}/{function_id}"), None).await,
+            "function deleted twice",
+        );
+        assert_eq!(
+            api.ids(&functions, "custom_functions", "name").await,
+            vec!["Lookup-Price_2".to_owned()]
+        );
+        let recreated = api
+            .send(
+                "POST",
+                &functions,
+                Some(json!({"name": "book_slot", "description": "Back", "url": "https://api.example.com/hook"})),
+            )
+            .await;
+        assert_eq!(
+            recreated.status, 200,
+            "a deleted name is free again: {}",
+            recreated.body
+        );
+        let mcp_id = mcp["id"].as_str().unwrap();
+        let deleted = api.send("DELETE", &format!("{servers}/{mcp_id}"), None).await;
+        assert_eq!(
+            (deleted.status, deleted.body.clone()),
+            (200, json!({"success": true, "id": mcp_id}))
+        );
+        assert_eq!(api.ids(&servers, "mcp_servers", "name").await, vec!["crm".to_owned()]);
+        assert_not_found(
+            &api.send("DELETE", &format!("{servers}/{mcp_id}"), None).await,
+            "MCP server deleted twice",
+        );
+    }
+);
+
+on_both_databases!(knowledge_groups_apply_idempotently, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+
+    let group = api
+        .ok(
+            "POST",
+            "/v1/kb-groups",
+            Some(json!({
+                "name": "Clinic basics",
+                "description": "Hours, parking, insurance",
+                "faqs": [
+                    {"question": "Where do I park?", "answer": "Behind the building."},
+                    {"question": "What are your hours?", "answer": "9 to 6."},
+                    {"question": "Do you take insurance?", "answer": "Most plans."}
+                ]
+            })),
+        )
+        .await["kb_group"]
+        .clone();
+    assert_id(&group["id"], "kbg_");
+    assert_eq!(
+        (
+            group["name"].clone(),
+            group["description"].clone(),
+            group["faqs"].as_array().unwrap().len()
+        ),
+        (json!("Clinic basics"), json!("Hours, parking, insurance"), 3)
+    );
+    assert_eq!(
+        group["faqs"][0],
+        json!({"question": "Where do I park?", "answer": "Behind the building."})
+    );
+    assert_timestamp(&group["created_at"], "created_at");
+    let group_id = group["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        api.ok("GET", &format!("/v1/kb-groups/{group_id}"), None).await["kb_group"],
+        group
+    );
+    let empty = api.ok("POST", "/v1/kb-groups", Some(json!({"name": "Empty"}))).await["kb_group"].clone();
+    assert_eq!(
+        (empty["description"].clone(), empty["faqs"].clone()),
+        (json!(""), json!([]))
+    );
+    let empty_id = empty["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        api.ids("/v1/kb-groups", "kb_groups", "id").await,
+        vec![empty_id.clone(), group_id.clone()],
+        "newest first"
+    );
+    for (body, prefix) in [
+        (json!({"name": ""}), "name"),
+        (json!({"description": "no name"}), "name"),
+        (json!({"name": "G", "faqs": [{"question": "Q?", "answer": ""}]}), "faqs"),
+        (json!({"name": "G", "faqs": [{"question": "", "answer": "A"}]}), "faqs"),
+    ] {
+        let answer = api.send("POST", "/v1/kb-groups", Some(body.clone())).await;
+        assert_invalid_under(&answer, prefix, &body.to_string());
+    }
+    let renamed = api
+        .ok(
+            "PUT",
+            &format!("/v1/kb-groups/{empty_id}"),
+            Some(json!({"name": "Renamed"})),
+        )
+        .await["kb_group"]
+        .clone();
+    assert_eq!(
+        (renamed["name"].clone(), renamed["faqs"].clone()),
+        (json!("Renamed"), json!([]))
+    );
+
+    // The agent already answers one of the questions its own way.
+    let agent = api.agent("Reception").await;
+    let faqs = format!("/v1/agents/{agent}/faqs");
+    let own = api
+        .ok(
+            "POST",
+            &faqs,
+            Some(json!({"question": "Do you take insurance?", "answer": "Call us to check."})),
+        )
+        .await["faq"]
+        .clone();
+    let apply = format!("/v1/kb-groups/{group_id}/apply");
+    let applied = api.ok("POST", &apply, Some(json!({"agent_id": agent}))).await;
+    assert_eq!(
+        applied,
+        json!({"success": true, "group_id": group_id, "agent_id": agent, "added": 2, "updated": 0, "unchanged": 1})
+    );
+    let listed = api.ok("GET", &faqs, None).await["faqs"].clone();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 3);
+    let by_question: HashMap<&str, &Value> = listed.iter().map(|f| (f["question"].as_str().unwrap(), f)).collect();
+    assert_eq!(by_question.len(), 3, "no duplicate questions");
+    assert_eq!(by_question["Where do I park?"]["group_id"], json!(group_id));
+    assert_eq!(by_question["What are your hours?"]["answer"], "9 to 6.");
+    assert_eq!(
+        *by_question["Do you take insurance?"], own,
+        "a question the agent already had is left alone"
+    );
+
+    let again = api.ok("POST", &apply, Some(json!({"agent_id": agent}))).await;
+    assert_eq!(
+        (
+            again["added"].clone(),
+            again["updated"].clone(),
+            again["unchanged"].clone()
+        ),
+        (json!(0), json!(0), json!(3))
+    );
+    assert_eq!(
+        api.ok("GET", &faqs, None).await["faqs"].as_array().unwrap().len(),
+        3,
+        "applying twice adds nothing"
+    );
+
+    // A changed answer is updated in place on the next apply; a new question is added.
+    api.ok(
+        "PUT",
+        &format!("/v1/kb-groups/{group_id}"),
+        Some(json!({"faqs": [
+            {"question": "Where do I park?", "answer": "In the garage on 5th."},
+            {"question": "What are your hours?", "answer": "9 to 6."},
+            {"question": "Do you take insurance?", "answer": "Most plans."}
+        ]})),
+    )
+    .await;
+    let changed = api.ok("POST", &apply, Some(json!({"agent_id": agent}))).await;
+    assert_eq!(
+        (
+            changed["added"].clone(),
+            changed["updated"].clone(),
+            changed["unchanged"].clone()
+        ),
+        (json!(0), json!(1), json!(2))
+    );
+    let parking: Vec<Value> = api.ok("GET", &faqs, None).await["faqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["question"] == "Where do I park?")
+        .cloned()
+        .collect();
+    assert_eq!(parking.len(), 1);
+    assert_eq!(
+        (parking[0]["answer"].clone(), parking[0]["id"].clone()),
+        (
+            json!("In the garage on 5th."),
+            by_question["Where do I park?"]["id"].clone()
+        ),
+        "updated in place"
+    );
+    let kept = api.ok("GET", &format!("/v1/kb-groups/{group_id}"), None).await["kb_group"].clone();
+    assert_eq!(kept["name"], "Clinic basics", "a PUT of faqs keeps the name");
+    api.ok(
+        "PUT",
+        &format!("/v1/kb-groups/{group_id}"),
+        Some(json!({"faqs": [
+            {"question": "Where do I park?", "answer": "In the garage on 5th."},
+            {"question": "What are your hours?", "answer": "9 to 6."},
+            {"question": "Do you take insurance?", "answer": "Most plans."},
+            {"question": "Is there wifi?", "answer": "Yes."}
+        ]})),
+    )
+    .await;
+    let added = api.ok("POST", &apply, Some(json!({"agent_id": agent}))).await;
+    assert_eq!(
+        (
+            added["added"].clone(),
+            added["updated"].clone(),
+            added["unchanged"].clone()
+        ),
+        (json!(1), json!(0), json!(3))
+    );
+
+    // Bad applies.
+    for body in [json!({}), json!({"agent_id": agent, "campaign_id": agent})] {
+        let answer = api.send("POST", &apply, Some(body.clone())).await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (400, "invalid_argument"),
+            "{body}: {}",
+            answer.body
+        );
+    }
+    assert_not_found(
+        &api.send("POST", &apply, Some(json!({"agent_id": "agt_0000000000000000"})))
+            .await,
+        "apply to an unknown agent",
+    );
+    assert_not_found(
+        &api.send(
+            "POST",
+            "/v1/kb-groups/kbg_0000000000000000/apply",
+            Some(json!({"agent_id": agent})),
+        )
+        .await,
+        "apply an unknown group",
+    );
+    let other = Api::new(&server).await;
+    let foreign_agent = other.agent("Not yours").await;
+    assert_not_found(
+        &api.send("POST", &apply, Some(json!({"agent_id": foreign_agent}))).await,
+        "apply to another account's agent",
+    );
+
+    // Deleting the group leaves the FAQs it applied.
+    let deleted = api.send("DELETE", &format!("/v1/kb-groups/{group_id}"), None).await;
+    assert_eq!(
+        (deleted.status, deleted.body.clone()),
+        (200, json!({"success": true, "id": group_id}))
+    );
+    assert_not_found(
+        &api.send("GET", &format!("/v1/kb-groups/{group_id}"), None).await,
+        "deleted group",
+    );
+    assert_eq!(api.ok("GET", &faqs, None).await["faqs"].as_array().unwrap().len(), 4);
+});
+
+on_both_databases!(agents_over_grpc, |db: Db| async move {
+    let server = Server::start(&db, &[("FRONTDESK_ALLOW_PRIVATE_URLS", "true")]).await;
+    let (_, key) = admin::account(&server, "growth", 10_000).await;
+    let mut agents = AgentsClient::connect(server.grpc.clone()).await.unwrap();
+    let mut groups = KbGroupsClient::connect(server.grpc.clone()).await.unwrap();
+
+    let created = agents
+        .create_agent(authed(
+            &key,
+            CreateAgentRequest {
+                name: "gRPC agent".into(),
+                instructions: "Be helpful.".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created.success);
+    let agent = created.agent.unwrap();
+    assert!(agent.id.starts_with("agt_"), "{}", agent.id);
+    assert_eq!(
+        (agent.language.as_str(), agent.ai_tier.as_str(), agent.status.as_str()),
+        ("en", "pro", "active")
+    );
+    assert_eq!(
+        agent.follow_ups.as_ref().map(|f| (f.delay_minutes, f.max_count)),
+        Some((60, 1))
+    );
+    let got = agents
+        .get_agent(authed(
+            &key,
+            GetAgentRequest {
+                agent_id: agent.id.clone(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .agent
+        .unwrap();
+    assert_eq!(got, agent);
+    let listed = agents
+        .list_agents(authed(&key, ListAgentsRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        listed.agents.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        vec![agent.id.clone()]
+    );
+    assert_eq!(listed.next_cursor, None);
+    let refused = agents
+        .create_agent(authed(
+            &key,
+            CreateAgentRequest {
+                name: "Tiered".into(),
+                ai_tier: "ultra".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    let missing = agents
+        .get_agent(authed(
+            &key,
+            GetAgentRequest {
+                agent_id: "agt_0000000000000000".into(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    let anonymous = agents
+        .get_agent(GetAgentRequest {
+            agent_id: agent.id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(anonymous.code(), Code::Unauthenticated);
+
+    let faq = agents
+        .create_faq(authed(
+            &key,
+            CreateFaqRequest {
+                agent_id: agent.id.clone(),
+                question: "Parking?".into(),
+                answer: "Behind the building.".into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .faq
+        .unwrap();
+    assert!(faq.id.starts_with("faq_"));
+    assert_eq!(
+        (faq.agent_id.as_str(), faq.group_id.as_deref()),
+        (agent.id.as_str(), None)
+    );
+
+    let parameters = to_struct(json!({
+        "type": "object",
+        "properties": {"date": {"type": "string"}},
+        "required": ["date"]
+    }));
+    let function = agents
+        .create_custom_function(authed(
+            &key,
+            CreateCustomFunctionRequest {
+                agent_id: agent.id.clone(),
+                name: "book_slot".into(),
+                description: "Books a slot".into(),
+                url: "https://api.example.com/hook".into(),
+                method: String::new(),
+                headers: HashMap::from([("x-api-token".to_owned(), "sk_GRPC_SECRET".to_owned())]),
+                parameters: Some(parameters.clone()),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .custom_function
+        .unwrap();
+    assert!(function.id.starts_with("fn_"));
+    assert_eq!(function.method, "POST");
+    assert_eq!(function.parameters, Some(parameters));
+    assert_eq!(
+        function.headers,
+        HashMap::from([("x-api-token".to_owned(), "[redacted]".to_owned())])
+    );
+    let bad_schema = agents
+        .create_custom_function(authed(
+            &key,
+            CreateCustomFunctionRequest {
+                agent_id: agent.id.clone(),
+                name: "broken".into(),
+                description: "Broken schema".into(),
+                url: "https://api.example.com/hook".into(),
+                parameters: Some(to_struct(json!({"type": 5}))),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(bad_schema.code(), Code::InvalidArgument);
+
+    let group = groups
+        .create_kb_group(authed(
+            &key,
+            CreateKbGroupRequest {
+                name: "Basics".into(),
+                description: String::new(),
+                faqs: vec![
+                    GroupFaq {
+                        question: "Hours?".into(),
+                        answer: "9 to 6.".into(),
+                    },
+                    GroupFaq {
+                        question: "Parking?".into(),
+                        answer: "In the garage.".into(),
+                    },
+                ],
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .kb_group
+        .unwrap();
+    assert!(group.id.starts_with("kbg_"));
+    let applied = groups
+        .apply_kb_group(authed(
+            &key,
+            ApplyKbGroupRequest {
+                group_id: group.id.clone(),
+                agent_id: agent.id.clone(),
+                campaign_id: String::new(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (
+            applied.added,
+            applied.updated,
+            applied.unchanged,
+            applied.agent_id.as_str()
+        ),
+        (1, 0, 1, agent.id.as_str()),
+        "the agent's own Parking? stays"
+    );
+    let faqs = agents
+        .list_faqs(authed(
+            &key,
+            ListFaqsRequest {
+                agent_id: agent.id.clone(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .faqs;
+    assert_eq!(faqs.len(), 2);
+    let hours = faqs.iter().find(|f| f.question == "Hours?").unwrap();
+    assert_eq!(hours.group_id.as_deref(), Some(group.id.as_str()));
+});
+
+on_both_databases!(
+    agents_are_isolated_and_agencies_act_on_sub_accounts,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let a = Api::new(&server).await;
+        let b = Api::new(&server).await;
+        let agent = a.agent("A's agent").await;
+        let faq = a
+            .ok(
+                "POST",
+                &format!("/v1/agents/{agent}/faqs"),
+                Some(json!({"question": "Q?", "answer": "A."})),
+            )
+            .await["faq"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let group = a
+            .ok(
+                "POST",
+                "/v1/kb-groups",
+                Some(json!({"name": "A's group", "faqs": [{"question": "Q2?", "answer": "A2."}]})),
+            )
+            .await["kb_group"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        for (method, path, body) in [
+            ("GET", format!("/v1/agents/{agent}"), None),
+            ("PUT", format!("/v1/agents/{agent}"), Some(json!({"name": "Taken"}))),
+            (
+                "PUT",
+                format!("/v1/agents/{agent}/bot-config"),
+                Some(json!({"goal": "Taken"})),
+            ),
+            ("DELETE", format!("/v1/agents/{agent}"), None),
+            ("GET", format!("/v1/agents/{agent}/faqs"), None),
+            (
+                "POST",
+                format!("/v1/agents/{agent}/faqs"),
+                Some(json!({"question": "Q?", "answer": "A."})),
+            ),
+            (
+                "PUT",
+                format!("/v1/agents/{agent}/faqs/{faq}"),
+                Some(json!({"answer": "Taken"})),
+            ),
+            ("DELETE", format!("/v1/agents/{agent}/faqs/{faq}"), None),
+            ("GET", format!("/v1/agents/{agent}/custom-functions"), None),
+            ("GET", format!("/v1/agents/{agent}/mcp-servers"), None),
+            ("GET", format!("/v1/agents/{agent}/kb-sources"), None),
+            ("GET", format!("/v1/kb-groups/{group}"), None),
+            ("PUT", format!("/v1/kb-groups/{group}"), Some(json!({"name": "Taken"}))),
+            ("DELETE", format!("/v1/kb-groups/{group}"), None),
+        ] {
+            let answer = b.send(method, &path, body).await;
+            assert_not_found(&answer, &format!("B {method} {path}"));
+        }
+        let b_agent = b.agent("B's agent").await;
+        assert_not_found(
+            &b.send(
+                "POST",
+                &format!("/v1/kb-groups/{group}/apply"),
+                Some(json!({"agent_id": b_agent})),
+            )
+            .await,
+            "B applies A's group",
+        );
+        assert_eq!(b.ids("/v1/agents", "agents", "id").await, vec![b_agent.clone()]);
+        assert!(b.ids("/v1/kb-groups", "kb_groups", "id").await.is_empty());
+        let unchanged = a.ok("GET", &format!("/v1/agents/{agent}"), None).await;
+        assert_eq!(unchanged["agent"]["name"], "A's agent", "B changed nothing");
+        assert_eq!(
+            a.ids(&format!("/v1/agents/{agent}/faqs"), "faqs", "answer").await,
+            vec!["A.".to_owned()]
+        );
+
+        // An agency acts on its own sub-accounts only.
+        let (agency, child) = agency_and_child(&server).await;
+        let child_id = child.account_id.clone();
+        let (agency, child) = (Api(agency), Api(child));
+        let by_query = agency
+            .ok(
+                "POST",
+                &format!("/v1/agents?sub_account_id={child_id}"),
+                Some(json!({"name": "Clinic bot"})),
+            )
+            .await["agent"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(child.ids("/v1/agents", "agents", "id").await, vec![by_query.clone()]);
+        assert!(
+            agency.ids("/v1/agents", "agents", "id").await.is_empty(),
+            "not the agency's own"
+        );
+        let by_body = agency
+            .ok(
+                "POST",
+                "/v1/agents",
+                Some(json!({"name": "Second bot", "sub_account_id": child_id})),
+            )
+            .await["agent"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            child.ids("/v1/agents", "agents", "id").await,
+            vec![by_body.clone(), by_query.clone()]
+        );
+        assert_eq!(
+            agency
+                .ids(&format!("/v1/agents?sub_account_id={child_id}"), "agents", "id")
+                .await
+                .len(),
+            2
+        );
+        let faq = agency
+            .send(
+                "POST",
+                &format!("/v1/agents/{by_query}/faqs?sub_account_id={child_id}"),
+                Some(json!({"question": "Q?", "answer": "A."})),
+            )
+            .await;
+        assert_eq!(faq.status, 200, "{}", faq.body);
+        assert_not_found(
+            &agency.send("GET", &format!("/v1/agents/{by_query}"), None).await,
+            "without sub_account_id the agency sees only its own",
+        );
+        for stranger in [a.account_id.clone(), "acc_0000000000000000".to_owned()] {
+            let answer = agency
+                .send("GET", &format!("/v1/agents?sub_account_id={stranger}"), None)
+                .await;
+            assert_eq!(
+                (answer.status, answer.code()),
+                (403, "insufficient_scope"),
+                "{stranger}: {}",
+                answer.body
+            );
+            let answer = agency
+                .send(
+                    "POST",
+                    "/v1/agents",
+                    Some(json!({"name": "Intruder", "sub_account_id": stranger})),
+                )
+                .await;
+            assert_eq!(
+                (answer.status, answer.code()),
+                (403, "insufficient_scope"),
+                "{}",
+                answer.body
+            );
+        }
+        let answer = child
+            .send("GET", &format!("/v1/agents?sub_account_id={}", a.account_id), None)
+            .await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (403, "insufficient_scope"),
+            "a sub-account is no agency"
+        );
+        let kb = agency
+            .send("GET", &format!("/v1/kb-groups?sub_account_id={child_id}"), None)
+            .await;
+        assert_eq!(kb.status, 200, "{}", kb.body);
+    }
+);
+
+/// A JSON object as a `google.protobuf.Struct`.
+fn to_struct(value: Value) -> prost_types::Struct {
+    match to_prost(value).kind {
+        Some(prost_types::value::Kind::StructValue(fields)) => fields,
+        other => panic!("not an object: {other:?}"),
+    }
+}
+
+fn to_prost(value: Value) -> prost_types::Value {
+    use prost_types::value::Kind;
+    let kind = match value {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap()),
+        Value::String(s) => Kind::StringValue(s),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.into_iter().map(to_prost).collect(),
+        }),
+        Value::Object(fields) => Kind::StructValue(prost_types::Struct {
+            fields: fields.into_iter().map(|(k, v)| (k, to_prost(v))).collect(),
+        }),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
