@@ -11,16 +11,18 @@ use frontdesk_api::v1::{
     broadcasts_server::Broadcasts,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait,
+    sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
 
 use crate::{
-    agents::{self, service::account_of},
+    accounts, agents,
     clock::Clock,
-    error::{ApiError, ApiResult, FieldViolation},
+    error::{ApiError, ApiResult},
     paging::{self, Page},
+    requests::{account_of, apply_mask},
     routing::channels::require_connected,
     site::checkout::E164Phone,
     store::{self, entities::broadcasts, from_json_text, to_json_text},
@@ -122,9 +124,7 @@ impl BroadcastFields {
         }
         v.finish()?;
         if let Some(agent_id) = &self.agent_id {
-            agents::find(db, account_id, agent_id)
-                .await
-                .map_err(|_| ApiError::field("agent_id", format!("no agent `{agent_id}` on this account")))?;
+            agents::require(db, account_id, agent_id, "agent_id").await?;
         }
         if creating || self.channel.is_some() {
             require_connected(db, account_id, self.channel.as_deref().unwrap_or_default(), "channel").await?;
@@ -252,25 +252,49 @@ pub async fn update(
     fields: BroadcastFields,
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
-    let mut row = find(db, account_id, id).await?;
     fields.check(db, account_id, false, now).await?;
+    let mut row = find(db, account_id, id).await?;
     if !CHANGEABLE.contains(&row.status.as_str()) {
         return Err(ApiError::failed_precondition(format!(
             "a {} broadcast can no longer be changed",
             row.status
         )));
     }
+    let read_status = row.status.clone();
     fields.apply(&mut row);
     row.updated_at = now;
-    row.clone().into_active_model().reset_all().update(db).await?;
+    write_if_still(db, &row, &read_status).await?;
     Ok(row)
+}
+
+/// Writes the broadcast's settings and status (never its stats) only while its status is still `read_status`:
+/// a change racing a cancel, or a cancel racing the start of sending, loses instead of undoing the other.
+async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read_status: &str) -> ApiResult<()> {
+    let changed = broadcasts::Entity::update_many()
+        .col_expr(broadcasts::Column::Name, Expr::value(row.name.clone()))
+        .col_expr(broadcasts::Column::AgentId, Expr::value(row.agent_id.clone()))
+        .col_expr(broadcasts::Column::Channel, Expr::value(row.channel.clone()))
+        .col_expr(broadcasts::Column::Audience, Expr::value(row.audience.clone()))
+        .col_expr(broadcasts::Column::Opener, Expr::value(row.opener.clone()))
+        .col_expr(broadcasts::Column::SendAt, Expr::value(row.send_at))
+        .col_expr(broadcasts::Column::Status, Expr::value(row.status.clone()))
+        .col_expr(broadcasts::Column::UpdatedAt, Expr::value(row.updated_at))
+        .filter(broadcasts::Column::Id.eq(&row.id))
+        .filter(broadcasts::Column::Status.eq(read_status))
+        .exec(db)
+        .await?;
+    if changed.rows_affected == 0 {
+        return Err(ApiError::failed_precondition(
+            "the broadcast changed meanwhile; read it and retry",
+        ));
+    }
+    Ok(())
 }
 
 fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
     let mut fields = BroadcastFields::default();
-    let mut unknown = Vec::new();
-    for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-        match path.as_str() {
+    apply_mask(r.update_mask.as_ref(), "a broadcast", |path| {
+        match path {
             "name" => fields.name = Some(r.name.clone()),
             "agent_id" => fields.agent_id = Some(r.agent_id.clone()),
             "channel" => fields.channel = Some(r.channel.clone()),
@@ -278,17 +302,11 @@ fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
             "opener" => fields.opener = Some(r.opener.clone()),
             "send_at" => fields.send_at = Some(timestamps::from_proto(r.send_at)),
             "broadcast_id" => {}
-            other => unknown.push(FieldViolation::new(
-                "update_mask",
-                format!("`{other}` is not a broadcast field"),
-            )),
+            _ => return false,
         }
-    }
-    if unknown.is_empty() {
-        Ok(fields)
-    } else {
-        Err(ApiError::invalid(unknown))
-    }
+        true
+    })?;
+    Ok(fields)
 }
 
 #[derive(Clone)]
@@ -313,22 +331,10 @@ impl BroadcastsService {
                 )));
             }
         }
-        // Only a broadcast still in the state just read is cancelled: a concurrent send start or finish wins.
-        let now = self.clock.now();
-        let changed = broadcasts::Entity::update_many()
-            .col_expr(broadcasts::Column::Status, "cancelled".into())
-            .col_expr(broadcasts::Column::UpdatedAt, now.into())
-            .filter(broadcasts::Column::Id.eq(&row.id))
-            .filter(broadcasts::Column::Status.eq(&row.status))
-            .exec(&self.db)
-            .await?;
-        if changed.rows_affected == 0 {
-            return Err(ApiError::failed_precondition(
-                "the broadcast changed meanwhile; read it and retry",
-            ));
-        }
+        let read_status = row.status.clone();
         row.status = "cancelled".to_owned();
-        row.updated_at = now;
+        row.updated_at = self.clock.now();
+        write_if_still(&self.db, &row, &read_status).await?;
         Ok(row)
     }
 }
@@ -393,7 +399,12 @@ impl Broadcasts for BroadcastsService {
             opener: Some(r.opener),
             send_at: Some(timestamps::from_proto(r.send_at)),
         };
-        Ok(answer(&create(&self.db, &account_id, fields, self.clock.now()).await?))
+        // Under the account lock, as agent deletion, so a broadcast never outlives its agent.
+        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        accounts::store::lock(&txn, &account_id).await.map_err(ApiError::from)?;
+        let broadcast = create(&txn, &account_id, fields, self.clock.now()).await?;
+        txn.commit().await.map_err(ApiError::from)?;
+        Ok(answer(&broadcast))
     }
 
     async fn update_broadcast(

@@ -37,7 +37,8 @@ impl SteerableClock {
 
 impl Clock for SteerableClock {
     fn now(&self) -> DateTime<Utc> {
-        SystemClock.now() + self.offset()
+        let now = SystemClock.now();
+        now.checked_add_signed(self.offset()).unwrap_or(now)
     }
 }
 

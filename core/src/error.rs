@@ -86,7 +86,11 @@ impl ApiError {
 
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
-        Self::internal(format_args!("database: {err}"))
+        match err {
+            // The row was read, then deleted by a concurrent request before this one wrote it.
+            sea_orm::DbErr::RecordNotUpdated => Self::new(Code::NotFound, "not_found", "it was deleted meanwhile"),
+            err => Self::internal(format_args!("database: {err}")),
+        }
     }
 }
 

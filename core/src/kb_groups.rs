@@ -20,12 +20,12 @@ use crate::{
     agents::{
         self,
         faqs::{self, MAX_ANSWER, MAX_QUESTION},
-        service::{account_of, deleted},
     },
     campaigns,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     paging::{self, Page},
+    requests::{account_of, apply_mask, deleted},
     store::{
         self,
         entities::{agent_faqs, kb_groups},
@@ -145,29 +145,42 @@ impl KbGroupsService {
     }
 
     async fn update(&self, account_id: &str, r: UpdateKbGroupRequest) -> ApiResult<kb_groups::Model> {
-        let mut v = Violations::new();
-        let mut row = find(&self.db, account_id, &r.group_id).await?;
-        for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-            match path.as_str() {
-                "name" => {
-                    v.text("name", &r.name, true, 200);
-                    row.name = r.name.trim().to_owned();
-                }
-                "description" => {
-                    v.text("description", &r.description, false, 2_000);
-                    row.description = r.description.clone();
-                }
-                "faqs" => row.faqs = to_json_text(&checked_faqs(&mut v, r.faqs.clone())),
+        let (mut name, mut description, mut faqs) = (None, None, None);
+        apply_mask(r.update_mask.as_ref(), "a knowledge group", |path| {
+            match path {
+                "name" => name = Some(r.name.trim().to_owned()),
+                "description" => description = Some(r.description.clone()),
+                "faqs" => faqs = Some(r.faqs.clone()),
                 "group_id" => {}
-                other => v.push(FieldViolation::new(
-                    "update_mask",
-                    format!("`{other}` is not a knowledge group field"),
-                )),
+                _ => return false,
             }
+            true
+        })?;
+        let mut v = Violations::new();
+        if let Some(name) = &name {
+            v.text("name", name, true, 200);
         }
+        if let Some(description) = &description {
+            v.text("description", description, false, 2_000);
+        }
+        let faqs = faqs.map(|faqs| checked_faqs(&mut v, faqs));
         v.finish()?;
+        let txn = self.db.begin().await?;
+        // Under the account lock: an apply running meanwhile sees the group before or after, never half.
+        accounts::store::lock(&txn, account_id).await?;
+        let mut row = find(&txn, account_id, &r.group_id).await?;
+        if let Some(name) = name {
+            row.name = name;
+        }
+        if let Some(description) = description {
+            row.description = description;
+        }
+        if let Some(faqs) = faqs {
+            row.faqs = to_json_text(&faqs);
+        }
         row.updated_at = self.clock.now();
-        row.clone().into_active_model().reset_all().update(&self.db).await?;
+        row.clone().into_active_model().reset_all().update(&txn).await?;
+        txn.commit().await?;
         Ok(row)
     }
 
@@ -189,13 +202,19 @@ impl KbGroupsService {
         } else {
             campaigns::agent_of(&txn, account_id, &r.campaign_id).await?
         };
-        let existing: HashMap<String, agent_faqs::Model> = agent_faqs::Entity::find()
+        // One FAQ per question; when the agent has several, the one this group applied counts.
+        let mut existing: HashMap<String, agent_faqs::Model> = HashMap::new();
+        for faq in agent_faqs::Entity::find()
             .filter(agent_faqs::Column::AgentId.eq(&agent_id))
             .all(&txn)
             .await?
-            .into_iter()
-            .map(|f| (f.question.to_lowercase(), f))
-            .collect();
+        {
+            let ours = faq.group_id.as_deref() == Some(group.id.as_str());
+            let key = faq.question.to_lowercase();
+            if ours || !existing.contains_key(&key) {
+                existing.insert(key, faq);
+            }
+        }
         let mut applied = Applied::default();
         let mut new_rows = Vec::new();
         for faq in from_json_text::<Vec<StoredFaq>>(&group.faqs) {

@@ -18,6 +18,7 @@ pub mod integrations;
 pub mod kb_groups;
 pub mod paging;
 pub mod plan;
+pub mod requests;
 pub mod routing;
 pub mod secrets;
 pub mod shutdown;

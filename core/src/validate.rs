@@ -3,6 +3,9 @@
 
 use crate::error::{ApiError, ApiResult, FieldViolation};
 
+/// No database stores U+0000 in text (PostgreSQL refuses it).
+const NUL: &str = "must not contain the NUL character (U+0000)";
+
 /// The violations found so far in one request.
 #[derive(Debug, Default)]
 pub struct Violations(Vec<FieldViolation>);
@@ -24,7 +27,9 @@ impl Violations {
 
     /// Free text of at most `max` characters; `required` also refuses blank text.
     pub fn text(&mut self, field: &str, value: &str, required: bool, max: usize) {
-        if required && value.trim().is_empty() {
+        if value.contains('\0') {
+            self.0.push(FieldViolation::new(field, NUL));
+        } else if required && value.trim().is_empty() {
             self.0.push(FieldViolation::new(field, "is required"));
         } else if value.chars().count() > max {
             self.0
@@ -40,7 +45,9 @@ impl Violations {
                 format!("must hold at most {max_items} entries"),
             ));
         }
-        if values
+        if values.iter().any(|v| v.contains('\0')) {
+            self.0.push(FieldViolation::new(field, NUL));
+        } else if values
             .iter()
             .any(|v| v.trim().is_empty() || v.chars().count() > max_chars)
         {
@@ -70,6 +77,23 @@ impl Violations {
         } else {
             Err(ApiError::invalid(self.0))
         }
+    }
+}
+
+/// A resource name (webhooks, channels): `^[a-z][a-z0-9_-]{0,63}$`, never all digits, so a name cannot be
+/// mistaken for a positional id.
+pub fn check_name(name: &str) -> Result<(), FieldViolation> {
+    let mut chars = name.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(FieldViolation::new(
+            "name",
+            "must start with a lowercase letter and hold only lowercase letters, digits, `_` and `-` (at most 64)",
+        ))
     }
 }
 

@@ -168,7 +168,13 @@ impl MigrationTrait for Migration {
             ),
             table(
                 "campaigns",
-                vec![string(c("type")), string(c("agent_id")), string_null(c("broadcast_id"))],
+                vec![
+                    string(c("type")),
+                    string(c("agent_id")),
+                    // Whether the facade made the agent for this campaign (then it reads as part of it).
+                    boolean(c("owns_agent")),
+                    string_null(c("broadcast_id")),
+                ],
                 false,
             ),
         ];

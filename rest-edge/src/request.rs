@@ -110,7 +110,38 @@ pub fn build(
                 .map_err(|problem| HttpError::invalid_field(key.as_ref(), problem))?;
         }
     }
+    if let Some(field) = nul_field(&root) {
+        // No database stores U+0000 in text (PostgreSQL refuses it): refuse it here, for every field.
+        return Err(HttpError::invalid_field(
+            field,
+            "must not contain the NUL character (U+0000)",
+        ));
+    }
     Ok((parse_message(input, Value::Object(root))?, lifted))
+}
+
+/// The dotted path of the first string (key or value) holding U+0000.
+fn nul_field(object: &Map<String, Value>) -> Option<String> {
+    fn walk(value: &Value) -> Option<String> {
+        match value {
+            Value::String(s) if s.contains('\0') => Some(String::new()),
+            Value::Array(items) => items.iter().find_map(walk),
+            Value::Object(map) => nul_field(map),
+            _ => None,
+        }
+    }
+    object.iter().find_map(|(key, value)| {
+        if key.contains('\0') {
+            return Some("body".to_owned());
+        }
+        walk(value).map(|rest| {
+            if rest.is_empty() {
+                key.clone()
+            } else {
+                format!("{key}.{rest}")
+            }
+        })
+    })
 }
 
 /// Field holding the fields a PATCH changes.

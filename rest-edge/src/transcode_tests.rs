@@ -184,3 +184,31 @@ fn api_key_and_sub_account_travel_as_metadata_on_the_platform_surface() {
     .unwrap_err();
     assert_eq!(err.fields[0].0, "sub_account_id");
 }
+
+#[test]
+fn nul_characters_are_refused_wherever_they_come_from() {
+    let update = binding("PATCH", "/v1/things/{thing_id}");
+    let field_of = |params: &[(String, String)], body: &[u8]| {
+        request::build(&update, params, None, body)
+            .unwrap_err()
+            .fields
+            .first()
+            .map(|(field, _)| field.clone())
+    };
+    let path = [("p0".to_owned(), "t".to_owned())];
+    assert_eq!(
+        field_of(&path, br#"{"display_name": "a\u0000b"}"#),
+        Some("thing.display_name".to_owned())
+    );
+    assert_eq!(
+        field_of(&path, br#"{"tags": ["ok", "\u0000"]}"#),
+        Some("thing.tags".to_owned())
+    );
+    assert_eq!(
+        field_of(&[("p0".to_owned(), "t\0".to_owned())], b"{}"),
+        Some("thing_id".to_owned())
+    );
+    let list = binding("GET", "/v1/things");
+    let error = request::build(&list, &[], Some("tag=%00"), b"").unwrap_err();
+    assert_eq!(error.fields[0].0, "tag");
+}

@@ -636,6 +636,18 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
     for id in [&incoming_id, &outgoing_id, &direct_agent, &direct_broadcast] {
         find(id);
     }
+    // An agent that an Outgoing campaign only reuses stays a campaign of its own; the agent the facade made for
+    // an Outgoing campaign reads as part of it. Nothing is listed twice.
+    assert_eq!(find(&own_agent)["type"], "Incoming");
+    assert!(
+        listed.iter().all(|c| c["id"] != outgoing_agent.as_str()),
+        "{outgoing_agent} is part of {outgoing_id}: {listed:?}"
+    );
+    let mut ids: Vec<&str> = listed.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    let listed_once = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), listed_once, "{listed:?}");
     let as_campaign = find(&direct_agent);
     assert_eq!(
         (

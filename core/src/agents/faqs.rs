@@ -7,8 +7,9 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoA
 
 use super::find;
 use crate::{
-    error::{ApiError, ApiResult, FieldViolation},
+    error::{ApiError, ApiResult},
     paging::{self, Page},
+    requests::apply_mask,
     store::entities::agent_faqs,
     timestamps,
     validate::Violations,
@@ -98,6 +99,8 @@ pub async fn create(
     let mut v = Violations::new();
     check(&mut v, &r.question, &r.answer);
     v.finish()?;
+    // Under the account lock, as agent deletion: nothing is added to an agent being deleted.
+    crate::accounts::store::lock(db, account_id).await?;
     let agent = find(db, account_id, &r.agent_id).await?;
     let faq = new_faq(account_id, &agent.id, &r.question, &r.answer, None, now);
     agent_faqs::Entity::insert(agent_faqs::ActiveModel::from(faq.clone()).reset_all())
@@ -114,18 +117,16 @@ pub async fn update(
 ) -> ApiResult<FaqAnswer> {
     let mut question = None;
     let mut answer_text = None;
-    let mut v = Violations::new();
-    for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-        match path.as_str() {
+    apply_mask(r.update_mask.as_ref(), "a FAQ", |path| {
+        match path {
             "question" => question = Some(r.question.clone()),
             "answer" => answer_text = Some(r.answer.clone()),
             "agent_id" | "faq_id" => {}
-            other => v.push(FieldViolation::new(
-                "update_mask",
-                format!("`{other}` is not a FAQ field"),
-            )),
+            _ => return false,
         }
-    }
+        true
+    })?;
+    let mut v = Violations::new();
     if let Some(q) = &question {
         v.text("question", q, true, MAX_QUESTION);
     }
@@ -133,6 +134,8 @@ pub async fn update(
         v.text("answer", a, true, MAX_ANSWER);
     }
     v.finish()?;
+    // Under the account lock, as agent deletion: nothing is added to an agent being deleted.
+    crate::accounts::store::lock(db, account_id).await?;
     let mut faq = find_faq(db, account_id, &r.agent_id, &r.faq_id).await?;
     if let Some(q) = question {
         faq.question = q.trim().to_owned();

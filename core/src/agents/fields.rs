@@ -7,7 +7,8 @@ use frontdesk_api::v1::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    error::{ApiError, ApiResult, FieldViolation},
+    error::ApiResult,
+    requests::apply_mask,
     store::{entities::agents, from_json_text, to_json_text},
     timestamps,
     validate::{Violations, is_language_tag},
@@ -229,17 +230,11 @@ impl From<CreateAgentRequest> for AgentFields {
     }
 }
 
-/// Rejects mask paths that are not fields of the request.
-fn unknown_path(path: &str, what: &str) -> FieldViolation {
-    FieldViolation::new("update_mask", format!("`{path}` is not {what} field"))
-}
-
 /// The fields an agent update sets, from its mask (REST fills the mask from the body's keys).
 pub fn update_fields(r: UpdateAgentRequest) -> ApiResult<AgentFields> {
     let mut fields = AgentFields::default();
-    let mut unknown = Vec::new();
-    for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-        match path.as_str() {
+    apply_mask(r.update_mask.as_ref(), "an agent", |path| {
+        match path {
             "name" => fields.name = Some(r.name.clone()),
             "instructions" => fields.instructions = Some(r.instructions.clone()),
             "rules" => fields.rules = Some(r.rules.clone()),
@@ -252,22 +247,18 @@ pub fn update_fields(r: UpdateAgentRequest) -> ApiResult<AgentFields> {
             "follow_ups" => fields.follow_ups = Some(r.follow_ups.clone().unwrap_or_default().into()),
             "status" => fields.status = Some(r.status.clone()),
             "agent_id" => {}
-            other => unknown.push(unknown_path(other, "an agent")),
+            _ => return false,
         }
-    }
-    if unknown.is_empty() {
-        Ok(fields)
-    } else {
-        Err(ApiError::invalid(unknown))
-    }
+        true
+    })?;
+    Ok(fields)
 }
 
 /// The fields a bot-config update sets, from its mask.
 pub fn bot_config_fields(r: UpdateBotConfigRequest) -> ApiResult<AgentFields> {
     let mut fields = AgentFields::default();
-    let mut unknown = Vec::new();
-    for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-        match path.as_str() {
+    apply_mask(r.update_mask.as_ref(), "a bot configuration", |path| {
+        match path {
             "instructions" => fields.instructions = Some(r.instructions.clone()),
             "rules" => fields.rules = Some(r.rules.clone()),
             "goal" => fields.goal = Some(r.goal.clone()),
@@ -275,14 +266,11 @@ pub fn bot_config_fields(r: UpdateBotConfigRequest) -> ApiResult<AgentFields> {
             "language" => fields.language = Some(r.language.clone()),
             "ai_tier" => fields.ai_tier = Some(r.ai_tier.clone()),
             "agent_id" => {}
-            other => unknown.push(unknown_path(other, "a bot configuration")),
+            _ => return false,
         }
-    }
-    if unknown.is_empty() {
-        Ok(fields)
-    } else {
-        Err(ApiError::invalid(unknown))
-    }
+        true
+    })?;
+    Ok(fields)
 }
 
 pub fn agent_message(m: &agents::Model) -> Agent {

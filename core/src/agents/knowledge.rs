@@ -68,6 +68,8 @@ pub async fn attach(
     if r.source_id.trim().is_empty() {
         return Err(ApiError::field("source_id", "is required"));
     }
+    // Under the account lock, as agent deletion: nothing is added to an agent being deleted.
+    crate::accounts::store::lock(db, account_id).await?;
     let agent = find(db, account_id, &r.agent_id).await?;
     let source = store::owned::<kb_sources::Entity>(db, kb_sources::Column::AccountId, account_id, &r.source_id)
         .await?

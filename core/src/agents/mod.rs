@@ -19,3 +19,20 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -
         .await?
         .ok_or_else(|| ApiError::not_found("agent"))
 }
+
+/// The account's agent named by a request field, or 400 naming that field (it is an argument, not the
+/// resource of the path).
+pub async fn require(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    agent_id: &str,
+    field: &str,
+) -> ApiResult<agents::Model> {
+    find(db, account_id, agent_id).await.map_err(|error| {
+        if error.code == tonic::Code::NotFound {
+            ApiError::field(field, format!("no agent `{agent_id}` on this account"))
+        } else {
+            error
+        }
+    })
+}

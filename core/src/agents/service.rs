@@ -23,11 +23,11 @@ use super::{
     find, knowledge, tools,
 };
 use crate::{
-    access::caller::Caller,
     clock::Clock,
     error::{ApiError, ApiResult},
     integrations::outbound::OutboundPolicy,
     paging::{self, Page},
+    requests::{account_of, deleted},
     secrets::Sealer,
     store::entities::{
         agent_faqs, agent_kb_sources, agents, broadcasts, campaigns, channel_defaults, custom_functions, entry_points,
@@ -81,6 +81,8 @@ pub async fn update(
     now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<agents::Model> {
     fields.validate(false)?;
+    // Under the account lock: concurrent changes of one agent apply one after the other, none lost.
+    crate::accounts::store::lock(db, account_id).await?;
     let mut agent = find(db, account_id, agent_id).await?;
     fields.apply(&mut agent);
     agent.updated_at = now;
@@ -89,6 +91,13 @@ pub async fn update(
 }
 
 impl AgentsService {
+    async fn update(&self, account_id: &str, agent_id: &str, fields: AgentFields) -> ApiResult<agents::Model> {
+        let txn = self.db.begin().await?;
+        let agent = update(&txn, account_id, agent_id, fields, self.clock.now()).await?;
+        txn.commit().await?;
+        Ok(agent)
+    }
+
     /// Deletes the agent and everything that belongs to it, unless a broadcast still needs it.
     async fn delete(&self, account_id: &str, agent_id: &str) -> ApiResult<()> {
         let txn = self.db.begin().await?;
@@ -150,15 +159,6 @@ fn answer(agent: &agents::Model) -> Response<AgentAnswer> {
     })
 }
 
-pub fn deleted(id: String) -> Response<Deleted> {
-    Response::new(Deleted { success: true, id })
-}
-
-/// The account the call acts on.
-pub fn account_of<T>(request: &Request<T>) -> ApiResult<String> {
-    Ok(Caller::of(request)?.account_id.clone())
-}
-
 #[tonic::async_trait]
 impl Agents for AgentsService {
     async fn list_agents(&self, request: Request<ListAgentsRequest>) -> Result<Response<AgentList>, Status> {
@@ -192,9 +192,7 @@ impl Agents for AgentsService {
         let r = request.into_inner();
         let agent_id = r.agent_id.clone();
         let fields = fields::update_fields(r)?;
-        Ok(answer(
-            &update(&self.db, &account_id, &agent_id, fields, self.clock.now()).await?,
-        ))
+        Ok(answer(&self.update(&account_id, &agent_id, fields).await?))
     }
 
     async fn delete_agent(&self, request: Request<DeleteAgentRequest>) -> Result<Response<Deleted>, Status> {
@@ -212,7 +210,7 @@ impl Agents for AgentsService {
         let r = request.into_inner();
         let agent_id = r.agent_id.clone();
         let fields = fields::bot_config_fields(r)?;
-        let agent = update(&self.db, &account_id, &agent_id, fields, self.clock.now()).await?;
+        let agent = self.update(&account_id, &agent_id, fields).await?;
         Ok(Response::new(BotConfigAnswer {
             success: true,
             bot_config: Some(bot_config_message(&agent)),
@@ -228,16 +226,18 @@ impl Agents for AgentsService {
 
     async fn create_faq(&self, request: Request<CreateFaqRequest>) -> Result<Response<FaqAnswer>, Status> {
         let account_id = account_of(&request)?;
-        Ok(Response::new(
-            faqs::create(&self.db, &account_id, request.into_inner(), self.clock.now()).await?,
-        ))
+        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let faq = faqs::create(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
+        txn.commit().await.map_err(ApiError::from)?;
+        Ok(Response::new(faq))
     }
 
     async fn update_faq(&self, request: Request<UpdateFaqRequest>) -> Result<Response<FaqAnswer>, Status> {
         let account_id = account_of(&request)?;
-        Ok(Response::new(
-            faqs::update(&self.db, &account_id, request.into_inner(), self.clock.now()).await?,
-        ))
+        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let faq = faqs::update(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
+        txn.commit().await.map_err(ApiError::from)?;
+        Ok(Response::new(faq))
     }
 
     async fn delete_faq(&self, request: Request<DeleteFaqRequest>) -> Result<Response<Deleted>, Status> {
@@ -262,9 +262,10 @@ impl Agents for AgentsService {
         request: Request<AttachKbSourceRequest>,
     ) -> Result<Response<AgentKbSourceAnswer>, Status> {
         let account_id = account_of(&request)?;
-        Ok(Response::new(
-            knowledge::attach(&self.db, &account_id, request.into_inner(), self.clock.now()).await?,
-        ))
+        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let attached = knowledge::attach(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
+        txn.commit().await.map_err(ApiError::from)?;
+        Ok(Response::new(attached))
     }
 
     async fn detach_kb_source(&self, request: Request<DetachKbSourceRequest>) -> Result<Response<Deleted>, Status> {

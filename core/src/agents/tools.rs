@@ -10,6 +10,7 @@ use frontdesk_api::v1::{
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, TransactionTrait,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{find, service::AgentsService};
@@ -19,7 +20,7 @@ use crate::{
     paging::{self, Page},
     secrets::Sealer,
     store::{
-        entities::{custom_functions, mcp_servers},
+        entities::{agents, custom_functions, mcp_servers},
         from_json_text, to_json_text,
     },
     timestamps,
@@ -89,33 +90,58 @@ fn check_schema(v: &mut Violations, schema: &Value) {
     }
 }
 
-fn seal_headers(sealer: &Sealer, row_id: &str, headers: &HashMap<String, String>) -> String {
-    let sorted: BTreeMap<&String, &String> = headers.iter().collect();
-    sealer.seal(row_id, to_json_text(&sorted).as_bytes())
+/// Headers as stored: the names readable (answers list them), the whole set sealed to its row.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(default)]
+struct StoredHeaders {
+    names: Vec<String>,
+    sealed: String,
 }
 
-/// The header names of a sealed set, each answered as `[redacted]` (the values are never opened here).
-fn redacted_names(names: &str) -> HashMap<String, String> {
-    from_json_text::<Vec<String>>(names)
+fn stored_headers(sealer: &Sealer, row_id: &str, headers: &HashMap<String, String>) -> String {
+    let sorted: BTreeMap<&String, &String> = headers.iter().collect();
+    to_json_text(&StoredHeaders {
+        names: sorted.keys().map(|name| (*name).clone()).collect(),
+        sealed: sealer.seal(row_id, to_json_text(&sorted).as_bytes()),
+    })
+}
+
+/// The stored header names, each answered as `[redacted]` (the values are never opened here).
+fn answered_headers(stored: &str) -> HashMap<String, String> {
+    from_json_text::<StoredHeaders>(stored)
+        .names
         .into_iter()
         .map(|name| (name, REDACTED.to_owned()))
         .collect()
 }
 
-fn header_names(headers: &HashMap<String, String>) -> Vec<String> {
-    let mut names: Vec<String> = headers.keys().cloned().collect();
-    names.sort();
-    names
-}
-
-/// The sealed column holds `{"names": [...], "sealed": "v1...."}`: the names stay readable for answers.
-fn stored_headers(sealer: &Sealer, row_id: &str, headers: &HashMap<String, String>) -> String {
-    serde_json::json!({"names": header_names(headers), "sealed": seal_headers(sealer, row_id, headers)}).to_string()
-}
-
-fn answered_headers(stored: &str) -> HashMap<String, String> {
-    let value: Value = serde_json::from_str(stored).unwrap_or_default();
-    redacted_names(&value["names"].to_string())
+/// Under the account lock: the account's agent, when it has room for one more tool of this kind and no
+/// tool of this kind named `name` (409).
+async fn admit_tool<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    agent_id: &str,
+    [agent_column, name_column]: [E::Column; 2],
+    (name, max, what): (&str, u64, &str),
+) -> ApiResult<agents::Model>
+where
+    E::Model: Sync,
+{
+    accounts::store::lock(db, account_id).await?;
+    let agent = find(db, account_id, agent_id).await?;
+    let siblings = E::find().filter(agent_column.eq(agent.id.as_str()));
+    if siblings.clone().count(db).await? >= max {
+        return Err(ApiError::field(
+            "agent_id",
+            format!("an agent has at most {max} {what}s"),
+        ));
+    }
+    if siblings.filter(name_column.eq(name)).one(db).await?.is_some() {
+        return Err(ApiError::already_exists(format!(
+            "this agent already has a {what} `{name}`"
+        )));
+    }
+    Ok(agent)
 }
 
 fn function_message(m: &custom_functions::Model) -> CustomFunction {
@@ -198,26 +224,9 @@ pub async fn create_function(
 
     let now = service.clock.now();
     let txn = service.db.begin().await?;
-    accounts::store::lock(&txn, account_id).await?;
-    let agent = find(&txn, account_id, &r.agent_id).await?;
-    let siblings = custom_functions::Entity::find().filter(custom_functions::Column::AgentId.eq(&agent.id));
-    if siblings.clone().count(&txn).await? >= MAX_FUNCTIONS {
-        return Err(ApiError::field(
-            "agent_id",
-            format!("an agent has at most {MAX_FUNCTIONS} custom functions"),
-        ));
-    }
-    if siblings
-        .filter(custom_functions::Column::Name.eq(&r.name))
-        .one(&txn)
-        .await?
-        .is_some()
-    {
-        return Err(ApiError::already_exists(format!(
-            "this agent already has a custom function `{}`",
-            r.name
-        )));
-    }
+    let columns = [custom_functions::Column::AgentId, custom_functions::Column::Name];
+    let limits = (r.name.as_str(), MAX_FUNCTIONS, "custom function");
+    let agent = admit_tool::<custom_functions::Entity>(&txn, account_id, &r.agent_id, columns, limits).await?;
     let id = format!("fn_{}", crate::ids::base62(16));
     let row = custom_functions::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
@@ -284,34 +293,20 @@ pub async fn create_server(
     check_url(&mut v, service, &r.url).await;
     check_headers(&mut v, &r.headers);
     v.check(
-        r.allowed_tools.iter().all(|t| is_tool_name(t)) && r.allowed_tools.len() <= 200,
+        r.allowed_tools.len() <= 200,
         "allowed_tools",
-        "must be at most 200 tool names",
+        "must hold at most 200 tool names",
     );
+    if let Some(bad) = r.allowed_tools.iter().find(|t| !is_tool_name(t)) {
+        v.check(false, "allowed_tools", format!("`{bad}` is not a tool name"));
+    }
     v.finish()?;
 
     let now = service.clock.now();
     let txn = service.db.begin().await?;
-    accounts::store::lock(&txn, account_id).await?;
-    let agent = find(&txn, account_id, &r.agent_id).await?;
-    let siblings = mcp_servers::Entity::find().filter(mcp_servers::Column::AgentId.eq(&agent.id));
-    if siblings.clone().count(&txn).await? >= MAX_SERVERS {
-        return Err(ApiError::field(
-            "agent_id",
-            format!("an agent has at most {MAX_SERVERS} MCP servers"),
-        ));
-    }
-    if siblings
-        .filter(mcp_servers::Column::Name.eq(&r.name))
-        .one(&txn)
-        .await?
-        .is_some()
-    {
-        return Err(ApiError::already_exists(format!(
-            "this agent already has an MCP server `{}`",
-            r.name
-        )));
-    }
+    let columns = [mcp_servers::Column::AgentId, mcp_servers::Column::Name];
+    let limits = (r.name.as_str(), MAX_SERVERS, "MCP server");
+    let agent = admit_tool::<mcp_servers::Entity>(&txn, account_id, &r.agent_id, columns, limits).await?;
     let id = format!("mcp_{}", crate::ids::base62(16));
     let row = mcp_servers::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),

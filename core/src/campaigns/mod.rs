@@ -19,15 +19,12 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     accounts,
-    agents::{
-        self,
-        fields::AgentFields,
-        service::{self as agent_ops, account_of},
-    },
+    agents::{self, fields::AgentFields, service as agent_ops},
     broadcasts::{self, AudienceSpec, BroadcastFields},
     clock::Clock,
-    error::{ApiError, ApiResult, FieldViolation},
+    error::{ApiError, ApiResult},
     paging::{self, Page},
+    requests::{account_of, apply_mask},
     routing::{channels::require_connected, entry_points::set_default},
     store::{
         self,
@@ -176,7 +173,7 @@ impl CampaignsService {
             .await?;
         let hidden_agents = records
             .iter()
-            .filter(|r| r.kind == "Outgoing")
+            .filter(|r| r.kind == "Outgoing" && r.owns_agent)
             .map(|r| r.agent_id.clone());
         let hidden_broadcasts = records
             .iter()
@@ -237,7 +234,7 @@ impl CampaignsService {
         );
         v.check(
             r.r#type != "Incoming" || !wants_broadcast,
-            "opener",
+            if r.opener.is_empty() { "audience" } else { "opener" },
             "an Incoming campaign sends nothing: use Combined or Outgoing",
         );
         v.finish()?;
@@ -250,12 +247,11 @@ impl CampaignsService {
             instructions: Some(r.instructions.clone()),
             ..AgentFields::default()
         };
-        let agent = if r.r#type == "Outgoing" && !r.agent_id.is_empty() {
-            agents::find(&txn, account_id, &r.agent_id)
-                .await
-                .map_err(|_| ApiError::field("agent_id", format!("no agent `{}` on this account", r.agent_id)))?
-        } else {
+        let owns_agent = r.r#type != "Outgoing" || r.agent_id.is_empty();
+        let agent = if owns_agent {
             agent_ops::create(&txn, account_id, agent_fields, now).await?
+        } else {
+            agents::require(&txn, account_id, &r.agent_id, "agent_id").await?
         };
         if r.r#type != "Outgoing" {
             set_default(&txn, account_id, &r.channel, &agent.id, now).await?;
@@ -281,6 +277,7 @@ impl CampaignsService {
             account_id: account_id.to_owned(),
             kind: r.r#type.clone(),
             agent_id: agent.id.clone(),
+            owns_agent,
             broadcast_id: broadcast.as_ref().map(|b| b.id.clone()),
             created_at: now,
         };
@@ -294,35 +291,40 @@ impl CampaignsService {
     }
 
     async fn update(&self, account_id: &str, r: UpdateCampaignRequest) -> ApiResult<Campaign> {
+        let (mut name, mut channel, mut instructions) = (None, None, None);
+        let mut send_fields = BroadcastFields::default();
+        apply_mask(r.update_mask.as_ref(), "a campaign", |path| {
+            match path {
+                "name" => name = Some(r.name.clone()),
+                "channel" => channel = Some(r.channel.clone()),
+                "instructions" => instructions = Some(r.instructions.clone()),
+                "opener" => send_fields.opener = Some(r.opener.clone()),
+                "audience" => send_fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
+                "send_at" => send_fields.send_at = Some(timestamps::from_proto(r.send_at)),
+                "campaign_id" => {}
+                _ => return false,
+            }
+            true
+        })?;
         let now = self.clock.now();
         let txn = self.db.begin().await?;
         accounts::store::lock(&txn, account_id).await?;
         let p = parts(&txn, account_id, &r.campaign_id).await?;
         let outgoing = p.kind == "Outgoing";
-        let mut agent_fields = AgentFields::default();
-        let mut send_fields = BroadcastFields::default();
-        let mut new_channel = None;
-        let mut unknown = Vec::new();
-        for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-            match path.as_str() {
-                "name" if outgoing => send_fields.name = Some(r.name.clone()),
-                "name" => agent_fields.name = Some(r.name.clone()),
-                "instructions" => agent_fields.instructions = Some(r.instructions.clone()),
-                "channel" if outgoing => send_fields.channel = Some(r.channel.clone()),
-                "channel" => new_channel = Some(r.channel.clone()),
-                "opener" => send_fields.opener = Some(r.opener.clone()),
-                "audience" => send_fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
-                "send_at" => send_fields.send_at = Some(timestamps::from_proto(r.send_at)),
-                "campaign_id" => {}
-                other => unknown.push(FieldViolation::new(
-                    "update_mask",
-                    format!("`{other}` is not a campaign field"),
-                )),
-            }
-        }
-        if !unknown.is_empty() {
-            return Err(ApiError::invalid(unknown));
-        }
+        // The name is the agent's (and its broadcast's) for Incoming and Combined, the broadcast's for
+        // Outgoing; the channel is the agent's default channel or the broadcast's.
+        let agent_fields = AgentFields {
+            name: name.clone().filter(|_| !outgoing),
+            instructions,
+            ..AgentFields::default()
+        };
+        send_fields.name = name.filter(|_| outgoing || p.broadcast.is_some());
+        let new_channel = if outgoing {
+            send_fields.channel = channel;
+            None
+        } else {
+            channel
+        };
         if agent_fields != AgentFields::default() {
             let agent = p
                 .agent

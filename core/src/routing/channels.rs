@@ -14,18 +14,17 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     accounts,
-    agents::service::{account_of, deleted},
     clock::Clock,
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, FieldViolation},
     paging::{self, Page},
+    requests::{account_of, deleted},
     secrets::Sealer,
     store::{
         entities::{channel_defaults, channels},
         from_json_text, to_json_text,
     },
     timestamps,
-    validate::Violations,
-    webhooks::subscription::check_name,
+    validate::{Violations, check_name},
 };
 
 /// Channel type -> the provider that carries it.
@@ -98,8 +97,11 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
     }
     let Some(carrier) = provider_of(&r.r#type) else {
         let kinds: Vec<&str> = PROVIDERS.iter().map(|(kind, _)| *kind).collect();
-        v.one_of("type", &r.r#type, &kinds);
-        return Err(v.finish().unwrap_err());
+        v.push(FieldViolation::new(
+            "type",
+            format!("must be one of {}", kinds.join(", ")),
+        ));
+        return v.finish().map(|()| String::new());
     };
     let provider = if r.provider.is_empty() {
         carrier.to_owned()

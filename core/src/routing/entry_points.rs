@@ -11,7 +11,7 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, sea_query::OnConflict,
+    QueryOrder, TransactionTrait, sea_query::OnConflict,
 };
 use tonic::{Request, Response, Status};
 
@@ -20,13 +20,12 @@ use super::{
     resolver::{self, Inbound, Route, Rule},
 };
 use crate::{
-    agents::{
-        self,
-        service::{account_of, deleted},
-    },
+    accounts,
+    agents::{self},
     clock::Clock,
-    error::{ApiError, ApiResult, FieldViolation},
+    error::{ApiError, ApiResult},
     paging::{self, Page},
+    requests::{account_of, apply_mask, deleted},
     store::{
         self,
         entities::{agents as agent_rows, channel_defaults, entry_points},
@@ -96,14 +95,6 @@ fn check_priority(v: &mut Violations, priority: i32) {
     );
 }
 
-/// 400 naming `agent_id` unless the agent exists on the account.
-async fn require_agent(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -> ApiResult<()> {
-    agents::find(db, account_id, agent_id)
-        .await
-        .map(drop)
-        .map_err(|_| ApiError::field("agent_id", format!("no agent `{agent_id}` on this account")))
-}
-
 async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<entry_points::Model> {
     store::owned::<entry_points::Entity>(db, entry_points::Column::AccountId, account_id, id)
         .await?
@@ -118,8 +109,10 @@ pub async fn set_default(
     agent_id: &str,
     now: DateTime<Utc>,
 ) -> ApiResult<channel_defaults::Model> {
+    // Under the account lock, as agent deletion and channel disconnection: no default outlives either.
+    accounts::store::lock(db, account_id).await?;
     require_connected(db, account_id, channel, "channel").await?;
-    require_agent(db, account_id, agent_id).await?;
+    agents::require(db, account_id, agent_id, "agent_id").await?;
     let row = channel_defaults::Model {
         id: format!("cd_{}", crate::ids::base62(16)),
         account_id: account_id.to_owned(),
@@ -206,9 +199,11 @@ impl EntryPointsService {
         check_match(&mut v, &matching);
         check_priority(&mut v, r.priority);
         v.finish()?;
-        let agent = agents::find(&self.db, account_id, &r.agent_id).await?;
-        require_connected(&self.db, account_id, &r.channel, "channel").await?;
         let now = self.clock.now();
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        require_connected(&txn, account_id, &r.channel, "channel").await?;
+        let agent = agents::find(&txn, account_id, &r.agent_id).await?;
         let row = entry_points::Model {
             id: format!("ep_{}", crate::ids::base62(16)),
             account_id: account_id.to_owned(),
@@ -223,46 +218,65 @@ impl EntryPointsService {
             updated_at: now,
         };
         entry_points::Entity::insert(entry_points::ActiveModel::from(row.clone()).reset_all())
-            .exec_without_returning(&self.db)
+            .exec_without_returning(&txn)
             .await?;
+        txn.commit().await?;
         Ok(row)
     }
 
+    /// Checks the fields the mask names, then (under the account lock) that the agent and channel exist and
+    /// the rule does, and writes it.
     async fn update(&self, account_id: &str, r: UpdateEntryPointRequest) -> ApiResult<entry_points::Model> {
-        let mut v = Violations::new();
-        let mut row = find(&self.db, account_id, &r.entry_point_id).await?;
-        for path in r.update_mask.clone().map(|m| m.paths).unwrap_or_default() {
-            match path.as_str() {
-                "agent_id" => {
-                    require_agent(&self.db, account_id, &r.agent_id).await?;
-                    row.agent_id = r.agent_id.clone();
-                }
-                "channel" => {
-                    require_connected(&self.db, account_id, &r.channel, "channel").await?;
-                    row.channel = r.channel.clone();
-                }
-                "match" => {
-                    let matching = r.r#match.clone().unwrap_or_default();
-                    check_match(&mut v, &matching);
-                    row.keywords = to_json_text(&trimmed(matching.keywords));
-                    row.referral = matching.r#ref;
-                    row.url_prefix = matching.url_prefix;
-                }
-                "priority" => {
-                    check_priority(&mut v, r.priority);
-                    row.priority = r.priority;
-                }
-                "enabled" => row.enabled = r.enabled,
+        let (mut agent, mut channel, mut matching, mut priority, mut enabled) = (None, None, None, None, None);
+        apply_mask(r.update_mask.as_ref(), "an entry point", |path| {
+            match path {
+                "agent_id" => agent = Some(r.agent_id.clone()),
+                "channel" => channel = Some(r.channel.clone()),
+                "match" => matching = Some(r.r#match.clone().unwrap_or_default()),
+                "priority" => priority = Some(r.priority),
+                "enabled" => enabled = Some(r.enabled),
                 "entry_point_id" => {}
-                other => v.push(FieldViolation::new(
-                    "update_mask",
-                    format!("`{other}` is not an entry point field"),
-                )),
+                _ => return false,
             }
+            true
+        })?;
+        let mut v = Violations::new();
+        if let Some(matching) = &matching {
+            check_match(&mut v, matching);
+        }
+        if let Some(priority) = priority {
+            check_priority(&mut v, priority);
         }
         v.finish()?;
+        let txn = self.db.begin().await?;
+        accounts::store::lock(&txn, account_id).await?;
+        if let Some(agent) = &agent {
+            agents::require(&txn, account_id, agent, "agent_id").await?;
+        }
+        if let Some(channel) = &channel {
+            require_connected(&txn, account_id, channel, "channel").await?;
+        }
+        let mut row = find(&txn, account_id, &r.entry_point_id).await?;
+        if let Some(agent) = agent {
+            row.agent_id = agent;
+        }
+        if let Some(channel) = channel {
+            row.channel = channel;
+        }
+        if let Some(matching) = matching {
+            row.keywords = to_json_text(&trimmed(matching.keywords));
+            row.referral = matching.r#ref;
+            row.url_prefix = matching.url_prefix;
+        }
+        if let Some(priority) = priority {
+            row.priority = priority;
+        }
+        if let Some(enabled) = enabled {
+            row.enabled = enabled;
+        }
         row.updated_at = self.clock.now();
-        row.clone().into_active_model().reset_all().update(&self.db).await?;
+        row.clone().into_active_model().reset_all().update(&txn).await?;
+        txn.commit().await?;
         Ok(row)
     }
 }
@@ -351,7 +365,9 @@ impl EntryPoints for EntryPointsService {
     ) -> Result<Response<ChannelDefaultAnswer>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let row = set_default(&self.db, &account_id, &r.channel, &r.agent_id, self.clock.now()).await?;
+        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let row = set_default(&txn, &account_id, &r.channel, &r.agent_id, self.clock.now()).await?;
+        txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(ChannelDefaultAnswer {
             success: true,
             channel_default: Some(default_message(&row)),

@@ -80,10 +80,13 @@ pub fn contains_phrase(text: &str, phrase: &str) -> bool {
     }
     let text = text.to_lowercase();
     let is_word = |c: char| c.is_alphanumeric();
-    text.match_indices(&phrase).any(|(start, found)| {
-        let before = text[..start].chars().next_back();
-        let after = text[start + found.len()..].chars().next();
-        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    // Every start, overlapping ones included ("a a" is in "ba a a" at the second `a`).
+    text.char_indices().any(|(start, _)| {
+        text[start..].starts_with(&phrase) && {
+            let before = text[..start].chars().next_back();
+            let after = text[start + phrase.len()..].chars().next();
+            !before.is_some_and(is_word) && !after.is_some_and(is_word)
+        }
     })
 }
 
@@ -118,6 +121,7 @@ mod tests {
         assert!(!contains_phrase("that is pricey", "price"));
         assert!(!contains_phrase("anything", " "));
         assert!(contains_phrase("Ünïcode wörd here", "wörd"));
+        assert!(contains_phrase("ba a a", "a a"));
     }
 
     #[test]

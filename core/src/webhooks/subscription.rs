@@ -8,21 +8,7 @@ const MAX_DESCRIPTION: usize = 1_000;
 /// Subscribes to every event type.
 pub const ALL_EVENTS: &str = "*";
 
-/// `^[a-z][a-z0-9_-]{0,63}$`: never all digits, so a name cannot be mistaken for a position.
-pub fn check_name(name: &str) -> Result<(), FieldViolation> {
-    let mut chars = name.chars();
-    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if valid {
-        Ok(())
-    } else {
-        Err(FieldViolation::new(
-            "name",
-            "must start with a lowercase letter and hold only lowercase letters, digits, `_` and `-` (at most 64)",
-        ))
-    }
-}
+pub use crate::validate::check_name;
 
 /// The event filter to store: known types or `*`, without repeats; all events when empty.
 pub fn check_events(events: &[String]) -> Result<Vec<String>, FieldViolation> {

@@ -11,6 +11,8 @@ pub struct Model {
     #[sea_orm(column_name = "type")]
     pub kind: String,
     pub agent_id: String,
+    /// The facade made the agent for this campaign (an Outgoing one's agent then reads as part of it).
+    pub owns_agent: bool,
     pub broadcast_id: Option<String>,
     pub created_at: DateTimeUtc,
 }
