@@ -31,6 +31,8 @@ use crate::{
 };
 
 pub const STATUSES: &[&str] = &["draft", "scheduled", "sending", "completed", "cancelled", "failed"];
+/// Statuses of a broadcast that still needs its agent and can still be cancelled.
+pub const UNFINISHED: &[&str] = &["draft", "scheduled", "sending"];
 /// Statuses in which a broadcast can still be changed.
 const CHANGEABLE: &[&str] = &["draft", "scheduled"];
 const MAX_RECIPIENTS: usize = 10_000;
@@ -322,14 +324,14 @@ impl BroadcastsService {
 
     async fn cancel(&self, account_id: &str, id: &str) -> ApiResult<broadcasts::Model> {
         let mut row = find(&self.db, account_id, id).await?;
-        match row.status.as_str() {
-            "cancelled" => return Ok(row),
-            "draft" | "scheduled" | "sending" => {}
-            final_status => {
-                return Err(ApiError::failed_precondition(format!(
-                    "a {final_status} broadcast cannot be cancelled"
-                )));
-            }
+        if row.status == "cancelled" {
+            return Ok(row);
+        }
+        if !UNFINISHED.contains(&row.status.as_str()) {
+            return Err(ApiError::failed_precondition(format!(
+                "a {} broadcast cannot be cancelled",
+                row.status
+            )));
         }
         let read_status = row.status.clone();
         row.status = "cancelled".to_owned();

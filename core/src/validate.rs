@@ -158,6 +158,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn names() {
+        for good in ["crm", "a", "crm-sync_2", &"a".repeat(64)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "1", "123", "Crm", "crm sync", "-crm", &"a".repeat(65), "crm.sync"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn language_tags() {
         for good in [
             "en",

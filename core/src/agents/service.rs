@@ -35,9 +35,6 @@ use crate::{
     },
 };
 
-/// Broadcast statuses that still need their agent.
-const UNFINISHED_BROADCASTS: &[&str] = &["draft", "scheduled", "sending"];
-
 #[derive(Clone)]
 pub struct AgentsService {
     pub(super) db: DatabaseConnection,
@@ -106,7 +103,7 @@ impl AgentsService {
         let busy = broadcasts::Entity::find()
             .filter(broadcasts::Column::AccountId.eq(account_id))
             .filter(broadcasts::Column::AgentId.eq(&agent.id))
-            .filter(broadcasts::Column::Status.is_in(UNFINISHED_BROADCASTS.iter().copied()))
+            .filter(broadcasts::Column::Status.is_in(crate::broadcasts::UNFINISHED.iter().copied()))
             .one(&txn)
             .await?;
         if let Some(broadcast) = busy {

@@ -4,7 +4,7 @@
 
 pub mod sunset;
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use frontdesk_api::v1::{
@@ -27,7 +27,6 @@ use crate::{
     requests::{account_of, apply_mask},
     routing::{channels::require_connected, entry_points::set_default},
     store::{
-        self,
         entities::{agents as agent_rows, broadcasts as broadcast_rows, campaigns, channel_defaults},
         from_json_text,
     },
@@ -43,6 +42,8 @@ struct Parts {
     kind: String,
     agent: Option<agent_rows::Model>,
     broadcast: Option<broadcast_rows::Model>,
+    /// The first channel (by name) whose default is the agent; "" when none.
+    default_channel: String,
     created_at: DateTime<Utc>,
 }
 
@@ -58,48 +59,126 @@ impl CampaignsService {
     }
 }
 
-async fn agent(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Option<agent_rows::Model>> {
-    Ok(store::owned::<agent_rows::Entity>(db, agent_rows::Column::AccountId, account_id, id).await?)
+/// The account's rows of `E` whose id is in `ids`, by id.
+async fn by_id<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    [id_column, account_column]: [E::Column; 2],
+    account_id: &str,
+    ids: impl IntoIterator<Item = String>,
+    id_of: impl Fn(&E::Model) -> String,
+) -> ApiResult<HashMap<String, E::Model>> {
+    Ok(E::find()
+        .filter(account_column.eq(account_id))
+        .filter(id_column.is_in(ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|row| (id_of(&row), row))
+        .collect())
 }
 
-async fn broadcast(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Option<broadcast_rows::Model>> {
-    Ok(store::owned::<broadcast_rows::Entity>(db, broadcast_rows::Column::AccountId, account_id, id).await?)
-}
-
-/// The campaign with this id: a facade record, else an agent (Incoming), else a broadcast (Outgoing).
-async fn parts(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Parts> {
-    if let Some(record) = store::owned::<campaigns::Entity>(db, campaigns::Column::AccountId, account_id, id).await? {
-        let broadcast = match &record.broadcast_id {
-            Some(b) => broadcast(db, account_id, b).await?,
-            None => None,
+/// The campaigns with these ids, in their order (unknown ids left out), read with a fixed number of
+/// queries however many there are. Each id is a facade record, else an agent (Incoming), else a broadcast
+/// (Outgoing).
+async fn load(db: &impl ConnectionTrait, account_id: &str, ids: &[String]) -> ApiResult<Vec<Parts>> {
+    let records = by_id::<campaigns::Entity>(
+        db,
+        [campaigns::Column::Id, campaigns::Column::AccountId],
+        account_id,
+        ids.iter().cloned(),
+        |r| r.id.clone(),
+    )
+    .await?;
+    let agent_ids = ids.iter().cloned().chain(records.values().map(|r| r.agent_id.clone()));
+    let mut agents = by_id::<agent_rows::Entity>(
+        db,
+        [agent_rows::Column::Id, agent_rows::Column::AccountId],
+        account_id,
+        agent_ids,
+        |a| a.id.clone(),
+    )
+    .await?;
+    let broadcast_ids = ids
+        .iter()
+        .cloned()
+        .chain(records.values().filter_map(|r| r.broadcast_id.clone()));
+    let broadcasts = by_id::<broadcast_rows::Entity>(
+        db,
+        [broadcast_rows::Column::Id, broadcast_rows::Column::AccountId],
+        account_id,
+        broadcast_ids,
+        |b| b.id.clone(),
+    )
+    .await?;
+    // The agents answering broadcasts that came without their campaign record.
+    let answering: Vec<String> = broadcasts
+        .values()
+        .map(|b| b.agent_id.clone())
+        .filter(|id| !agents.contains_key(id))
+        .collect();
+    if !answering.is_empty() {
+        agents.extend(
+            by_id::<agent_rows::Entity>(
+                db,
+                [agent_rows::Column::Id, agent_rows::Column::AccountId],
+                account_id,
+                answering,
+                |a| a.id.clone(),
+            )
+            .await?,
+        );
+    }
+    let mut defaults: HashMap<String, String> = HashMap::new();
+    for default in channel_defaults::Entity::find()
+        .filter(channel_defaults::Column::AccountId.eq(account_id))
+        .filter(channel_defaults::Column::AgentId.is_in(agents.keys().cloned()))
+        .order_by_asc(channel_defaults::Column::Channel)
+        .all(db)
+        .await?
+    {
+        defaults.entry(default.agent_id).or_insert(default.channel);
+    }
+    let parts = |id: &String| {
+        let (kind, created_at, agent_id, broadcast_id) = if let Some(r) = records.get(id) {
+            (
+                r.kind.clone(),
+                r.created_at,
+                Some(r.agent_id.clone()),
+                r.broadcast_id.clone(),
+            )
+        } else if let Some(a) = agents.get(id) {
+            ("Incoming".to_owned(), a.created_at, Some(a.id.clone()), None)
+        } else {
+            let b = broadcasts.get(id)?;
+            (
+                "Outgoing".to_owned(),
+                b.created_at,
+                Some(b.agent_id.clone()),
+                Some(b.id.clone()),
+            )
         };
-        return Ok(Parts {
-            agent: agent(db, account_id, &record.agent_id).await?,
-            broadcast,
-            id: record.id,
-            kind: record.kind,
-            created_at: record.created_at,
-        });
-    }
-    if let Some(agent) = agent(db, account_id, id).await? {
-        return Ok(Parts {
-            id: agent.id.clone(),
-            kind: "Incoming".to_owned(),
-            created_at: agent.created_at,
-            agent: Some(agent),
-            broadcast: None,
-        });
-    }
-    if let Some(broadcast) = broadcast(db, account_id, id).await? {
-        return Ok(Parts {
-            id: broadcast.id.clone(),
-            kind: "Outgoing".to_owned(),
-            created_at: broadcast.created_at,
-            agent: agent(db, account_id, &broadcast.agent_id).await?,
-            broadcast: Some(broadcast),
-        });
-    }
-    Err(ApiError::not_found("campaign"))
+        let agent = agent_id.and_then(|a| agents.get(&a).cloned());
+        Some(Parts {
+            id: id.clone(),
+            kind,
+            default_channel: agent
+                .as_ref()
+                .and_then(|a| defaults.get(&a.id).cloned())
+                .unwrap_or_default(),
+            agent,
+            broadcast: broadcast_id.and_then(|b| broadcasts.get(&b).cloned()),
+            created_at,
+        })
+    };
+    Ok(ids.iter().filter_map(parts).collect())
+}
+
+/// The one campaign with this id, or 404.
+async fn parts(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Parts> {
+    load(db, account_id, &[id.to_owned()])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::not_found("campaign"))
 }
 
 /// The agent behind a campaign (for knowledge groups' `apply`).
@@ -111,37 +190,15 @@ pub async fn agent_of(db: &impl ConnectionTrait, account_id: &str, campaign_id: 
         .ok_or_else(|| ApiError::not_found("campaign"))
 }
 
-/// The first channel (by name) whose default is the agent.
-async fn default_channel(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -> ApiResult<String> {
-    Ok(channel_defaults::Entity::find()
-        .filter(channel_defaults::Column::AccountId.eq(account_id))
-        .filter(channel_defaults::Column::AgentId.eq(agent_id))
-        .order_by_asc(channel_defaults::Column::Channel)
-        .one(db)
-        .await?
-        .map(|d| d.channel)
-        .unwrap_or_default())
-}
-
-async fn render(db: &impl ConnectionTrait, account_id: &str, p: Parts) -> ApiResult<Campaign> {
+fn render(p: Parts) -> Campaign {
     let outgoing = p.kind == "Outgoing";
-    let channel = match (&p.broadcast, &p.agent) {
-        (Some(b), _) if outgoing => b.channel.clone(),
-        (_, Some(a)) => default_channel(db, account_id, &a.id).await?,
-        _ => String::new(),
+    let (name, channel, status) = match (&p.broadcast, &p.agent) {
+        (Some(b), _) if outgoing => (b.name.clone(), b.channel.clone(), b.status.clone()),
+        (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.clone()),
+        (Some(b), None) => (String::new(), String::new(), b.status.clone()),
+        (None, None) => Default::default(),
     };
-    let status = match (&p.broadcast, &p.agent) {
-        (Some(b), _) if outgoing => b.status.clone(),
-        (_, Some(a)) => a.status.clone(),
-        (Some(b), None) => b.status.clone(),
-        (None, None) => String::new(),
-    };
-    let name = match (&p.broadcast, &p.agent) {
-        (Some(b), _) if outgoing => b.name.clone(),
-        (_, Some(a)) => a.name.clone(),
-        _ => String::new(),
-    };
-    Ok(Campaign {
+    Campaign {
         id: p.id,
         name,
         r#type: p.kind,
@@ -160,7 +217,7 @@ async fn render(db: &impl ConnectionTrait, account_id: &str, p: Parts) -> ApiRes
         send_at: p.broadcast.as_ref().and_then(|b| b.send_at).map(timestamps::to_proto),
         status,
         created_at: Some(timestamps::to_proto(p.created_at)),
-    })
+    }
 }
 
 impl CampaignsService {
@@ -210,10 +267,12 @@ impl CampaignsService {
         let more = more_agents || more_broadcasts || items.len() as u64 > page.limit;
         items.truncate(page.limit as usize);
         let next = paging::next_cursor(more, items.last().map(|(at, id)| (*at, id.as_str())));
-        let mut out = Vec::with_capacity(items.len());
-        for (_, id) in items {
-            out.push(render(&self.db, account_id, parts(&self.db, account_id, &id).await?).await?);
-        }
+        let ids: Vec<String> = items.into_iter().map(|(_, id)| id).collect();
+        let out = load(&self.db, account_id, &ids)
+            .await?
+            .into_iter()
+            .map(render)
+            .collect();
         Ok((out, next))
     }
 
@@ -285,7 +344,7 @@ impl CampaignsService {
             .reset_all()
             .insert(&txn)
             .await?;
-        let campaign = render(&txn, account_id, parts(&txn, account_id, &record.id).await?).await?;
+        let campaign = render(parts(&txn, account_id, &record.id).await?);
         txn.commit().await?;
         Ok(campaign)
     }
@@ -357,7 +416,7 @@ impl CampaignsService {
             })?;
             broadcasts::update(&txn, account_id, &broadcast.id, send_fields, now).await?;
         }
-        let campaign = render(&txn, account_id, parts(&txn, account_id, &p.id).await?).await?;
+        let campaign = render(parts(&txn, account_id, &p.id).await?);
         txn.commit().await?;
         Ok(campaign)
     }
@@ -388,7 +447,7 @@ impl Campaigns for CampaignsService {
     async fn get_campaign(&self, request: Request<GetCampaignRequest>) -> Result<Response<CampaignAnswer>, Status> {
         let account_id = account_of(&request)?;
         let p = parts(&self.db, &account_id, &request.get_ref().campaign_id).await?;
-        Ok(answer(render(&self.db, &account_id, p).await?))
+        Ok(answer(render(p)))
     }
 
     async fn create_campaign(

@@ -20,10 +20,10 @@ use tonic::{Code, Request, Response, Status};
 use super::service::deal_message;
 use crate::accounts::store::lock as lock_account;
 use crate::{
-    access::caller::Caller,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
+    requests::{account_of, deleted},
     store::entities::{deals, pipelines, stages},
     timestamps,
 };
@@ -120,15 +120,7 @@ fn name_of(name: &str, field: &str) -> ApiResult<String> {
 }
 
 fn taken(what: &str, id: &str) -> ApiError {
-    ApiError::new(
-        Code::AlreadyExists,
-        "already_exists",
-        format!("a {what} with id `{id}` already exists"),
-    )
-}
-
-fn missing(what: &str) -> ApiError {
-    ApiError::new(Code::NotFound, "not_found", format!("no {what} with this id"))
+    ApiError::already_exists(format!("a {what} with id `{id}` already exists"))
 }
 
 fn stage_message(s: &stages::Model) -> Stage {
@@ -159,14 +151,14 @@ async fn find_pipeline(db: &impl ConnectionTrait, account_id: &str, id: &str) ->
     pipelines::Entity::find_by_id((account_id.to_owned(), id.to_owned()))
         .one(db)
         .await?
-        .ok_or_else(|| missing("pipeline"))
+        .ok_or_else(|| ApiError::not_found("pipeline"))
 }
 
 async fn find_stage(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<stages::Model> {
     stages::Entity::find_by_id((account_id.to_owned(), id.to_owned()))
         .one(db)
         .await?
-        .ok_or_else(|| missing("stage"))
+        .ok_or_else(|| ApiError::not_found("stage"))
 }
 
 /// Shifts the stage positions at or after `from` in a pipeline by `delta`.
@@ -258,7 +250,7 @@ async fn insert_stage(
 #[tonic::async_trait]
 impl Pipelines for PipelinesService {
     async fn list_pipelines(&self, request: Request<ListPipelinesRequest>) -> Result<Response<PipelineList>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let rows = pipelines::Entity::find()
             .filter(pipelines::Column::AccountId.eq(&account_id))
             .order_by_asc(pipelines::Column::CreatedAt)
@@ -280,7 +272,7 @@ impl Pipelines for PipelinesService {
         &self,
         request: Request<CreatePipelineRequest>,
     ) -> Result<Response<PipelineAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = name_of(&r.name, "name")?;
         let id = id_for(&r.id, &name, "id")?;
@@ -334,7 +326,7 @@ impl Pipelines for PipelinesService {
         &self,
         request: Request<UpdatePipelineRequest>,
     ) -> Result<Response<PipelineAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = name_of(&r.name, "name")?;
         let pipeline = find_pipeline(&self.db, &account_id, &r.pipeline_id).await?;
@@ -348,7 +340,7 @@ impl Pipelines for PipelinesService {
     }
 
     async fn delete_pipeline(&self, request: Request<DeletePipelineRequest>) -> Result<Response<Deleted>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let id = request.into_inner().pipeline_id;
         if id == DEFAULT_PIPELINE {
             return Err(ApiError::new(
@@ -382,11 +374,11 @@ impl Pipelines for PipelinesService {
             .await
             .map_err(ApiError::from)?;
         txn.commit().await.map_err(ApiError::from)?;
-        Ok(Response::new(Deleted { success: true, id }))
+        Ok(deleted(id))
     }
 
     async fn create_stage(&self, request: Request<CreateStageRequest>) -> Result<Response<StageAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = name_of(&r.name, "name")?;
         let id = id_for(&r.id, &name, "id")?;
@@ -405,7 +397,7 @@ impl Pipelines for PipelinesService {
     }
 
     async fn update_stage(&self, request: Request<UpdateStageRequest>) -> Result<Response<StageAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = r.name.as_deref().map(|n| name_of(n, "name")).transpose()?;
         let txn = self.db.begin().await.map_err(ApiError::from)?;
@@ -436,7 +428,7 @@ impl Pipelines for PipelinesService {
     }
 
     async fn delete_stage(&self, request: Request<DeleteStageRequest>) -> Result<Response<Deleted>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let id = request.into_inner().stage_id;
         let txn = self.db.begin().await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
@@ -448,6 +440,6 @@ impl Pipelines for PipelinesService {
         shift_stages(&txn, &account_id, &stage.pipeline_id, stage.position + 1, -1).await?;
         relink_deals(&txn, &account_id, &id, None, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
-        Ok(Response::new(Deleted { success: true, id }))
+        Ok(deleted(id))
     }
 }

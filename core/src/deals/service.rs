@@ -9,19 +9,19 @@ use frontdesk_api::v1::{
     MoveDealRequest, UpdateDealRequest, deals_server::Deals,
 };
 use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, IntoActiveModel, TransactionTrait};
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use super::{
     fields::{DealFields, PRIORITIES, SOURCES, STATUSES, check_filter},
     store::{self, Filters},
 };
 use crate::{
-    access::caller::Caller,
     accounts,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
     paging::{self, Page},
+    requests::{account_of, apply_mask, deleted},
     store::entities::{deals, stages},
     timestamps,
 };
@@ -70,14 +70,11 @@ fn answer(m: &deals::Model) -> Response<DealAnswer> {
 }
 
 fn not_found() -> ApiError {
-    ApiError::new(Code::NotFound, "not_found", "no deal with this id")
+    ApiError::not_found("deal")
 }
 
 fn unknown_stage(id: &str) -> ApiError {
-    ApiError::invalid(vec![FieldViolation::new(
-        "stage",
-        format!("no stage `{id}` on this account"),
-    )])
+    ApiError::field("stage", format!("no stage `{id}` on this account"))
 }
 
 /// The stage, or 400 naming `stage` when the account has no such stage.
@@ -244,11 +241,9 @@ fn apply(deal: &mut deals::Model, fields: DealFields) {
 
 /// The fields an update sets, from its mask (REST fills the mask from the body's keys).
 fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
-    let mask = r.update_mask.map(|m| m.paths).unwrap_or_default();
     let mut fields = DealFields::default();
-    let mut unknown = Vec::new();
-    for path in mask {
-        match path.as_str() {
+    apply_mask(r.update_mask.as_ref(), "a deal", |path| {
+        match path {
             "title" => fields.title = Some(r.title.clone()),
             "description" => fields.description = Some(r.description.clone()),
             "company" => fields.company = Some(r.company.clone()),
@@ -263,17 +258,11 @@ fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
             "tags" => fields.tags = Some(r.tags.clone()),
             "close_date" => fields.close_date = Some(timestamps::from_proto(r.close_date)),
             "deal_id" => {}
-            other => unknown.push(FieldViolation::new(
-                "update_mask",
-                format!("`{other}` is not a deal field"),
-            )),
+            _ => return false,
         }
-    }
-    if unknown.is_empty() {
-        Ok(fields)
-    } else {
-        Err(ApiError::invalid(unknown))
-    }
+        true
+    })?;
+    Ok(fields)
 }
 
 fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
@@ -308,7 +297,7 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
 #[tonic::async_trait]
 impl Deals for DealsService {
     async fn list_deals(&self, request: Request<ListDealsRequest>) -> Result<Response<DealList>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let (filters, page) = list_filters(request.get_ref())?;
         let (rows, more) = store::list(&self.db, &account_id, &filters, &page)
             .await
@@ -322,7 +311,7 @@ impl Deals for DealsService {
     }
 
     async fn create_deal(&self, request: Request<CreateDealRequest>) -> Result<Response<DealAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         let fields = DealFields {
             title: Some(r.title),
@@ -343,7 +332,7 @@ impl Deals for DealsService {
     }
 
     async fn get_deal(&self, request: Request<GetDealRequest>) -> Result<Response<DealAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let deal = store::deal(&self.db, &account_id, &request.get_ref().deal_id)
             .await
             .map_err(ApiError::from)?
@@ -352,7 +341,7 @@ impl Deals for DealsService {
     }
 
     async fn update_deal(&self, request: Request<UpdateDealRequest>) -> Result<Response<DealAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         let deal_id = r.deal_id.clone();
         let fields = update_fields(r)?;
@@ -360,17 +349,14 @@ impl Deals for DealsService {
     }
 
     async fn delete_deal(&self, request: Request<DeleteDealRequest>) -> Result<Response<Deleted>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let deal_id = request.into_inner().deal_id;
         self.delete(&account_id, &deal_id).await?;
-        Ok(Response::new(Deleted {
-            success: true,
-            id: deal_id,
-        }))
+        Ok(deleted(deal_id))
     }
 
     async fn move_deal(&self, request: Request<MoveDealRequest>) -> Result<Response<DealAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let r = request.into_inner();
         if r.stage.is_empty() {
             return Err(ApiError::invalid(vec![FieldViolation::new("stage", "is required")]).into());

@@ -165,12 +165,10 @@ impl ChannelsService {
             )));
         }
         let id = format!("chn_{}", crate::ids::base62(16));
-        let mut keys: Vec<&String> = r.config.keys().collect();
-        keys.sort();
         let config: std::collections::BTreeMap<&String, &String> = r.config.iter().collect();
         let row = channels::Model {
             config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
-            configured_keys: to_json_text(&keys),
+            configured_keys: to_json_text(&config.keys().collect::<Vec<_>>()),
             id,
             account_id: account_id.to_owned(),
             name: r.name.clone(),

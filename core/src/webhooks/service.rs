@@ -16,15 +16,16 @@ use tonic::{Code, Request, Response, Status};
 
 use super::{signing, store, subscription};
 use crate::{
-    access::caller::Caller,
     accounts,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
     integrations::outbound::OutboundPolicy,
     paging::{self, Page},
+    requests::{account_of, apply_mask, deleted},
     store::entities::{webhook_attempts, webhook_deliveries, webhooks},
     timestamps,
+    validate::check_name,
 };
 
 const DELIVERY_STATUSES: [&str; 3] = ["pending", "succeeded", "failed"];
@@ -100,11 +101,7 @@ fn not_found(reference: &str) -> ApiError {
 }
 
 fn conflict(name: &str) -> ApiError {
-    ApiError::new(
-        Code::AlreadyExists,
-        "already_exists",
-        format!("a webhook subscription named `{name}` already exists"),
-    )
+    ApiError::already_exists(format!("a webhook subscription named `{name}` already exists"))
 }
 
 fn invalid(violation: FieldViolation) -> ApiError {
@@ -134,7 +131,7 @@ impl WebhooksService {
             if name.is_empty() {
                 fields.name = Some(None);
             } else {
-                match subscription::check_name(name) {
+                match check_name(name) {
                     Ok(()) => fields.name = Some(Some(name.to_owned())),
                     Err(v) => violations.push(v),
                 }
@@ -230,17 +227,10 @@ impl WebhooksService {
     }
 
     async fn update(&self, account_id: &str, r: UpdateWebhookRequest) -> ApiResult<WebhookAnswer> {
+        let known = ["name", "url", "events", "description", "webhook_id"];
+        apply_mask(r.update_mask.as_ref(), "a webhook", |path| known.contains(&path))?;
         let mask = r.update_mask.clone().map(|m| m.paths).unwrap_or_default();
         let has = |field: &str| mask.iter().any(|p| p == field);
-        if let Some(unknown) = mask
-            .iter()
-            .find(|p| !["name", "url", "events", "description", "webhook_id"].contains(&p.as_str()))
-        {
-            return Err(invalid(FieldViolation::new(
-                "update_mask",
-                format!("`{unknown}` is not a webhook field"),
-            )));
-        }
         let fields = self
             .check(
                 has("name").then_some(r.name.as_str()),
@@ -296,9 +286,7 @@ impl WebhooksService {
     async fn test(&self, account_id: &str, reference: &str) -> ApiResult<WebhookDelivery> {
         let (position, webhook) = self.find(account_id, reference).await?;
         if webhook.status != "active" {
-            return Err(ApiError::new(
-                Code::FailedPrecondition,
-                "failed_precondition",
+            return Err(ApiError::failed_precondition(
                 "the subscription is disabled; re-enable it first",
             ));
         }
@@ -416,7 +404,7 @@ pub fn new_delivery_id() -> String {
 #[tonic::async_trait]
 impl Webhooks for WebhooksService {
     async fn list_webhooks(&self, request: Request<ListWebhooksRequest>) -> Result<Response<WebhookList>, Status> {
-        let account_id = &Caller::of(&request)?.account_id;
+        let account_id = &account_of(&request)?;
         let all = store::list(&self.db, account_id).await.map_err(ApiError::from)?;
         Ok(Response::new(WebhookList {
             success: true,
@@ -425,12 +413,12 @@ impl Webhooks for WebhooksService {
     }
 
     async fn create_webhook(&self, request: Request<CreateWebhookRequest>) -> Result<Response<CreatedWebhook>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         Ok(Response::new(self.create(&account_id, request.into_inner()).await?))
     }
 
     async fn get_webhook(&self, request: Request<GetWebhookRequest>) -> Result<Response<WebhookAnswer>, Status> {
-        let account_id = &Caller::of(&request)?.account_id;
+        let account_id = &account_of(&request)?;
         let (position, webhook) = self.find(account_id, &request.get_ref().webhook_id).await?;
         Ok(Response::new(WebhookAnswer {
             success: true,
@@ -439,25 +427,22 @@ impl Webhooks for WebhooksService {
     }
 
     async fn update_webhook(&self, request: Request<UpdateWebhookRequest>) -> Result<Response<WebhookAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         Ok(Response::new(self.update(&account_id, request.into_inner()).await?))
     }
 
     async fn delete_webhook(&self, request: Request<DeleteWebhookRequest>) -> Result<Response<Deleted>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let reference = request.into_inner().webhook_id;
         self.delete(&account_id, &reference).await?;
-        Ok(Response::new(Deleted {
-            success: true,
-            id: reference,
-        }))
+        Ok(deleted(reference))
     }
 
     async fn test_webhook(
         &self,
         request: Request<TestWebhookRequest>,
     ) -> Result<Response<WebhookDeliveryAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let delivery = self.test(&account_id, &request.get_ref().webhook_id).await?;
         Ok(Response::new(WebhookDeliveryAnswer {
             success: true,
@@ -469,7 +454,7 @@ impl Webhooks for WebhooksService {
         &self,
         request: Request<GetWebhookHealthRequest>,
     ) -> Result<Response<WebhookHealthAnswer>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         let health = self.health(&account_id, &request.get_ref().webhook_id).await?;
         Ok(Response::new(WebhookHealthAnswer {
             success: true,
@@ -481,7 +466,7 @@ impl Webhooks for WebhooksService {
         &self,
         request: Request<ReEnableWebhookRequest>,
     ) -> Result<Response<ReEnabledWebhook>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         Ok(Response::new(self.re_enable(&account_id, request.into_inner()).await?))
     }
 
@@ -489,7 +474,7 @@ impl Webhooks for WebhooksService {
         &self,
         request: Request<ListWebhookDeliveriesRequest>,
     ) -> Result<Response<WebhookDeliveryList>, Status> {
-        let account_id = Caller::of(&request)?.account_id.clone();
+        let account_id = account_of(&request)?;
         Ok(Response::new(self.deliveries(&account_id, request.into_inner()).await?))
     }
 }
