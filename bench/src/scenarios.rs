@@ -61,6 +61,12 @@ impl Setup {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         env.insert("DATABASE_URL".into(), database_url.to_owned());
+        // Service knobs set around the bench (FRONTDESK_DB_MAX_CONNECTIONS=8, ...) reach the servers it starts.
+        for (name, value) in std::env::vars() {
+            if name.starts_with("FRONTDESK_") && !env.contains_key(&name) {
+                env.insert(name, value);
+            }
+        }
         if redis {
             env.insert("REDIS_URL".into(), self.redis.clone());
         }

@@ -19,8 +19,8 @@ pub struct CoreConfig {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://frontdesk.db?mode=rwc")]
     pub database_url: String,
 
-    /// Largest number of pooled database connections.
-    #[arg(long, env = "FRONTDESK_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    /// Largest number of pooled database connections (default: twice the CPUs plus one, at least 5).
+    #[arg(long, env = "FRONTDESK_DB_MAX_CONNECTIONS", default_value_t = default_db_connections())]
     pub db_max_connections: u32,
 
     /// Redis for rate-limit counters shared by every replica (`redis://HOST:6379`); unset: counted in process.
@@ -101,6 +101,16 @@ pub struct WebhookConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DurationList(pub Vec<Duration>);
 
+/// The PostgreSQL wiki's pool size, twice the cores plus one. More connections than the database can run at
+/// once do not make it faster: its processes then contend for the CPUs in no particular order, where the
+/// pool's queue is first come, first served (with 16 on two cores the deals list's p99 was half again as
+/// long; docs/BENCHMARKS.md). At least 5, so the webhook
+/// dispatcher's four loops never hold every connection. Raise it when the database is on another machine.
+fn default_db_connections() -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(2 * cpus + 1).unwrap_or(u32::MAX).max(5)
+}
+
 /// `500ms`, `5s`, `5m`, `2h` or `3d`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -179,6 +189,13 @@ impl PaymentConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pool_defaults_to_twice_the_cpus_plus_one_and_never_below_five() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        assert_eq!(default_db_connections(), (2 * cpus + 1).max(5));
+        assert!(default_db_connections() >= 5);
+    }
 
     #[test]
     fn durations_parse() {

@@ -175,6 +175,14 @@ impl Serialize for JsonValue<'_> {
 
 /// A Timestamp as proto3 JSON writes it: RFC 3339 in UTC with `Z`, and 0, 3, 6 or 9 fractional digits.
 fn rfc3339(seconds: i64, nanos: i32) -> String {
+    let mut out = Vec::with_capacity(32);
+    write_rfc3339(&mut out, seconds, nanos);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Appends `rfc3339(seconds, nanos)` (unquoted) to `out`. Nanos outside 0..1e9, which the core never
+/// writes, are clamped.
+pub(crate) fn write_rfc3339(out: &mut Vec<u8>, seconds: i64, nanos: i32) {
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -187,14 +195,40 @@ fn rfc3339(seconds: i64, nanos: i32) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let (hour, minute, second) = (of_day / 3600, of_day % 3600 / 60, of_day % 60);
-    let fraction = match nanos {
-        0 => String::new(),
-        n if n % 1_000_000 == 0 => format!(".{:03}", n / 1_000_000),
-        n if n % 1_000 == 0 => format!(".{:06}", n / 1_000),
-        n => format!(".{n:09}"),
-    };
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{fraction}Z")
+    match u32::try_from(year) {
+        Ok(year) if year <= 9999 => digits(out, year, 4),
+        _ => out.extend_from_slice(year.to_string().as_bytes()),
+    }
+    // Each remaining part is below 100 by construction.
+    let parts = [month, day, of_day / 3600, of_day % 3600 / 60, of_day % 60].map(|p| p as u32);
+    for (separator, part) in [b'-', b'-', b'T', b':', b':'].into_iter().zip(parts) {
+        out.push(separator);
+        digits(out, part, 2);
+    }
+    let nanos = nanos.clamp(0, 999_999_999) as u32;
+    match nanos {
+        0 => {}
+        n if n % 1_000_000 == 0 => {
+            out.push(b'.');
+            digits(out, n / 1_000_000, 3);
+        }
+        n if n % 1_000 == 0 => {
+            out.push(b'.');
+            digits(out, n / 1_000, 6);
+        }
+        n => {
+            out.push(b'.');
+            digits(out, n, 9);
+        }
+    }
+    out.push(b'Z');
+}
+
+/// `value` in exactly `width` decimal digits, zero-padded (`value` must fit).
+fn digits(out: &mut Vec<u8>, value: u32, width: u32) {
+    for place in (0..width).rev() {
+        out.push(b'0' + (value / 10u32.pow(place) % 10) as u8);
+    }
 }
 
 /// Finite numbers as JSON numbers; NaN and infinities as proto3 JSON's strings.

@@ -11,6 +11,7 @@ mod request;
 pub mod request_id;
 mod response;
 mod transport;
+mod wire_json;
 
 use std::{
     collections::BTreeMap,
@@ -37,6 +38,7 @@ pub use bindings::Naming;
 pub use error::HttpError;
 use request_id::RequestId;
 pub use transport::Transport;
+use wire_json::{PlanId, Plans};
 
 /// Largest accepted JSON request body; larger ones are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -57,10 +59,13 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>) -> Result<Ro
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
     let bindings = bindings::load(&pool).map_err(StartError)?;
     let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
+    let mut plans = Plans::default();
+    let responses: Vec<PlanId> = bindings.iter().map(|b| plans.plan(&b.method.output())).collect();
+    let plans = Arc::new(plans);
 
     let mut paths: BTreeMap<String, MethodRouter> = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
-    for binding in bindings {
+    for (binding, response) in bindings.into_iter().zip(responses) {
         if !seen.insert((binding.http_method.clone(), binding.template.axum_path.clone())) {
             return Err(StartError(format!(
                 "two rules for {} {}",
@@ -69,10 +74,14 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>) -> Result<Ro
         }
         let filter = MethodFilter::try_from(binding.http_method.clone()).map_err(|e| StartError(e.to_string()))?;
         let path = binding.template.axum_path.clone();
-        let binding = Arc::new(binding);
+        let route = Arc::new(Route {
+            binding,
+            response,
+            plans: plans.clone(),
+        });
         let transport = transport.clone();
         let handler = move |params: Result<RawPathParams, RawPathParamsRejection>, request: Request| {
-            transcode(binding.clone(), transport.clone(), params, request)
+            transcode(route.clone(), transport.clone(), params, request)
         };
         let routes = paths.remove(&path).unwrap_or_default();
         paths.insert(path, routes.on(filter, handler));
@@ -109,13 +118,21 @@ pub async fn serve(
     axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }
 
+/// What one route needs per request: its binding and how to write its answer.
+struct Route {
+    binding: Binding,
+    response: PlanId,
+    plans: Arc<Plans>,
+}
+
 /// One REST call: HTTP request -> request message -> gRPC call -> JSON answer.
 async fn transcode(
-    binding: Arc<Binding>,
+    route: Arc<Route>,
     transport: Transport,
     params: Result<RawPathParams, RawPathParamsRejection>,
     request: Request,
 ) -> Response {
+    let binding = &route.binding;
     let id = request_id_of(&request);
     let query = request.uri().query().map(str::to_owned);
     let forwarded = forwarded_metadata(request.headers());
@@ -126,7 +143,7 @@ async fn transcode(
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect();
         let body = read_body(request).await?;
-        request::build(&binding, &params, query.as_deref(), &body)
+        request::build(binding, &params, query.as_deref(), &body)
     }
     .await;
     let (message, lifted, preflight) = match parsed {
@@ -159,11 +176,9 @@ async fn transcode(
             metadata.append(name, value);
         }
     }
-    let answer = transport
-        .unary(binding.grpc_path.clone(), call, binding.method.output())
-        .await;
+    let answer = transport.unary(binding.grpc_path.clone(), call).await;
     let result = match (answer, preflight) {
-        (Ok(answer), None) => response::success(binding.naming, answer),
+        (Ok(answer), None) => response::success(&route.plans, route.response, binding.naming, answer),
         (Err(status), Some(error)) if is_preflight_pass(&status) => {
             let mut response = error.into_response_with_id(&id);
             response::forward_headers(status.metadata(), response.headers_mut());

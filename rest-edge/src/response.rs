@@ -1,26 +1,29 @@
-//! Response message -> HTTP response: JSON in the surface's naming (see `json_out`), the status from `x-http-code` when the core set one,
+//! The core's answer -> HTTP response: JSON in the surface's naming (see `wire_json`), the status from `x-http-code` when the core set one,
 //! and the allow-listed response metadata copied to headers.
 
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use frontdesk_api::wire;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use prost_reflect::DynamicMessage;
 use tonic::metadata::MetadataMap;
 
-use crate::{bindings::Naming, error::HttpError, json_out::JsonMessage};
+use crate::{
+    bindings::Naming,
+    error::HttpError,
+    wire_json::{PlanId, Plans},
+};
 
-pub fn success(naming: Naming, response: tonic::Response<DynamicMessage>) -> Result<Response, HttpError> {
-    let (metadata, message, _) = response.into_parts();
-    // A start that fits most answers; computing a precise size walks the whole message (costly).
-    let mut body = Vec::with_capacity(1024);
-    serde_json::to_writer(
-        &mut body,
-        &JsonMessage {
-            message: &message,
-            naming,
-        },
-    )
-    .map_err(|e| {
+/// The core's encoded answer, written as JSON by plan `answer`.
+pub fn success(
+    plans: &Plans,
+    answer: PlanId,
+    naming: Naming,
+    response: tonic::Response<Bytes>,
+) -> Result<Response, HttpError> {
+    let (metadata, encoded, _) = response.into_parts();
+    // JSON of our messages runs two to three times the protobuf size (keys, defaults, quoting).
+    let mut body = Vec::with_capacity(encoded.len() * 3 + 256);
+    plans.write(answer, &encoded, naming, &mut body).map_err(|e| {
         tracing::error!(error = %e, "response is not representable as JSON");
         HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
     })?;

@@ -4,10 +4,10 @@
 use std::convert::Infallible;
 use std::{future::Future, pin::Pin};
 
-use bytes::Buf;
+use bytes::{Buf, Bytes};
 use http::{Uri, uri::PathAndQuery};
 use prost::Message;
-use prost_reflect::{DynamicMessage, MessageDescriptor};
+use prost_reflect::DynamicMessage;
 use tonic::{
     Status,
     body::Body,
@@ -60,39 +60,39 @@ impl Transport {
         })
     }
 
-    /// One unary call of the method at `path`, decoding the answer as `output`. The future is boxed so that
-    /// its `Send`-ness is proven here, once, rather than at every generic call site.
+    /// One unary call of the method at `path`; the answer stays encoded (`wire_json` writes it as JSON
+    /// without decoding it). The future is boxed so that its `Send`-ness is proven here, once, rather than at
+    /// every generic call site.
     pub fn unary(
         &self,
         path: PathAndQuery,
         request: tonic::Request<DynamicMessage>,
-        output: MessageDescriptor,
-    ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<DynamicMessage>, Status>> + Send + 'static>> {
+    ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<Bytes>, Status>> + Send + 'static>> {
         let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone());
         Box::pin(async move {
             grpc.ready()
                 .await
                 .map_err(|e| Status::unavailable(format!("core unavailable: {e}")))?;
-            grpc.unary(request, path, DynamicCodec(output)).await
+            grpc.unary(request, path, DynamicCodec).await
         })
     }
 }
 
-/// Protobuf codec for messages known only by descriptor.
-struct DynamicCodec(MessageDescriptor);
+/// Protobuf codec sending messages known only by descriptor and receiving the encoded answer as is.
+struct DynamicCodec;
 
 impl Codec for DynamicCodec {
     type Encode = DynamicMessage;
-    type Decode = DynamicMessage;
+    type Decode = Bytes;
     type Encoder = DynamicEncoder;
-    type Decoder = DynamicDecoder;
+    type Decoder = EncodedDecoder;
 
     fn encoder(&mut self) -> Self::Encoder {
         DynamicEncoder
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        DynamicDecoder(self.0.clone())
+        EncodedDecoder
     }
 }
 
@@ -109,15 +109,13 @@ impl Encoder for DynamicEncoder {
     }
 }
 
-struct DynamicDecoder(MessageDescriptor);
+struct EncodedDecoder;
 
-impl Decoder for DynamicDecoder {
-    type Item = DynamicMessage;
+impl Decoder for EncodedDecoder {
+    type Item = Bytes;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
-        let message = DynamicMessage::decode(self.0.clone(), src.copy_to_bytes(src.remaining()))
-            .map_err(|e| Status::internal(format!("decoding response: {e}")))?;
-        Ok(Some(message))
+        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }

@@ -8,7 +8,10 @@ use sea_orm::{
 };
 
 use super::{api_key::ApiKey, scopes::Scopes};
-use crate::store::entities::{accounts, api_keys};
+use crate::store::{
+    column,
+    entities::{accounts, api_keys},
+};
 
 /// Issues a new key for `account_id` and stores its hash.
 pub async fn issue(
@@ -69,25 +72,25 @@ pub async fn find_active(
         return Ok(None);
     };
     let key_row = api_keys::Model {
-        id: row.try_get_by_index(0)?,
-        account_id: row.try_get_by_index(1)?,
+        id: column(&row, 0)?,
+        account_id: column(&row, 1)?,
         key_hash: hash,
-        masked: row.try_get_by_index(2)?,
-        scopes: row.try_get_by_index(3)?,
-        created_at: row.try_get_by_index(4)?,
+        masked: column(&row, 2)?,
+        scopes: column(&row, 3)?,
+        created_at: column(&row, 4)?,
         revoked_at: None,
     };
     let account = accounts::Model {
         id: key_row.account_id.clone(),
-        name: row.try_get_by_index(5)?,
-        plan: row.try_get_by_index(6)?,
-        api_access: row.try_get_by_index(7)?,
-        webhooks_enabled: row.try_get_by_index(8)?,
-        credit_milli: row.try_get_by_index(9)?,
-        rate_limit: row.try_get_by_index(10)?,
-        parent_account_id: row.try_get_by_index(11)?,
-        created_at: row.try_get_by_index(12)?,
-        updated_at: row.try_get_by_index(13)?,
+        name: column(&row, 5)?,
+        plan: column(&row, 6)?,
+        api_access: column(&row, 7)?,
+        webhooks_enabled: column(&row, 8)?,
+        credit_milli: column(&row, 9)?,
+        rate_limit: column(&row, 10)?,
+        parent_account_id: column(&row, 11)?,
+        created_at: column(&row, 12)?,
+        updated_at: column(&row, 13)?,
         deleted_at: None,
     };
     Ok(Some((key_row, account)))

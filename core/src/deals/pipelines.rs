@@ -211,7 +211,7 @@ async fn relink_deals(
         .await?;
     for mut deal in affected.into_iter().filter(|d| d.pipeline_id.as_deref() != pipeline_id) {
         deal.pipeline_id = pipeline_id.map(str::to_owned);
-        let data = events::payload(&deal_message(&deal), "frontdesk.v1.Deal");
+        let data = events::payload(&deal_message(deal), "frontdesk.v1.Deal");
         events::record(db, account_id, EventType::DealUpdated, data, now).await?;
     }
     Ok(())

@@ -38,22 +38,22 @@ impl DealsService {
     }
 }
 
-pub fn deal_message(m: &deals::Model) -> Deal {
+pub fn deal_message(m: deals::Model) -> Deal {
     Deal {
-        id: m.id.clone(),
-        title: m.title.clone(),
-        description: m.description.clone(),
-        company: m.company.clone(),
-        stage: m.stage.clone(),
-        pipeline_id: m.pipeline_id.clone(),
+        id: m.id,
+        title: m.title,
+        description: m.description,
+        company: m.company,
+        stage: m.stage,
+        pipeline_id: m.pipeline_id,
         value: m.value,
         probability: m.probability,
-        priority: m.priority.clone(),
-        status: m.status.clone(),
-        source: m.source.clone(),
+        priority: m.priority,
+        status: m.status,
+        source: m.source,
         position: m.position,
-        contact_id: m.contact_id.clone(),
-        assigned_to: m.assigned_to.clone(),
+        contact_id: m.contact_id,
+        assigned_to: m.assigned_to,
         tags: serde_json::from_str(&m.tags).unwrap_or_default(),
         close_date: m.close_date.map(timestamps::to_proto),
         created_at: Some(timestamps::to_proto(m.created_at)),
@@ -62,7 +62,7 @@ pub fn deal_message(m: &deals::Model) -> Deal {
     }
 }
 
-fn answer(m: &deals::Model) -> Response<DealAnswer> {
+fn answer(m: deals::Model) -> Response<DealAnswer> {
     Response::new(DealAnswer {
         success: true,
         deal: Some(deal_message(m)),
@@ -89,7 +89,7 @@ async fn record_change(
     after: &deals::Model,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
-    let data = events::payload(&deal_message(after), "frontdesk.v1.Deal");
+    let data = events::payload(&deal_message(after.clone()), "frontdesk.v1.Deal");
     let event = match before {
         None => EventType::DealCreated,
         Some(_) => EventType::DealUpdated,
@@ -305,7 +305,7 @@ impl Deals for DealsService {
         let next_cursor = paging::next_cursor(more, rows.last().map(|d| (d.created_at, d.id.as_str())));
         Ok(Response::new(DealList {
             success: true,
-            deals: rows.iter().map(deal_message).collect(),
+            deals: rows.into_iter().map(deal_message).collect(),
             next_cursor,
         }))
     }
@@ -328,7 +328,7 @@ impl Deals for DealsService {
             tags: Some(r.tags),
             close_date: Some(timestamps::from_proto(r.close_date)),
         };
-        Ok(answer(&self.create(&account_id, fields).await?))
+        Ok(answer(self.create(&account_id, fields).await?))
     }
 
     async fn get_deal(&self, request: Request<GetDealRequest>) -> Result<Response<DealAnswer>, Status> {
@@ -337,7 +337,7 @@ impl Deals for DealsService {
             .await
             .map_err(ApiError::from)?
             .ok_or_else(not_found)?;
-        Ok(answer(&deal))
+        Ok(answer(deal))
     }
 
     async fn update_deal(&self, request: Request<UpdateDealRequest>) -> Result<Response<DealAnswer>, Status> {
@@ -345,7 +345,7 @@ impl Deals for DealsService {
         let r = request.into_inner();
         let deal_id = r.deal_id.clone();
         let fields = update_fields(r)?;
-        Ok(answer(&self.change(&account_id, &deal_id, fields, None).await?))
+        Ok(answer(self.change(&account_id, &deal_id, fields, None).await?))
     }
 
     async fn delete_deal(&self, request: Request<DeleteDealRequest>) -> Result<Response<Deleted>, Status> {
@@ -372,6 +372,6 @@ impl Deals for DealsService {
                 Some((r.stage, r.position)),
             )
             .await?;
-        Ok(answer(&deal))
+        Ok(answer(deal))
     }
 }

@@ -9,7 +9,10 @@ use sea_orm::{
 };
 
 use crate::paging::Page;
-use crate::store::entities::{deals, stages};
+use crate::store::{
+    column,
+    entities::{deals, stages},
+};
 
 /// The stage with this id on the account.
 pub async fn stage(
@@ -139,26 +142,26 @@ pub async fn list(
 /// A `deals` row selected with every column in declaration order (what `Entity::find()` selects).
 fn deal_from_row(row: &QueryResult) -> Result<deals::Model, DbErr> {
     Ok(deals::Model {
-        id: row.try_get_by_index(0)?,
-        account_id: row.try_get_by_index(1)?,
-        title: row.try_get_by_index(2)?,
-        description: row.try_get_by_index(3)?,
-        company: row.try_get_by_index(4)?,
-        stage: row.try_get_by_index(5)?,
-        pipeline_id: row.try_get_by_index(6)?,
-        value: row.try_get_by_index(7)?,
-        probability: row.try_get_by_index(8)?,
-        priority: row.try_get_by_index(9)?,
-        status: row.try_get_by_index(10)?,
-        source: row.try_get_by_index(11)?,
-        position: row.try_get_by_index(12)?,
-        contact_id: row.try_get_by_index(13)?,
-        assigned_to: row.try_get_by_index(14)?,
-        tags: row.try_get_by_index(15)?,
-        close_date: row.try_get_by_index(16)?,
-        created_at: row.try_get_by_index(17)?,
-        updated_at: row.try_get_by_index(18)?,
-        stage_entered_at: row.try_get_by_index(19)?,
+        id: column(row, 0)?,
+        account_id: column(row, 1)?,
+        title: column(row, 2)?,
+        description: column(row, 3)?,
+        company: column(row, 4)?,
+        stage: column(row, 5)?,
+        pipeline_id: column(row, 6)?,
+        value: column(row, 7)?,
+        probability: column(row, 8)?,
+        priority: column(row, 9)?,
+        status: column(row, 10)?,
+        source: column(row, 11)?,
+        position: column(row, 12)?,
+        contact_id: column(row, 13)?,
+        assigned_to: column(row, 14)?,
+        tags: column(row, 15)?,
+        close_date: column(row, 16)?,
+        created_at: column(row, 17)?,
+        updated_at: column(row, 18)?,
+        stage_entered_at: column(row, 19)?,
     })
 }
 
