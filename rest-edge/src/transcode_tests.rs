@@ -9,7 +9,8 @@ use crate::{
     request, response,
 };
 
-fn pool() -> DescriptorPool {
+/// The fixture service's descriptors (the response writer's tests use them too).
+pub(crate) fn pool() -> DescriptorPool {
     let root = env!("CARGO_MANIFEST_DIR");
     let mut compiler =
         protox::Compiler::new([format!("{root}/tests/fixtures"), format!("{root}/../proto")]).expect("compiler");

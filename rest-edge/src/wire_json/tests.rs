@@ -6,17 +6,8 @@
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, Kind, MapKey, MessageDescriptor, Value};
 
-use super::{Plans, WireError};
-use crate::{bindings::Naming, json_out::JsonMessage};
-
-fn fixture_pool() -> DescriptorPool {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let mut compiler =
-        protox::Compiler::new([format!("{root}/tests/fixtures"), format!("{root}/../proto")]).expect("compiler");
-    compiler.include_imports(true);
-    compiler.open_file("transcode_fixture.proto").expect("fixture compiles");
-    DescriptorPool::decode(compiler.encode_file_descriptor_set().as_slice()).expect("pool")
-}
+use super::{Plans, reader::WireError};
+use crate::{bindings::Naming, json_out::JsonMessage, transcode_tests::pool};
 
 fn contract_pool() -> DescriptorPool {
     DescriptorPool::decode(frontdesk_api::FILE_DESCRIPTOR_SET).expect("contract descriptors")
@@ -113,7 +104,7 @@ fn filled(descriptor: &MessageDescriptor, depth: usize) -> DynamicMessage {
 
 #[test]
 fn every_contract_message_renders_as_the_reflective_writer_does() {
-    for pool in [contract_pool(), fixture_pool()] {
+    for pool in [contract_pool(), pool()] {
         for descriptor in pool.all_messages() {
             if descriptor.is_map_entry() || descriptor.full_name() == "google.protobuf.Any" {
                 continue;
@@ -125,9 +116,7 @@ fn every_contract_message_renders_as_the_reflective_writer_does() {
 }
 
 fn scalars() -> MessageDescriptor {
-    fixture_pool()
-        .get_message_by_name("frontdesk.v1fixture.Scalars")
-        .unwrap()
+    pool().get_message_by_name("frontdesk.v1fixture.Scalars").unwrap()
 }
 
 /// Field `number`'s tag for wire type `wire`, followed by `rest`.
@@ -212,7 +201,7 @@ fn encodings_prost_never_writes_read_as_protobuf_reads_them() {
             .concat(),
         ),
         (
-            "a map repeating a key: the last value wins",
+            "a map repeating a key: the last value wins (order compared apart)",
             [
                 field(22, 2, &[4, 0x08, 1, 0x10, 1]), // {true: RED}
                 field(22, 2, &[2, 0x08, 0]),          // {false: <default>}
@@ -229,21 +218,53 @@ fn encodings_prost_never_writes_read_as_protobuf_reads_them() {
             "timestamps in a list, one with unknown fields",
             [field(25, 2, &[2, 0x08, 1]), field(25, 2, &[4, 0x18, 7, 0x10, 5])].concat(),
         ),
+        (
+            "two members of one oneof: the last is the one set",
+            [field(23, 2, b"\x01a"), field(24, 2, &[2, 0x10, 1])].concat(),
+        ),
+        (
+            "a map entry giving its message value twice merges them",
+            field(21, 2, &[12, 0x08, 1, 0x12, 3, 0x0a, 1, b'a', 0x12, 3, 0x12, 1, b'b']),
+        ),
+        (
+            "negative zero in a field without presence is its default",
+            [
+                field(1, 1, &(-0.0f64).to_le_bytes()),
+                field(2, 5, &(-0.0f32).to_le_bytes()),
+                field(19, 2, &[8, 0, 0, 0, 0, 0, 0, 0, 0x80]),
+            ]
+            .concat(),
+        ),
+        (
+            "a nested message twice: the lists inside it join",
+            [
+                field(27, 2, &[5, 0xca, 0x01, 2, 0x08, 1]),
+                field(27, 2, &[5, 0xca, 0x01, 2, 0x10, 5]),
+            ]
+            .concat(),
+        ),
+        (
+            "a group inside an unknown group",
+            [
+                field(35, 3, &field(36, 3, &field(36, 4, &[]))),
+                field(35, 4, &[]),
+                field(3, 0, &[2]),
+            ]
+            .concat(),
+        ),
     ];
     for (case, bytes) in cases {
-        let snake = planned(&scalars, bytes, Naming::Snake).unwrap_or_else(|e| panic!("{case}: {e}"));
-        let theirs = reflective(&scalars, bytes, Naming::Snake).unwrap_or_else(|| panic!("{case}: prost-reflect"));
-        let (ours, theirs): (serde_json::Value, serde_json::Value) = (
-            serde_json::from_str(&snake).unwrap(),
-            serde_json::from_str(&theirs).unwrap(),
-        );
-        assert_eq!(ours, theirs, "{case}");
+        for naming in [Naming::Snake, Naming::LowerCamel] {
+            let ours = planned(&scalars, bytes, naming).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let theirs = reflective(&scalars, bytes, naming).unwrap_or_else(|| panic!("{case}: prost-reflect"));
+            if case.contains("order compared apart") {
+                let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+                assert_eq!(parse(&ours), parse(&theirs), "{case}");
+            } else {
+                assert_eq!(ours, theirs, "{case} ({naming:?})");
+            }
+        }
     }
-    let repeated_key = planned(&scalars, &cases[11].1, Naming::Snake).unwrap();
-    assert!(
-        repeated_key.contains(r#""colors_by_flag":{"true":"COLOR_UNSPECIFIED","false":"COLOR_UNSPECIFIED"}"#),
-        "{repeated_key}"
-    );
 }
 
 #[test]
@@ -263,6 +284,16 @@ fn malformed_answers_are_errors_not_guesses() {
         ),
         ("packed fixed run of the wrong length", field(19, 2, &[3, 0, 0, 0])),
         ("nested message truncated", field(27, 2, &[3, 0x18, 1])),
+        (
+            "a replaced string that is not UTF-8",
+            [field(14, 2, &[2, 0xc3, 0x28]), field(14, 2, b"\x01a")].concat(),
+        ),
+        ("a key over 32 bits", vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0]),
+        (
+            "a group ended by another group's end",
+            [field(35, 3, &[]), field(36, 4, &[])].concat(),
+        ),
+        ("a group never ended", field(35, 3, &field(3, 0, &[1]))),
     ];
     for (case, bytes) in cases {
         assert!(planned(&scalars, bytes, Naming::Snake).is_err(), "{case}");
@@ -274,13 +305,19 @@ fn malformed_answers_are_errors_not_guesses() {
 }
 
 #[test]
-fn nesting_beyond_the_limit_is_refused() {
+fn nesting_is_followed_to_the_limit_and_refused_beyond_it() {
     let scalars = scalars();
-    let mut bytes = Vec::new();
-    for _ in 0..150 {
-        let mut length = Vec::new();
-        prost::encoding::encode_varint(bytes.len() as u64, &mut length);
-        bytes = [field(27, 2, &length), bytes].concat();
-    }
-    assert!(planned(&scalars, &bytes, Naming::Snake).is_err());
+    let nested = |levels: usize| {
+        let mut bytes = Vec::new();
+        for _ in 0..levels {
+            let mut length = Vec::new();
+            prost::encoding::encode_varint(bytes.len() as u64, &mut length);
+            bytes = [field(27, 2, &length), bytes].concat();
+        }
+        bytes
+    };
+    assert!(planned(&scalars, &nested(90), Naming::Snake).is_ok());
+    assert_agree(&scalars, &nested(90));
+    assert!(planned(&scalars, &nested(150), Naming::Snake).is_err());
+    assert!(reflective(&scalars, &nested(150), Naming::Snake).is_none());
 }
