@@ -8,7 +8,7 @@
 //! order where `json_out` follows its hash map): defaults written, unset fields with presence as `null`,
 //! 64-bit integers as numbers, Timestamps as RFC 3339. The other well-known types, and the encodings prost
 //! never writes whose meaning needs protobuf's merge rules (a singular field, a oneof or a map key given
-//! twice), go through `json_out` for that message.
+//! twice), go through `json_out`: the former for that message, the latter for the whole answer.
 
 mod plan;
 mod reader;

@@ -115,6 +115,15 @@ fn every_contract_message_renders_as_the_reflective_writer_does() {
     }
 }
 
+/// Unknown group 35 holding itself `depth` times.
+fn nested_groups(depth: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for _ in 0..depth {
+        bytes = [field(35, 3, &bytes), field(35, 4, &[])].concat();
+    }
+    bytes
+}
+
 fn scalars() -> MessageDescriptor {
     pool().get_message_by_name("frontdesk.v1fixture.Scalars").unwrap()
 }
@@ -252,6 +261,27 @@ fn encodings_prost_never_writes_read_as_protobuf_reads_them() {
             ]
             .concat(),
         ),
+        ("groups nested to a depth prost allows", nested_groups(50)),
+        (
+            "a field twice in a nested message: the whole answer is written by json_out",
+            [field(3, 0, &[7]), field(27, 2, &[4, 0x18, 1, 0x18, 2])].concat(),
+        ),
+        (
+            "a field twice in a map's message value",
+            [
+                field(3, 0, &[7]),
+                field(21, 2, &[10, 0x08, 1, 0x12, 6, 0x0a, 1, b'a', 0x0a, 1, b'b']),
+            ]
+            .concat(),
+        ),
+        (
+            "a nested map repeating a key after other fields",
+            [
+                field(3, 0, &[7]),
+                field(27, 2, &[12, 0x18, 9, 0xb2, 0x01, 2, 0x08, 1, 0xb2, 0x01, 2, 0x08, 1]),
+            ]
+            .concat(),
+        ),
     ];
     for (case, bytes) in cases {
         for naming in [Naming::Snake, Naming::LowerCamel] {
@@ -288,7 +318,9 @@ fn malformed_answers_are_errors_not_guesses() {
             "a replaced string that is not UTF-8",
             [field(14, 2, &[2, 0xc3, 0x28]), field(14, 2, b"\x01a")].concat(),
         ),
-        ("a key over 32 bits", vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0]),
+        // (1 << 32) | field 3, varint: read as 32 bits it would be an unknown field.
+        ("a key over 32 bits", vec![0x98, 0x80, 0x80, 0x80, 0x10, 1]),
+        ("groups nested past the limit", nested_groups(150)),
         (
             "a group ended by another group's end",
             [field(35, 3, &[]), field(36, 4, &[])].concat(),

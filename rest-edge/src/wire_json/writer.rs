@@ -17,23 +17,33 @@ use crate::{
 
 impl Plans {
     /// Appends the JSON of the message encoded in `bytes`, rendered by plan `id`, to `out`.
+    /// An encoding that needs protobuf's merge rules anywhere in the answer has the whole answer written by
+    /// `json_out` instead, under prost's own limits (prost never writes one).
     pub fn write(&self, id: PlanId, bytes: &[u8], naming: Naming, out: &mut Vec<u8>) -> Result<(), WireError> {
+        let start = out.len();
         let mut writer = Writer {
             plans: self,
             naming,
-            out,
+            out: &mut *out,
         };
-        writer.message(id, bytes, 0).map_err(|stop| match stop {
-            Stop::Malformed(error) => error,
-            Stop::Reflective => malformed("no plan could write the answer"),
-        })
+        match writer.message(id, bytes, 0) {
+            Ok(()) => Ok(()),
+            Err(Stop::Malformed(error)) => Err(error),
+            Err(Stop::Reflective) => {
+                out.truncate(start);
+                match &self.messages[id.0] {
+                    MessagePlan::Fields(plan) => reflective(out, &plan.descriptor, bytes, naming),
+                    _ => Err(malformed("no plan could write the answer")),
+                }
+            }
+        }
     }
 }
 
 /// Why writing stopped.
 enum Stop {
     Malformed(WireError),
-    /// The encoding needs protobuf's merge rules: the innermost planned message is written by `json_out`.
+    /// The encoding needs protobuf's merge rules: the answer is written by `json_out`.
     Reflective,
 }
 
@@ -62,17 +72,8 @@ impl Writer<'_, '_> {
         }
         match &self.plans.messages[id.0] {
             MessagePlan::Timestamp => self.timestamp(bytes, depth),
-            MessagePlan::Reflective(descriptor) => self.reflective(descriptor, bytes),
-            MessagePlan::Fields(plan) => {
-                let start = self.out.len();
-                match self.fields(plan, bytes, depth) {
-                    Err(Stop::Reflective) => {
-                        self.out.truncate(start);
-                        self.reflective(&plan.descriptor, bytes)
-                    }
-                    done => done,
-                }
-            }
+            MessagePlan::Reflective(descriptor) => Ok(reflective(self.out, descriptor, bytes, self.naming)?),
+            MessagePlan::Fields(plan) => self.fields(plan, bytes, depth),
             MessagePlan::Building => Err(malformed("plan still building").into()),
         }
     }
@@ -228,18 +229,24 @@ impl Writer<'_, '_> {
         self.out.push(b'"');
         Ok(())
     }
+}
 
-    fn reflective(&mut self, descriptor: &MessageDescriptor, bytes: &[u8]) -> Result<(), Stop> {
-        let message = DynamicMessage::decode(descriptor.clone(), bytes).map_err(|e| malformed(e.to_string()))?;
-        serde_json::to_writer(
-            &mut *self.out,
-            &JsonMessage {
-                message: &message,
-                naming: self.naming,
-            },
-        )
-        .map_err(|e| malformed(e.to_string()).into())
-    }
+/// `bytes` decoded by prost-reflect and written by `json_out`.
+fn reflective(
+    out: &mut Vec<u8>,
+    descriptor: &MessageDescriptor,
+    bytes: &[u8],
+    naming: Naming,
+) -> Result<(), WireError> {
+    let message = DynamicMessage::decode(descriptor.clone(), bytes).map_err(|e| malformed(e.to_string()))?;
+    serde_json::to_writer(
+        out,
+        &JsonMessage {
+            message: &message,
+            naming,
+        },
+    )
+    .map_err(|e| malformed(e.to_string()))
 }
 
 /// The known fields' values in `bytes`, grouped by field in declaration order (wire order within a list);
