@@ -104,6 +104,15 @@ pub fn assert_not_found(answer: &Answer, case: &str) {
     );
 }
 
+pub fn assert_insufficient_scope(answer: &Answer, case: &str) {
+    assert_eq!(
+        (answer.status, answer.code()),
+        (403, "insufficient_scope"),
+        "{case}: {}",
+        answer.body
+    );
+}
+
 /// `prefix` + 16 base62 characters.
 pub fn assert_id(id: &Value, prefix: &str) {
     let id = id.as_str().unwrap_or_else(|| panic!("an id, not {id}"));

@@ -13,7 +13,10 @@ use frontdesk_api::v1::{
 };
 use frontdesk_tests::{
     Answer, Db, Server, admin, call_with, on_both_databases,
-    platform::{agency_and_child, assert_id, assert_invalid, assert_not_found, assert_timestamp, authed},
+    platform::{
+        agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp,
+        authed,
+    },
 };
 use serde_json::{Value, json};
 use tonic::Code;
@@ -344,12 +347,7 @@ on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async m
             (method == "POST").then_some(r#"{"name": "x"}"#),
         )
         .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (403, "insufficient_scope"),
-            "{method} {path}: {}",
-            answer.body
-        );
+        assert_insufficient_scope(&answer, &format!("{method} {path}"));
     }
     let agents_only = admin::issue_key(&server, &api.account_id, &["agents"]).await;
     let answer = call_with("GET", &server.url("/v1/agents"), &[("x-api-key", &agents_only)], None).await;
@@ -1533,12 +1531,7 @@ on_both_databases!(
             let answer = agency
                 .send("GET", &format!("/v1/agents?sub_account_id={stranger}"), None)
                 .await;
-            assert_eq!(
-                (answer.status, answer.code()),
-                (403, "insufficient_scope"),
-                "{stranger}: {}",
-                answer.body
-            );
+            assert_insufficient_scope(&answer, &stranger);
             let answer = agency
                 .send(
                     "POST",
@@ -1546,21 +1539,12 @@ on_both_databases!(
                     Some(json!({"name": "Intruder", "sub_account_id": stranger})),
                 )
                 .await;
-            assert_eq!(
-                (answer.status, answer.code()),
-                (403, "insufficient_scope"),
-                "{}",
-                answer.body
-            );
+            assert_insufficient_scope(&answer, "sub_account_id in the body names a non-child");
         }
         let answer = child
             .send("GET", &format!("/v1/agents?sub_account_id={}", a.account_id), None)
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (403, "insufficient_scope"),
-            "a sub-account is no agency"
-        );
+        assert_insufficient_scope(&answer, "a sub-account is no agency");
         let kb = agency
             .send("GET", &format!("/v1/kb-groups?sub_account_id={child_id}"), None)
             .await;

@@ -14,7 +14,10 @@ use frontdesk_api::{
 };
 use frontdesk_tests::{
     Answer, Db, Server, admin, call_with, on_both_databases,
-    platform::{agency_and_child, assert_id, assert_invalid, assert_not_found, assert_timestamp, authed},
+    platform::{
+        agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp,
+        authed,
+    },
 };
 use serde_json::{Value, json};
 use tonic::Code;
@@ -377,7 +380,7 @@ on_both_databases!(
             None,
         )
         .await;
-        assert_eq!((answer.status, answer.code()), (403, "insufficient_scope"));
+        assert_insufficient_scope(&answer, "a key without the broadcasts section");
         let refused = set_test_clock(
             &server,
             Some(prost_types::Timestamp {
@@ -612,7 +615,7 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
     assert_deprecated(&anonymous, "401");
     let deals_only = admin::issue_key(&server, &api.account_id, &["deals"]).await;
     let forbidden = call_with("GET", &server.url("/v1/campaigns"), &[("x-api-key", &deals_only)], None).await;
-    assert_eq!((forbidden.status, forbidden.code()), (403, "insufficient_scope"));
+    assert_insufficient_scope(&forbidden, "a deals-only key on the campaigns facade");
     assert_deprecated(&forbidden, "403");
 
     // Reads show what the new APIs made, too.
@@ -1122,20 +1125,10 @@ on_both_databases!(
         let answer = agency
             .facade("GET", &format!("/v1/campaigns?sub_account_id={}", a.account_id), None)
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (403, "insufficient_scope"),
-            "not its child: {}",
-            answer.body
-        );
+        assert_insufficient_scope(&answer, "not its child: campaigns");
         let answer = agency
             .send("GET", &format!("/v1/broadcasts?sub_account_id={}", a.account_id), None)
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (403, "insufficient_scope"),
-            "{}",
-            answer.body
-        );
+        assert_insufficient_scope(&answer, "not its child: broadcasts");
     }
 );

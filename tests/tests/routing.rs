@@ -12,7 +12,10 @@ use frontdesk_api::v1::{
 };
 use frontdesk_tests::{
     Db, Server, admin, call_with, on_both_databases,
-    platform::{agency_and_child, assert_id, assert_invalid, assert_not_found, assert_timestamp, authed},
+    platform::{
+        agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp,
+        authed,
+    },
 };
 use serde_json::{Value, json};
 use tonic::Code;
@@ -290,7 +293,7 @@ on_both_databases!(channels_are_connected_listed_and_disconnected, |db: Db| asyn
     // A key without the entry_points section.
     let agents_only = admin::issue_key(&server, &api.account_id, &["agents"]).await;
     let answer = call_with("GET", &server.url("/v1/channels"), &[("x-api-key", &agents_only)], None).await;
-    assert_eq!((answer.status, answer.code()), (403, "insufficient_scope"));
+    assert_insufficient_scope(&answer, "an agents-only key on channels");
     let answer = call_with(
         "GET",
         &server.url("/v1/entry-points"),
@@ -298,7 +301,7 @@ on_both_databases!(channels_are_connected_listed_and_disconnected, |db: Db| asyn
         None,
     )
     .await;
-    assert_eq!((answer.status, answer.code()), (403, "insufficient_scope"));
+    assert_insufficient_scope(&answer, "an agents-only key on entry points");
 });
 
 on_both_databases!(entry_points_and_channel_defaults_are_managed, |db: Db| async move {
@@ -1186,11 +1189,6 @@ on_both_databases!(
                 None,
             )
             .await;
-        assert_eq!(
-            (answer.status, answer.code()),
-            (403, "insufficient_scope"),
-            "not its child: {}",
-            answer.body
-        );
+        assert_insufficient_scope(&answer, "not its child");
     }
 );
