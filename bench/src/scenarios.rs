@@ -202,16 +202,28 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
         results.push(measure(ORDER_PG, &[&serve], load::http(addr, create_order(), shape)).await?);
     }
     const DEALS: &str = "GET /v1/deals?limit=50, 100,000 deals (PostgreSQL, 32 concurrent)";
+    const DEALS_MIDDLE: &str = "GET /v1/deals?limit=50&cursor=(middle deal), 100,000 deals (PostgreSQL, 32 concurrent)";
     let mut deals_plan = None;
-    if wanted(DEALS) {
+    if wanted(DEALS) || wanted(DEALS_MIDDLE) {
         let deals = if shape.concurrency <= 2 { 2_000 } else { 100_000 };
-        deals_plan = Some(seed_deals(&postgres, &key, deals).await?);
-        let list = get("/v1/deals?limit=50", Some(&key));
+        let seeded = seed_deals(&postgres, &key, deals).await?;
+        deals_plan = Some(seeded.plans);
         let shape = Shape {
             concurrency: shape.concurrency.min(32),
             ..shape
         };
-        results.push(measure(DEALS, &[&serve], load::http(addr, list, shape)).await?);
+        for (name, path) in [
+            (DEALS, "/v1/deals?limit=50".to_owned()),
+            (
+                DEALS_MIDDLE,
+                format!("/v1/deals?limit=50&cursor={}", seeded.middle_cursor),
+            ),
+        ] {
+            if wanted(name) {
+                let list = get(&path, Some(&key));
+                results.push(measure(name, &[&serve], load::http(addr, list, shape)).await?);
+            }
+        }
     }
     drop(serve);
 
@@ -396,10 +408,20 @@ async fn account_of(db: &sea_orm::DatabaseConnection, key: &str) -> anyhow::Resu
         .try_get_by_index(0)?)
 }
 
+/// The seeded deals: the plans of the list's first page and of a page from the middle, and that page's cursor.
+struct SeededDeals {
+    plans: String,
+    middle_cursor: String,
+}
+
 /// Gives the key's account `count` deals spread over the main pipeline's stages (dense positions, one
-/// second apart), then returns the plan of the service's list query for that account.
-async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<String> {
-    use sea_orm::{ConnectionTrait, Statement};
+/// second apart), then explains the service's own list statement for the first page and the middle one.
+async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<SeededDeals> {
+    use frontdesk_core::{
+        deals::store::{Filters, list_statement},
+        paging::{Cursor, Page},
+    };
+    use sea_orm::Statement;
     let db = Database::connect(postgres).await?;
     let account_id = account_of(&db, key).await?;
     let backend = db.get_database_backend();
@@ -417,20 +439,37 @@ async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<Str
     ))
     .await?;
     db.execute_unprepared("ANALYZE deals").await?;
-    // The statement the service sends for GET /v1/deals?limit=50 (sea-orm, PostgreSQL).
-    let rows = db
-        .query_all_raw(Statement::from_sql_and_values(
+    let middle = db
+        .query_one_raw(Statement::from_sql_and_values(
             backend,
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM deals WHERE account_id = $1 \
-             ORDER BY created_at DESC, id DESC LIMIT 51",
-            [account_id.into()],
+            "SELECT created_at, id FROM deals WHERE account_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT 1",
+            [account_id.clone().into(), i64::from(count / 2).into()],
         ))
-        .await?;
-    let lines: Vec<String> = rows
-        .iter()
-        .filter_map(|r| r.try_get_by_index::<String>(0).ok())
-        .collect();
-    Ok(lines.join("\n"))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no middle deal"))?;
+    let middle = Cursor {
+        created_at: middle.try_get_by_index(0)?,
+        id: middle.try_get_by_index(1)?,
+    };
+    let mut plans = String::new();
+    for (title, after) in [("first page", None), ("page from the middle", Some(middle.clone()))] {
+        let page = Page { limit: 50, after };
+        let list = list_statement(backend, &account_id, &Filters::default(), &page);
+        let explain = Statement::from_sql_and_values(
+            backend,
+            format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {}", list.sql),
+            list.values.map(|v| v.0).unwrap_or_default(),
+        );
+        plans.push_str(&format!("{title}: {}\n", list.sql));
+        for row in db.query_all_raw(explain).await? {
+            plans.push_str(&row.try_get_by_index::<String>(0)?);
+            plans.push('\n');
+        }
+    }
+    Ok(SeededDeals {
+        plans,
+        middle_cursor: middle.encode(),
+    })
 }
 
 /// The storage floor of the authenticated call: what PostgreSQL and Redis on this machine allow when the

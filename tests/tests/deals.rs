@@ -52,6 +52,28 @@ impl Api<'_> {
             .collect()
     }
 
+    /// Every id the list `query` gives, following `next_cursor` page after page, `pause` between pages.
+    async fn every_page(&self, query: &str, pause: std::time::Duration) -> Vec<String> {
+        let mut seen = Vec::new();
+        let mut path = format!("/v1/deals?{query}");
+        loop {
+            let page = self.send("GET", &path, None).await;
+            assert_eq!(page.status, 200, "{}", page.body);
+            seen.extend(
+                page.body["deals"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d["id"].as_str().unwrap().to_owned()),
+            );
+            match page.body["next_cursor"].as_str() {
+                Some(next) => path = format!("/v1/deals?{query}&cursor={next}"),
+                None => return seen,
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
     async fn positions(&self, stage: &str) -> Vec<(String, i64)> {
         let answer = self
             .send("GET", &format!("/v1/deals?stage={stage}&limit=200"), None)
@@ -312,34 +334,36 @@ on_both_databases!(paging_is_stable_while_deals_are_created, |db: Db| async move
             call_with("POST", &url, &[("x-api-key", &writer_key)], Some(&body)).await;
         }
     });
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let query = match &cursor {
-            Some(c) => format!("/v1/deals?limit=50&cursor={c}"),
-            None => "/v1/deals?limit=50".to_owned(),
-        };
-        let page = api.send("GET", &query, None).await;
-        assert_eq!(page.status, 200, "{}", page.body);
-        seen.extend(
-            page.body["deals"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d["id"].as_str().unwrap().to_owned()),
-        );
-        match page.body["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => break,
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let seen = api.every_page("limit=50", std::time::Duration::from_millis(20)).await;
     writer.await.unwrap();
     let unique: HashSet<&String> = seen.iter().collect();
     assert_eq!(unique.len(), seen.len(), "no duplicates across pages");
     assert!(
         originals.iter().all(|id| unique.contains(id)),
         "no gaps: every deal that existed is listed"
+    );
+});
+
+on_both_databases!(deals_created_in_the_same_instant_page_by_id, |db: Db| async move {
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    for i in 0..7 {
+        api.create(json!({"title": format!("twin {i}"), "stage": "new"})).await;
+    }
+    {
+        use sea_orm::ConnectionTrait;
+        db.connect()
+            .await
+            .execute_unprepared("UPDATE deals SET created_at = (SELECT MIN(created_at) FROM deals)")
+            .await
+            .unwrap();
+    }
+    let mut expected = api.ids("limit=200").await;
+    expected.sort_unstable_by(|a, b| b.cmp(a));
+    let seen = api.every_page("limit=2", std::time::Duration::ZERO).await;
+    assert_eq!(
+        seen, expected,
+        "a tie on created_at pages on by id, newest id first, none skipped"
     );
 });
 

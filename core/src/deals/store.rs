@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QueryResult, QuerySelect, QueryTrait,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryResult,
+    Statement,
     sea_query::{Expr, ExprTrait, Func, LikeExpr},
 };
 
@@ -84,6 +84,19 @@ pub async fn list(
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<deals::Model>, bool), DbErr> {
+    let statement = list_statement(db.get_database_backend(), account_id, filters, page);
+    // Decoded by column index: SeaORM's by-name decoding formats every column name of every row.
+    let rows = db
+        .query_all_raw(statement)
+        .await?
+        .iter()
+        .map(deal_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(page.split(rows))
+}
+
+/// The statement `list` sends (public so that the benchmark can show its plan).
+pub fn list_statement(backend: DbBackend, account_id: &str, filters: &Filters, page: &Page) -> Statement {
     let mut condition = Condition::all().add(deals::Column::AccountId.eq(account_id));
     for (column, value) in [
         (deals::Column::Stage, &filters.stage),
@@ -102,7 +115,7 @@ pub async fn list(
         // Tags are stored as a JSON array: look for the tag's JSON string, case-sensitively on both databases
         // (SQLite's LIKE would ignore ASCII case).
         let quoted = serde_json::to_string(&filters.tag).unwrap_or_default();
-        let has_tag = match db.get_database_backend() {
+        let has_tag = match backend {
             DbBackend::Postgres => Expr::cust_with_values("strpos(\"tags\", $1) > 0", [quoted]),
             _ => Expr::cust_with_values("instr(\"tags\", ?) > 0", [quoted]),
         };
@@ -122,21 +135,12 @@ pub async fn list(
     if let Some(before) = filters.created_before {
         condition = condition.add(deals::Column::CreatedAt.lt(before));
     }
-    condition = condition.add(page.condition(deals::Column::CreatedAt, deals::Column::Id));
-    let query = deals::Entity::find()
-        .filter(condition)
-        .order_by_desc(deals::Column::CreatedAt)
-        .order_by_desc(deals::Column::Id)
-        .limit(page.fetch());
-    // Decoded by column index: SeaORM's by-name decoding formats every column name of every row.
-    let statement = query.build(db.get_database_backend());
-    let rows = db
-        .query_all_raw(statement)
-        .await?
-        .iter()
-        .map(deal_from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(page.split(rows))
+    page.statement(
+        deals::Entity::find().filter(condition),
+        deals::Column::CreatedAt,
+        deals::Column::Id,
+        backend,
+    )
 }
 
 /// A `deals` row selected with every column in declaration order (what `Entity::find()` selects).

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Statement,
     sea_query::Expr,
 };
 
 use crate::{
-    paging::Page,
+    paging::{self, Page},
     store::entities::{webhook_attempts, webhook_deliveries, webhooks},
 };
 
@@ -79,19 +79,11 @@ pub async fn deliveries(
     page: &Page,
 ) -> Result<(Vec<webhook_deliveries::Model>, bool), DbErr> {
     use webhook_deliveries::Column;
-    let mut query = webhook_deliveries::Entity::find()
-        .filter(Column::WebhookId.eq(webhook_id))
-        .filter(page.condition(Column::CreatedAt, Column::Id));
+    let mut query = webhook_deliveries::Entity::find().filter(Column::WebhookId.eq(webhook_id));
     if let Some(status) = status {
         query = query.filter(Column::Status.eq(status));
     }
-    let rows = query
-        .order_by_desc(Column::CreatedAt)
-        .order_by_desc(Column::Id)
-        .limit(page.fetch())
-        .all(db)
-        .await?;
-    Ok(page.split(rows))
+    paging::fetch(db, query, page, Column::CreatedAt, Column::Id).await
 }
 
 /// The attempts of these deliveries, oldest first, by delivery id.

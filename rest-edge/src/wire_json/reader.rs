@@ -49,6 +49,7 @@ impl<'a> Reader<'a> {
 
     /// The next field's number, wire type and value, or `None` at the end. `depth` is the nesting of the
     /// message being read, which bounds the groups inside it.
+    #[inline(always)]
     pub(super) fn field(&mut self, depth: usize) -> Result<Option<(u32, WireType, Raw<'a>)>, WireError> {
         if self.done() {
             return Ok(None);
@@ -66,6 +67,7 @@ impl<'a> Reader<'a> {
     }
 
     /// One value of a wire type other than a group's (a field's, or an item of a packed run).
+    #[inline(always)]
     pub(super) fn value(&mut self, wire: WireType) -> Result<Raw<'a>, WireError> {
         Ok(match wire {
             WireType::Varint => Raw::Varint(self.varint()?),
@@ -79,6 +81,7 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[inline(always)]
     fn key(&mut self) -> Result<(u32, WireType), WireError> {
         let key = u32::try_from(self.varint()?).map_err(|_| malformed("key out of range"))?;
         let wire = match key & 7 {
@@ -116,12 +119,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline(always)]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
         let mut array = [0u8; N];
         array.copy_from_slice(self.take(N)?);
         Ok(array)
     }
 
+    #[inline(always)]
     fn take(&mut self, len: usize) -> Result<&'a [u8], WireError> {
         let end = self
             .at
@@ -133,6 +138,7 @@ impl<'a> Reader<'a> {
         Ok(taken)
     }
 
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64, WireError> {
         let mut value = 0u64;
         for shift in (0..70).step_by(7) {
