@@ -2,6 +2,8 @@
 //! (created_at, id) of the last row of a page, base64url encoded. Pages continue strictly after it, so rows
 //! created meanwhile never shift a later page.
 
+use std::fmt::Write;
+
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -59,7 +61,7 @@ impl Page {
     /// Rows strictly after the cursor in newest-first order (all rows without one). A row-value comparison,
     /// so that an index ending in (created_at, id) bounds the scan; the same test written as an OR only
     /// filters it, and a deep page read every newer row first.
-    pub fn condition(&self, created_at: impl ColumnTrait, id: impl ColumnTrait) -> Condition {
+    fn condition(&self, created_at: impl ColumnTrait, id: impl ColumnTrait) -> Condition {
         match &self.after {
             None => Condition::all(),
             Some(cursor) => {
@@ -86,12 +88,12 @@ impl Page {
             .order_by_desc(created_at)
             .order_by_desc(id)
             .build(backend);
-        statement.sql.push_str(&format!(" LIMIT {}", self.fetch()));
+        let _ = write!(statement.sql, " LIMIT {}", self.fetch()); // writing to a String cannot fail
         statement
     }
 
     /// Rows to read: one more than the page, to know whether another follows.
-    pub fn fetch(&self) -> u64 {
+    fn fetch(&self) -> u64 {
         self.limit + 1
     }
 
