@@ -11,8 +11,7 @@ use frontdesk_api::v1::{
     broadcasts_server::Broadcasts,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait,
-    sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
@@ -402,7 +401,7 @@ impl Broadcasts for BroadcastsService {
             send_at: Some(timestamps::from_proto(r.send_at)),
         };
         // Under the account lock, as agent deletion, so a broadcast never outlives its agent.
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         accounts::store::lock(&txn, &account_id).await.map_err(ApiError::from)?;
         let broadcast = create(&txn, &account_id, fields, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;

@@ -10,7 +10,6 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
-    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
@@ -165,7 +164,7 @@ impl KbGroupsService {
         }
         let faqs = faqs.map(|faqs| checked_faqs(&mut v, faqs));
         v.finish()?;
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         // Under the account lock: an apply running meanwhile sees the group before or after, never half.
         accounts::store::lock(&txn, account_id).await?;
         let mut row = find(&txn, account_id, &r.group_id).await?;
@@ -194,7 +193,7 @@ impl KbGroupsService {
             ]));
         }
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let group = find(&txn, account_id, &r.group_id).await?;
         let agent_id = if r.campaign_id.is_empty() {

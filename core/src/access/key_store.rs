@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
-    Statement, TransactionTrait,
+    Statement,
 };
 
 use super::{api_key::ApiKey, scopes::Scopes};
@@ -113,7 +113,7 @@ pub async fn rotate(
     current: &api_keys::Model,
     now: DateTime<Utc>,
 ) -> Result<Option<(ApiKey, api_keys::Model)>, DbErr> {
-    let txn = db.begin().await?;
+    let txn = crate::store::begin_write(db).await?;
     if !revoke(&txn, &current.id, now).await? {
         return Ok(None);
     }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, Set, Statement, TransactionTrait,
+    QueryFilter, Set, Statement,
     sea_query::{Expr, ExprTrait},
 };
 use tonic::Code;
@@ -31,7 +31,7 @@ pub async fn create(
     new: NewAccount,
     now: DateTime<Utc>,
 ) -> ApiResult<(accounts::Model, ApiKey)> {
-    let txn = db.begin().await?;
+    let txn = crate::store::begin_write(db).await?;
     if let Some(parent_id) = &new.parent_account_id {
         let parent = find_live(&txn, parent_id).await?;
         if parent.parent_account_id.is_some() {
@@ -139,7 +139,7 @@ pub async fn adjust_credits(
     reason: &str,
     now: DateTime<Utc>,
 ) -> ApiResult<(i64, String)> {
-    let txn = db.begin().await?;
+    let txn = crate::store::begin_write(db).await?;
     let new_balance = Expr::col(accounts::Column::CreditMilli).add(delta_milli);
     let updated = accounts::Entity::update_many()
         .col_expr(accounts::Column::CreditMilli, new_balance.clone())

@@ -13,7 +13,6 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
-    TransactionTrait,
 };
 use tonic::{Request, Response, Status};
 
@@ -89,7 +88,7 @@ pub async fn update(
 
 impl AgentsService {
     async fn update(&self, account_id: &str, agent_id: &str, fields: AgentFields) -> ApiResult<agents::Model> {
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         let agent = update(&txn, account_id, agent_id, fields, self.clock.now()).await?;
         txn.commit().await?;
         Ok(agent)
@@ -97,7 +96,7 @@ impl AgentsService {
 
     /// Deletes the agent and everything that belongs to it, unless a broadcast still needs it.
     async fn delete(&self, account_id: &str, agent_id: &str) -> ApiResult<()> {
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         crate::accounts::store::lock(&txn, account_id).await?;
         let agent = find(&txn, account_id, agent_id).await?;
         let busy = broadcasts::Entity::find()
@@ -223,7 +222,7 @@ impl Agents for AgentsService {
 
     async fn create_faq(&self, request: Request<CreateFaqRequest>) -> Result<Response<FaqAnswer>, Status> {
         let account_id = account_of(&request)?;
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         let faq = faqs::create(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(faq))
@@ -231,7 +230,7 @@ impl Agents for AgentsService {
 
     async fn update_faq(&self, request: Request<UpdateFaqRequest>) -> Result<Response<FaqAnswer>, Status> {
         let account_id = account_of(&request)?;
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         let faq = faqs::update(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(faq))
@@ -259,7 +258,7 @@ impl Agents for AgentsService {
         request: Request<AttachKbSourceRequest>,
     ) -> Result<Response<AgentKbSourceAnswer>, Status> {
         let account_id = account_of(&request)?;
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         let attached = knowledge::attach(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(attached))

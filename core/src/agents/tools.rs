@@ -7,9 +7,7 @@ use frontdesk_api::v1::{
     CreateCustomFunctionRequest, CreateMcpServerRequest, CustomFunction, CustomFunctionAnswer, CustomFunctionList,
     ListCustomFunctionsRequest, ListMcpServersRequest, McpServer, McpServerAnswer, McpServerList,
 };
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -223,7 +221,7 @@ pub async fn create_function(
     v.finish()?;
 
     let now = service.clock.now();
-    let txn = service.db.begin().await?;
+    let txn = crate::store::begin_write(&service.db).await?;
     let columns = [custom_functions::Column::AgentId, custom_functions::Column::Name];
     let limits = (r.name.as_str(), MAX_FUNCTIONS, "custom function");
     let agent = admit_tool::<custom_functions::Entity>(&txn, account_id, &r.agent_id, columns, limits).await?;
@@ -303,7 +301,7 @@ pub async fn create_server(
     v.finish()?;
 
     let now = service.clock.now();
-    let txn = service.db.begin().await?;
+    let txn = crate::store::begin_write(&service.db).await?;
     let columns = [mcp_servers::Column::AgentId, mcp_servers::Column::Name];
     let limits = (r.name.as_str(), MAX_SERVERS, "MCP server");
     let agent = admit_tool::<mcp_servers::Entity>(&txn, account_id, &r.agent_id, columns, limits).await?;

@@ -13,7 +13,6 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
-    TransactionTrait,
 };
 use tonic::{Request, Response, Status};
 
@@ -298,7 +297,7 @@ impl CampaignsService {
         );
         v.finish()?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         require_connected(&txn, account_id, &r.channel, "channel").await?;
         let agent_fields = AgentFields {
@@ -366,7 +365,7 @@ impl CampaignsService {
             true
         })?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let p = parts(&txn, account_id, &r.campaign_id).await?;
         let outgoing = p.kind == "Outgoing";

@@ -12,7 +12,7 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, Set, TransactionTrait,
+    QueryFilter, QueryOrder, Set,
     sea_query::{Expr, ExprTrait},
 };
 use tonic::{Code, Request, Response, Status};
@@ -282,7 +282,7 @@ impl Pipelines for PipelinesService {
             let stage_name = name_of(&stage.name, &format!("{field}.name"))?;
             new_stages.push((id_for(&stage.id, &stage_name, &format!("{field}.id"))?, stage_name));
         }
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         if pipelines::Entity::find_by_id((account_id.clone(), id.clone()))
             .one(&txn)
@@ -350,7 +350,7 @@ impl Pipelines for PipelinesService {
             )
             .into());
         }
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         find_pipeline(&txn, &account_id, &id).await?;
         let now = self.clock.now();
@@ -382,7 +382,7 @@ impl Pipelines for PipelinesService {
         let r = request.into_inner();
         let name = name_of(&r.name, "name")?;
         let id = id_for(&r.id, &name, "id")?;
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         find_pipeline(&txn, &account_id, &r.pipeline_id).await?;
         let count = stage_count(&txn, &account_id, &r.pipeline_id).await?;
@@ -400,7 +400,7 @@ impl Pipelines for PipelinesService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = r.name.as_deref().map(|n| name_of(n, "name")).transpose()?;
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         let stage = find_stage(&txn, &account_id, &r.stage_id).await?;
         let mut updated = stage.clone();
@@ -430,7 +430,7 @@ impl Pipelines for PipelinesService {
     async fn delete_stage(&self, request: Request<DeleteStageRequest>) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
         let id = request.into_inner().stage_id;
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         let stage = find_stage(&txn, &account_id, &id).await?;
         stages::Entity::delete_by_id((account_id.clone(), id.clone()))

@@ -8,7 +8,7 @@ use frontdesk_api::v1::{
     CreateDealRequest, Deal, DealAnswer, DealList, DeleteDealRequest, Deleted, GetDealRequest, ListDealsRequest,
     MoveDealRequest, UpdateDealRequest, deals_server::Deals,
 };
-use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, IntoActiveModel, TransactionTrait};
+use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, IntoActiveModel};
 use tonic::{Request, Response, Status};
 
 use super::{
@@ -108,7 +108,7 @@ impl DealsService {
     async fn create(&self, account_id: &str, fields: DealFields) -> ApiResult<deals::Model> {
         fields.validate(true)?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let stage_id = fields.stage.clone().unwrap_or_default();
         let stage = existing_stage(&txn, account_id, &stage_id).await?;
@@ -154,7 +154,7 @@ impl DealsService {
     ) -> ApiResult<deals::Model> {
         fields.validate(false)?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         // Lock first, then read: concurrent changes serialise and each sees the last one's result.
         accounts::store::lock(&txn, account_id).await?;
         let before = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;
@@ -184,7 +184,7 @@ impl DealsService {
     }
 
     async fn delete(&self, account_id: &str, deal_id: &str) -> ApiResult<()> {
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let deal = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;
         deals::Entity::delete_by_id(&deal.id).exec(&txn).await?;

@@ -7,9 +7,7 @@ use frontdesk_api::v1::{
     Channel, ChannelAnswer, ChannelList, ConnectChannelRequest, Deleted, DisconnectChannelRequest, ListChannelsRequest,
     channels_server::Channels,
 };
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use tonic::{Request, Response, Status};
 
 use crate::{
@@ -156,7 +154,7 @@ fn provider_of(kind: &str) -> Option<&'static str> {
 impl ChannelsService {
     async fn connect(&self, account_id: &str, r: ConnectChannelRequest) -> ApiResult<channels::Model> {
         let provider = check(&r)?;
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         if connected(&txn, account_id, &r.name).await?.is_some() {
             return Err(ApiError::already_exists(format!(
@@ -185,7 +183,7 @@ impl ChannelsService {
     }
 
     async fn disconnect(&self, account_id: &str, name: &str) -> ApiResult<()> {
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let channel = connected(&txn, account_id, name)
             .await?

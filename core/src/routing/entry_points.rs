@@ -11,7 +11,7 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, TransactionTrait, sea_query::OnConflict,
+    QueryOrder, sea_query::OnConflict,
 };
 use tonic::{Request, Response, Status};
 
@@ -200,7 +200,7 @@ impl EntryPointsService {
         check_priority(&mut v, r.priority);
         v.finish()?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         require_connected(&txn, account_id, &r.channel, "channel").await?;
         let agent = agents::find(&txn, account_id, &r.agent_id).await?;
@@ -248,7 +248,7 @@ impl EntryPointsService {
             check_priority(&mut v, priority);
         }
         v.finish()?;
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         if let Some(agent) = &agent {
             agents::require(&txn, account_id, agent, "agent_id").await?;
@@ -365,7 +365,7 @@ impl EntryPoints for EntryPointsService {
     ) -> Result<Response<ChannelDefaultAnswer>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let txn = self.db.begin().await.map_err(ApiError::from)?;
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         let row = set_default(&txn, &account_id, &r.channel, &r.agent_id, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(ChannelDefaultAnswer {

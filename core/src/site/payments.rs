@@ -6,9 +6,7 @@ use std::{sync::Arc, time::Duration};
 use frontdesk_api::site::v0::{
     CreateOrderRequest, CreateOrderResponse, VerifyPaymentRequest, VerifyPaymentResponse, payments_server::Payments,
 };
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, TransactionTrait, sea_query::OnConflict,
-};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, sea_query::OnConflict};
 use tonic::{Code, Request, Response, Status};
 
 use super::{
@@ -114,7 +112,7 @@ impl PaymentsService {
         }
 
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         // Only a `created` order may become paid: a concurrent verify of the same order finds zero rows here.
         let updated = orders::Entity::update_many()
             .col_expr(orders::Column::Status, orders::STATUS_PAID.into())

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use frontdesk_migrations::{Migrator, MigratorTrait};
 use sea_orm::{
-    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr, EntityTrait, PrimaryKeyTrait,
-    QueryFilter, QueryResult, TryGetable, sqlx,
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
+    EntityTrait, PrimaryKeyTrait, QueryFilter, QueryResult, SqliteTransactionMode, TransactionOptions,
+    TransactionTrait, TryGetable, sqlx,
 };
 
 /// Opens a pool on `url`. Start-up needs the database (migrations run first), so an unreachable database at
@@ -24,10 +25,26 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         // the round trips of a read. Like HikariCP's 500 ms bypass window, only a connection idle longer
         // than that (which the server or a proxy may have dropped meanwhile) is checked before use.
         .test_before_acquire_if_idle_for(Duration::from_millis(500))
-        .sqlx_logging(false);
+        .sqlx_logging(false)
+        // Write-ahead logging: readers never wait for the writer nor the writer for readers, where the rollback
+        // journal made a commit wait until every open read had finished. Commits still sync (FULL), so a
+        // committed write survives a power loss. An in-memory database keeps its own journal.
+        .map_sqlx_sqlite_opts(|sqlite| sqlite.journal_mode(sqlx::sqlite::SqliteJournalMode::Wal));
     Database::connect(options)
         .await
         .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(url)))
+}
+
+/// Opens a transaction that will write. On SQLite it takes the write lock at `BEGIN` (waiting up to the busy
+/// timeout for another writer): a deferred transaction that reads first and then writes cannot wait for the
+/// lock, and fails at once with "database is locked" whenever another connection wrote meanwhile. PostgreSQL
+/// ignores the SQLite mode.
+pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    let options = TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    };
+    db.begin_with_options(options).await
 }
 
 /// The row with this id when it belongs to the account (another account's row is as absent as a missing
@@ -102,6 +119,79 @@ pub fn redact(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use sea_orm::{ConnectionTrait, DatabaseConnection, SqliteTransactionMode, TransactionOptions, TransactionTrait};
+
+    /// A pool on a new SQLite file with a one-column table, and the directory to remove afterwards.
+    async fn sqlite_file(connections: u32) -> (DatabaseConnection, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("fd-store-{}", crate::ids::base62(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.join("x.db").display());
+        let db = super::connect(&url, connections).await.unwrap();
+        db.execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
+            .await
+            .unwrap();
+        (db, dir)
+    }
+
+    async fn count(db: &impl ConnectionTrait) -> i64 {
+        let row = db.query_one_raw(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            "SELECT count(*) FROM t",
+        ));
+        row.await.unwrap().unwrap().try_get_by_index(0).unwrap()
+    }
+
+    /// Transactions that read before they write, on several connections at once, all commit: a deferred
+    /// transaction would fail with "database is locked" as soon as another one wrote after its read.
+    #[tokio::test]
+    async fn read_then_write_transactions_on_sqlite_all_commit() {
+        let (db, dir) = sqlite_file(8).await;
+        let writers = (0..24).map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let txn = super::begin_write(&db).await?;
+                let seen = count(&txn).await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                txn.execute_unprepared(&format!("INSERT INTO t (n) VALUES ({seen})"))
+                    .await?;
+                txn.commit().await
+            })
+        });
+        for writer in writers.collect::<Vec<_>>() {
+            writer.await.unwrap().expect("every writer commits");
+        }
+        assert_eq!(count(&db).await, 24);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// An open read does not hold up another connection's commit (write-ahead logging; with the rollback
+    /// journal the commit waited for the reader, and failed after the busy timeout).
+    #[tokio::test]
+    async fn a_commit_on_sqlite_does_not_wait_for_an_open_read() {
+        let (db, dir) = sqlite_file(2).await;
+        let deferred = TransactionOptions {
+            sqlite_transaction_mode: Some(SqliteTransactionMode::Deferred),
+            ..TransactionOptions::default()
+        };
+        let reader = db.begin_with_options(deferred).await.unwrap();
+        assert_eq!(count(&reader).await, 0);
+        let write = async {
+            let txn = super::begin_write(&db).await?;
+            txn.execute_unprepared("INSERT INTO t (n) VALUES (1)").await?;
+            txn.commit().await
+        };
+        tokio::time::timeout(Duration::from_secs(2), write)
+            .await
+            .expect("the commit does not wait for the reader")
+            .unwrap();
+        assert_eq!(count(&reader).await, 0, "the reader keeps its snapshot");
+        reader.commit().await.unwrap();
+        assert_eq!(count(&db).await, 1);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(super::redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");

@@ -10,7 +10,7 @@ use frontdesk_api::v1::{
     UpdateWebhookRequest, Webhook, WebhookAnswer, WebhookAttempt, WebhookDelivery, WebhookDeliveryAnswer,
     WebhookDeliveryList, WebhookHealth, WebhookHealthAnswer, WebhookList, webhooks_server::Webhooks,
 };
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, EntityTrait, IntoActiveModel, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, EntityTrait, IntoActiveModel};
 use tokio::sync::Notify;
 use tonic::{Code, Request, Response, Status};
 
@@ -176,7 +176,7 @@ impl WebhooksService {
             .check(Some(&r.name), Some(&r.url), Some(&r.events), Some(&r.description))
             .await?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let existing = store::list(&txn, account_id).await?;
         if existing.len() >= subscription::MAX_PER_ACCOUNT {
@@ -240,7 +240,7 @@ impl WebhooksService {
             )
             .await?;
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let all = store::list(&txn, account_id).await?;
         let taken = |name: &str, except: &str| all.iter().any(|w| w.id != except && w.name.as_deref() == Some(name));
@@ -273,7 +273,7 @@ impl WebhooksService {
     }
 
     async fn delete(&self, account_id: &str, reference: &str) -> ApiResult<()> {
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let (_, webhook) = store::find(&txn, account_id, reference)
             .await?
@@ -295,7 +295,7 @@ impl WebhooksService {
             "webhook": {"id": position.to_string(), "name": webhook.name},
             "message": "This is a test event from Front Desk.",
         });
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
         let delivery = webhook_deliveries::Model {
             id: new_delivery_id(),
@@ -340,7 +340,7 @@ impl WebhooksService {
 
     async fn re_enable(&self, account_id: &str, r: ReEnableWebhookRequest) -> ApiResult<ReEnabledWebhook> {
         let now = self.clock.now();
-        let txn = self.db.begin().await?;
+        let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let (position, current) = store::find(&txn, account_id, &r.webhook_id)
             .await?

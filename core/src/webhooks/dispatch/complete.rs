@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, time::Duration};
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveValue::{NotSet, Set},
-    ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, TransactionTrait, Value,
+    ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, Value,
 };
 
 use super::attempt::{AttemptResult, Outcome};
@@ -109,7 +109,7 @@ pub async fn record(
             .add(result);
     }
     let settled: Vec<Settled> = results.iter().map(|r| settle(rules, r)).collect();
-    let txn = db.begin().await?;
+    let txn = crate::store::begin_write(db).await?;
     let mut disable = Vec::new();
     for (webhook_id, change) in &changes {
         if let Some(reason) = update_health(&txn, webhook_id, change, rules, now).await? {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement};
 
 use super::placeholders;
 use crate::{
@@ -38,7 +38,7 @@ pub struct FannedOut {
 
 /// Fans out up to `batch` events.
 pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) -> Result<FannedOut, DbErr> {
-    let txn = db.begin().await?;
+    let txn = crate::store::begin_write(db).await?;
     let events = claim_events(&txn, batch, now).await?;
     if events.is_empty() {
         txn.commit().await?;
