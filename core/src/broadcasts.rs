@@ -294,6 +294,7 @@ async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read
 
 fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
     let mut fields = BroadcastFields::default();
+    let send_at = timestamps::from_proto("send_at", r.send_at)?;
     apply_mask(r.update_mask.as_ref(), "a broadcast", |path| {
         match path {
             "name" => fields.name = Some(r.name.clone()),
@@ -301,7 +302,7 @@ fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
             "channel" => fields.channel = Some(r.channel.clone()),
             "audience" => fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
             "opener" => fields.opener = Some(r.opener.clone()),
-            "send_at" => fields.send_at = Some(timestamps::from_proto(r.send_at)),
+            "send_at" => fields.send_at = Some(send_at),
             "broadcast_id" => {}
             _ => return false,
         }
@@ -398,7 +399,7 @@ impl Broadcasts for BroadcastsService {
             channel: Some(r.channel),
             audience: Some(r.audience.unwrap_or_default().into()),
             opener: Some(r.opener),
-            send_at: Some(timestamps::from_proto(r.send_at)),
+            send_at: Some(timestamps::from_proto("send_at", r.send_at)?),
         };
         // Under the account lock, as agent deletion, so a broadcast never outlives its agent.
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;

@@ -662,6 +662,24 @@ on_both_databases!(deals_over_grpc, |db: Db| async move {
         .await
         .unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
+    // A Timestamp outside its type's range is refused, not read as unset (which would drop the filter).
+    let out_of_range = |seconds, nanos| Some(prost_types::Timestamp { seconds, nanos });
+    let bad_filter = ListDealsRequest {
+        created_after: out_of_range(253_402_300_800, 0),
+        ..Default::default()
+    };
+    let bad = deals.list_deals(authed(&key, bad_filter)).await.unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().starts_with("created_after "), "{}", bad.message());
+    let bad_close = CreateDealRequest {
+        title: "Bad close date".into(),
+        stage: "new".into(),
+        close_date: out_of_range(1_700_000_000, -1),
+        ..Default::default()
+    };
+    let bad = deals.create_deal(authed(&key, bad_close)).await.unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().starts_with("close_date "), "{}", bad.message());
     let missing = deals
         .get_deal(authed(
             &key,

@@ -185,7 +185,7 @@ impl Admin for AdminService {
                 "the test clock is off: start the service with FRONTDESK_TEST_CLOCK=true",
             )
         })?;
-        clock.set(timestamps::from_proto(request.into_inner().now));
+        clock.set(timestamps::from_proto("now", request.into_inner().now)?);
         tracing::warn!(offset_ms = clock.offset().num_milliseconds(), "test clock moved");
         Ok(Response::new(TestClock {
             now: Some(timestamps::to_proto(clock.now())),

@@ -321,7 +321,7 @@ impl CampaignsService {
                 channel: Some(r.channel.clone()),
                 audience: Some(r.audience.clone().unwrap_or_default().into()),
                 opener: Some(r.opener.clone()),
-                send_at: Some(timestamps::from_proto(r.send_at)),
+                send_at: Some(timestamps::from_proto("send_at", r.send_at)?),
             };
             Some(broadcasts::create(&txn, account_id, fields, now).await?)
         } else {
@@ -351,6 +351,7 @@ impl CampaignsService {
     async fn update(&self, account_id: &str, r: UpdateCampaignRequest) -> ApiResult<Campaign> {
         let (mut name, mut channel, mut instructions) = (None, None, None);
         let mut send_fields = BroadcastFields::default();
+        let send_at = timestamps::from_proto("send_at", r.send_at)?;
         apply_mask(r.update_mask.as_ref(), "a campaign", |path| {
             match path {
                 "name" => name = Some(r.name.clone()),
@@ -358,7 +359,7 @@ impl CampaignsService {
                 "instructions" => instructions = Some(r.instructions.clone()),
                 "opener" => send_fields.opener = Some(r.opener.clone()),
                 "audience" => send_fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
-                "send_at" => send_fields.send_at = Some(timestamps::from_proto(r.send_at)),
+                "send_at" => send_fields.send_at = Some(send_at),
                 "campaign_id" => {}
                 _ => return false,
             }

@@ -242,6 +242,7 @@ fn apply(deal: &mut deals::Model, fields: DealFields) {
 /// The fields an update sets, from its mask (REST fills the mask from the body's keys).
 fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
     let mut fields = DealFields::default();
+    let close_date = timestamps::from_proto("close_date", r.close_date)?;
     apply_mask(r.update_mask.as_ref(), "a deal", |path| {
         match path {
             "title" => fields.title = Some(r.title.clone()),
@@ -256,7 +257,7 @@ fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
             "contact_id" => fields.contact_id = Some(r.contact_id.clone()),
             "assigned_to" => fields.assigned_to = Some(r.assigned_to.clone()),
             "tags" => fields.tags = Some(r.tags.clone()),
-            "close_date" => fields.close_date = Some(timestamps::from_proto(r.close_date)),
+            "close_date" => fields.close_date = Some(close_date),
             "deal_id" => {}
             _ => return false,
         }
@@ -275,6 +276,16 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
     .filter_map(Result::err)
     .collect();
     let page = Page::parse(r.limit, &r.cursor, "deal_", &mut violations);
+    let mut time = |field, at| {
+        timestamps::from_proto(field, at).unwrap_or_else(|e| {
+            violations.extend(e.fields);
+            None
+        })
+    };
+    let (created_after, created_before) = (
+        time("created_after", r.created_after),
+        time("created_before", r.created_before),
+    );
     if !violations.is_empty() {
         return Err(ApiError::invalid(violations));
     }
@@ -288,8 +299,8 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
         assigned_to: r.assigned_to.clone(),
         tag: r.tag.clone(),
         q: r.q.clone(),
-        created_after: timestamps::from_proto(r.created_after),
-        created_before: timestamps::from_proto(r.created_before),
+        created_after,
+        created_before,
     };
     Ok((filters, page))
 }
@@ -326,7 +337,7 @@ impl Deals for DealsService {
             contact_id: Some(r.contact_id),
             assigned_to: Some(r.assigned_to),
             tags: Some(r.tags),
-            close_date: Some(timestamps::from_proto(r.close_date)),
+            close_date: Some(timestamps::from_proto("close_date", r.close_date)?),
         };
         Ok(answer(self.create(&account_id, fields).await?))
     }

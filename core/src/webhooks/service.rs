@@ -345,7 +345,7 @@ impl WebhooksService {
         let (position, current) = store::find(&txn, account_id, &r.webhook_id)
             .await?
             .ok_or_else(|| not_found(&r.webhook_id))?;
-        let since = timestamps::from_proto(r.since)
+        let since = timestamps::from_proto("since", r.since)?
             .or(current.failing_since)
             .or(current.disabled_at);
         let mut active = current.into_active_model();
