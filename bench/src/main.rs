@@ -56,7 +56,8 @@ struct RunArgs {
     /// The `frontdesk` binary; default: next to this one.
     #[arg(long)]
     frontdesk: Option<PathBuf>,
-    /// PostgreSQL server (a database is created per run).
+    /// PostgreSQL server (a database is created per run); a query after it stays, e.g.
+    /// `postgres://postgres@localhost?host=/var/run/postgresql` for the Unix socket.
     #[arg(
         long,
         env = "FRONTDESK_TEST_POSTGRES",

@@ -73,17 +73,27 @@ impl Setup {
         env
     }
 
+    /// The URL of database `name` on the `--postgres` server; that URL's query (e.g. `?host=/var/run/postgresql`
+    /// for the Unix socket) stays at the end.
+    fn postgres_url(&self, name: &str) -> String {
+        match self.postgres.split_once('?') {
+            Some((server, query)) => format!("{server}/{name}?{query}"),
+            None => format!("{}/{name}", self.postgres),
+        }
+    }
+
     async fn postgres_database(&self) -> anyhow::Result<String> {
         let name = format!("fd_bench_{:012x}", rand::rng().random::<u64>() >> 16);
-        let admin = Database::connect(format!("{}/postgres", self.postgres)).await?;
+        let admin = Database::connect(self.postgres_url("postgres")).await?;
         admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?;
-        Ok(format!("{}/{name}", self.postgres))
+        Ok(self.postgres_url(&name))
     }
 
     /// Drops the run's database once every process using it has stopped.
     async fn drop_database(&self, url: &str) -> anyhow::Result<()> {
-        let name = url.rsplit('/').next().unwrap_or_default();
-        let admin = Database::connect(format!("{}/postgres", self.postgres)).await?;
+        let without_query = url.split('?').next().unwrap_or_default();
+        let name = without_query.rsplit('/').next().unwrap_or_default();
+        let admin = Database::connect(self.postgres_url("postgres")).await?;
         admin
             .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
             .await?;
