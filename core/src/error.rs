@@ -89,8 +89,30 @@ impl From<sea_orm::DbErr> for ApiError {
         match err {
             // The row was read, then deleted by a concurrent request before this one wrote it.
             sea_orm::DbErr::RecordNotUpdated => Self::new(Code::NotFound, "not_found", "it was deleted meanwhile"),
+            // PostgreSQL refuses U+0000 in any text it is given, an id or a filter included. Text fields are
+            // checked before they get here; this catches the rest, which a direct gRPC caller can send.
+            err if sqlstate(&err).as_deref() == Some(CHARACTER_NOT_IN_REPERTOIRE) => Self::new(
+                Code::InvalidArgument,
+                "invalid_argument",
+                "a text value must not contain the NUL character (U+0000)",
+            ),
             err => Self::internal(format_args!("database: {err}")),
         }
+    }
+}
+
+/// PostgreSQL's SQLSTATE for a character its encoding cannot hold, which is what U+0000 gets.
+const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
+
+/// The SQLSTATE of an error the database returned.
+fn sqlstate(err: &sea_orm::DbErr) -> Option<String> {
+    match err {
+        sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(e))
+        | sea_orm::DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e)) => e
+            .as_database_error()
+            .and_then(|db| db.code())
+            .map(|code| code.into_owned()),
+        _ => None,
     }
 }
 

@@ -690,6 +690,23 @@ on_both_databases!(deals_over_grpc, |db: Db| async move {
         .await
         .unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
+    // An id holding U+0000 is a client's mistake on either database: PostgreSQL cannot hold the text (400),
+    // SQLite can and finds no such deal (404).
+    let nul_id = deals
+        .get_deal(authed(
+            &key,
+            GetDealRequest {
+                deal_id: "deal_\0x".into(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    let expected = if db.is_postgres() {
+        Code::InvalidArgument
+    } else {
+        Code::NotFound
+    };
+    assert_eq!(nul_id.code(), expected, "{}", nul_id.message());
     let unauthenticated = deals
         .get_deal(GetDealRequest {
             deal_id: created.id.clone(),
