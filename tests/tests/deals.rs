@@ -680,27 +680,20 @@ on_both_databases!(deals_over_grpc, |db: Db| async move {
     let bad = deals.create_deal(authed(&key, bad_close)).await.unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
     assert!(bad.message().starts_with("close_date "), "{}", bad.message());
-    let missing = deals
-        .get_deal(authed(
+    let get_error = |deal_id: &str| {
+        let request = authed(
             &key,
             GetDealRequest {
-                deal_id: "deal_nope".into(),
+                deal_id: deal_id.into(),
             },
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(missing.code(), Code::NotFound);
+        );
+        let mut deals = deals.clone();
+        async move { deals.get_deal(request).await.unwrap_err() }
+    };
+    assert_eq!(get_error("deal_nope").await.code(), Code::NotFound);
     // An id holding U+0000 is a client's mistake on either database: PostgreSQL cannot hold the text (400),
     // SQLite can and finds no such deal (404).
-    let nul_id = deals
-        .get_deal(authed(
-            &key,
-            GetDealRequest {
-                deal_id: "deal_\0x".into(),
-            },
-        ))
-        .await
-        .unwrap_err();
+    let nul_id = get_error("deal_\0x").await;
     let expected = if db.is_postgres() {
         Code::InvalidArgument
     } else {
