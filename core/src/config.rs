@@ -92,6 +92,11 @@ pub struct WebhookConfig {
     #[arg(long = "webhook-concurrency", env = "FRONTDESK_WEBHOOK_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
 
+    /// How long a delivery's record (with its attempts) is kept after it was delivered or failed for good;
+    /// an event goes once no delivery refers to it. Pending deliveries are kept however old.
+    #[arg(long = "webhook-retention", env = "FRONTDESK_WEBHOOK_RETENTION", default_value = "30d", value_parser = parse_duration)]
+    pub retention: Duration,
+
     /// How often idle workers look for new events and due retries.
     #[arg(long = "webhook-poll-interval", env = "FRONTDESK_WEBHOOK_POLL_INTERVAL", default_value = "50ms", value_parser = parse_duration)]
     pub poll_interval: Duration,

@@ -8,6 +8,7 @@ mod m20261122_000002_accounts;
 mod m20261122_000003_deals;
 mod m20261122_000004_webhooks;
 mod m20261122_000005_agents_routing;
+mod m20261122_000006_webhook_retention;
 
 pub struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000003_deals::Migration),
             Box::new(m20261122_000004_webhooks::Migration),
             Box::new(m20261122_000005_agents_routing::Migration),
+            Box::new(m20261122_000006_webhook_retention::Migration),
         ]
     }
 }

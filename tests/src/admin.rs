@@ -1,7 +1,7 @@
 //! The admin gRPC service as the tests use it: accounts with a known plan, limit and key.
 
 use frontdesk_api::admin::v1::{
-    CreateAccountRequest, IssueApiKeyRequest, UpdateAccountRequest, admin_client::AdminClient,
+    CreateAccountRequest, IssueApiKeyRequest, SetTestClockRequest, UpdateAccountRequest, admin_client::AdminClient,
 };
 use tonic::{Request, service::interceptor::InterceptedService, transport::Channel};
 
@@ -86,4 +86,14 @@ pub async fn set_webhooks(server: &Server, account_id: &str, enabled: bool) {
         })
         .await
         .expect("account updated");
+}
+
+/// Moves the service's clock to read `now` (`None`: back to system time); the server must run with
+/// `FRONTDESK_TEST_CLOCK=true`.
+pub async fn set_test_clock(server: &Server, now: Option<prost_types::Timestamp>) -> Result<(), tonic::Status> {
+    client(server)
+        .await
+        .set_test_clock(SetTestClockRequest { now })
+        .await
+        .map(|_| ())
 }

@@ -102,14 +102,6 @@ fn audience_with_defaults(phones: &[&str]) -> Value {
     json!({"contact_ids": [], "tags": [], "phones": phones})
 }
 
-async fn set_test_clock(server: &Server, now: Option<prost_types::Timestamp>) -> Result<(), tonic::Status> {
-    admin::client(server)
-        .await
-        .set_test_clock(SetTestClockRequest { now })
-        .await
-        .map(|_| ())
-}
-
 on_both_databases!(
     broadcasts_are_drafted_scheduled_changed_and_cancelled,
     |db: Db| async move {
@@ -381,7 +373,7 @@ on_both_databases!(
         )
         .await;
         assert_insufficient_scope(&answer, "a key without the broadcasts section");
-        let refused = set_test_clock(
+        let refused = admin::set_test_clock(
             &server,
             Some(prost_types::Timestamp {
                 seconds: Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap().timestamp(),
@@ -844,7 +836,7 @@ on_both_databases!(campaigns_answer_410_after_the_sunset, |db: Db| async move {
     );
 
     // Back to the system clock: the facade answers again.
-    set_test_clock(&server, None).await.expect("the clock resets");
+    admin::set_test_clock(&server, None).await.expect("the clock resets");
     api.facade_ok("GET", "/v1/campaigns", None).await;
     let updated = api
         .facade_ok(

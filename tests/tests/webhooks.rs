@@ -586,6 +586,113 @@ on_both_databases!(gone_disables_and_re_enable_redelivers, |db: Db| async move {
     assert_eq!(delivered, HashSet::from([first.as_str(), second.as_str()]));
 });
 
+/// Rows of the account's webhook history, as the retention test counts them.
+const SETTLED: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE account_id = $1 AND status <> 'pending'";
+const PENDING: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE account_id = $1 AND status = 'pending'";
+const SETTLED_ATTEMPTS: &str = "SELECT COUNT(*) FROM webhook_attempts WHERE webhook_id IN \
+     (SELECT id FROM webhooks WHERE account_id = $1 AND name <> 'later')";
+const PENDING_ATTEMPTS: &str = "SELECT COUNT(*) FROM webhook_attempts WHERE webhook_id IN \
+     (SELECT id FROM webhooks WHERE account_id = $1 AND name = 'later')";
+const OTHER_EVENTS: &str = "SELECT COUNT(*) FROM event_outbox WHERE account_id = $1 AND event_type <> 'deal.updated'";
+const UPDATED_EVENTS: &str = "SELECT COUNT(*) FROM event_outbox WHERE account_id = $1 AND event_type = 'deal.updated'";
+
+on_both_databases!(
+    retention_deletes_what_settled_and_keeps_what_is_pending,
+    |db: Db| async move {
+        // Retries an hour apart keep a failing delivery pending; what settled goes 5 s after it settled. The
+        // service's clock runs an hour behind at first, so the retention's cutoff is before everything.
+        let mut env: Vec<_> = FAST
+            .iter()
+            .copied()
+            .filter(|(name, _)| *name != "FRONTDESK_WEBHOOK_RETRY_SCHEDULE")
+            .collect();
+        env.extend([
+            ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "1h"),
+            ("FRONTDESK_WEBHOOK_RETENTION", "5s"),
+            ("FRONTDESK_TEST_CLOCK", "true"),
+        ]);
+        let server = Server::start(&db, &env).await;
+        let behind = prost_types::Timestamp {
+            seconds: chrono::Utc::now().timestamp() - 3600,
+            nanos: 0,
+        };
+        admin::set_test_clock(&server, Some(behind))
+            .await
+            .expect("the clock moves");
+        let (ok, gone, later) = (
+            Receiver::start().await,
+            Receiver::start().await,
+            Receiver::start().await,
+        );
+        gone.answer(410);
+        later.answer(500);
+        let api = Api::new(&server).await;
+        for (name, receiver, event) in [
+            ("ok", &ok, "deal.created"),
+            ("gone", &gone, "deal.created"),
+            ("later", &later, "deal.updated"),
+        ] {
+            api.subscribe(json!({"name": name, "url": receiver.url, "events": [event]}))
+                .await;
+        }
+        let deal = api.deal("Kept while pending").await;
+        for (method, path, body) in [
+            ("PATCH", format!("/v1/deals/{deal}"), json!({"title": "Renamed"})),
+            // deal.updated again, and deal.stage_changed, which no subscriber wants: it never gets a delivery.
+            ("POST", format!("/v1/deals/{deal}/move"), json!({"stage": "won"})),
+        ] {
+            let answer = api.send(method, &path, Some(body)).await;
+            assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        }
+
+        let (db, account) = (&db, api.account_id.as_str());
+        let count = |sql: &'static str| async move { db.scalar(sql, account).await.unwrap().parse::<u64>().unwrap() };
+        let started = std::time::Instant::now();
+        while count(SETTLED).await < 2 || later.deliveries().is_empty() {
+            assert!(started.elapsed() < WAIT, "the deliveries never settled");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Two looks of the retention later (every 2.5 s), nothing settled an hour after the clock's now is gone.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let pending = count(PENDING).await;
+        assert!(pending >= 1);
+        assert_eq!(count(SETTLED).await, 2, "settled after the cutoff: kept");
+        assert!(count(SETTLED_ATTEMPTS).await >= 2);
+        assert!(
+            count(OTHER_EVENTS).await >= 2,
+            "deal.created and deal.stage_changed are kept"
+        );
+
+        admin::set_test_clock(&server, None).await.expect("the clock resets");
+        let started = std::time::Instant::now();
+        while count(SETTLED).await > 0 {
+            assert!(started.elapsed() < WAIT, "settled deliveries were never deleted");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            count(SETTLED_ATTEMPTS).await,
+            0,
+            "the settled deliveries' attempts went with them"
+        );
+        assert_eq!(
+            count(OTHER_EVENTS).await,
+            0,
+            "deal.created went with its last delivery, deal.stage_changed (never delivered) with its age"
+        );
+        assert_eq!((ok.deliveries().len(), gone.deliveries().len()), (1, 1));
+        assert_eq!(count(PENDING).await, pending, "pending deliveries are kept however old");
+        assert_eq!(count(PENDING_ATTEMPTS).await, later.deliveries().len() as u64);
+        assert!(
+            count(UPDATED_EVENTS).await >= 1,
+            "deal.updated is still to be delivered"
+        );
+        for name in ["ok", "gone"] {
+            let log = api.get(&format!("/v1/webhooks/{name}/deliveries")).await;
+            assert_eq!(log["deliveries"], json!([]), "{name}");
+        }
+    }
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuous_failure_disables() {
     let db = Db::sqlite();

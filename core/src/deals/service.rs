@@ -242,7 +242,8 @@ fn apply(deal: &mut deals::Model, fields: DealFields) {
 /// The fields an update sets, from its mask (REST fills the mask from the body's keys).
 fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
     let mut fields = DealFields::default();
-    let close_date = timestamps::from_proto("close_date", r.close_date)?;
+    // Read only when the mask names it: a field outside the mask is ignored, however it is filled.
+    let mut close_date_named = false;
     apply_mask(r.update_mask.as_ref(), "a deal", |path| {
         match path {
             "title" => fields.title = Some(r.title.clone()),
@@ -257,12 +258,15 @@ fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
             "contact_id" => fields.contact_id = Some(r.contact_id.clone()),
             "assigned_to" => fields.assigned_to = Some(r.assigned_to.clone()),
             "tags" => fields.tags = Some(r.tags.clone()),
-            "close_date" => fields.close_date = Some(close_date),
+            "close_date" => close_date_named = true,
             "deal_id" => {}
             _ => return false,
         }
         true
     })?;
+    if close_date_named {
+        fields.close_date = Some(timestamps::from_proto("close_date", r.close_date)?);
+    }
     Ok(fields)
 }
 

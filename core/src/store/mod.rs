@@ -44,6 +44,7 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
         sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
         ..TransactionOptions::default()
     };
+    #[allow(clippy::disallowed_methods)] // the one place that opens a transaction
     db.begin_with_options(options).await
 }
 
@@ -175,6 +176,7 @@ mod tests {
             sqlite_transaction_mode: Some(SqliteTransactionMode::Deferred),
             ..TransactionOptions::default()
         };
+        #[allow(clippy::disallowed_methods)] // a read that begins deferred, as the rollback journal's readers did
         let reader = db.begin_with_options(deferred).await.unwrap();
         assert_eq!(count(&reader).await, 0);
         let write = async {

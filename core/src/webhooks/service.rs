@@ -339,15 +339,14 @@ impl WebhooksService {
     }
 
     async fn re_enable(&self, account_id: &str, r: ReEnableWebhookRequest) -> ApiResult<ReEnabledWebhook> {
+        let since = timestamps::from_proto("since", r.since)?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let (position, current) = store::find(&txn, account_id, &r.webhook_id)
             .await?
             .ok_or_else(|| not_found(&r.webhook_id))?;
-        let since = timestamps::from_proto("since", r.since)?
-            .or(current.failing_since)
-            .or(current.disabled_at);
+        let since = since.or(current.failing_since).or(current.disabled_at);
         let mut active = current.into_active_model();
         active.status = Set("active".to_owned());
         active.disabled_reason = Set(None);

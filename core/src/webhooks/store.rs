@@ -150,16 +150,17 @@ pub async fn requeue_failed(
     Ok(result.rows_affected)
 }
 
-/// Deletes the subscription with its deliveries and their attempts. The subscription row goes first: every
-/// writer locks a subscription before its deliveries, so the order cannot deadlock with the engine.
+/// Deletes the subscription with its deliveries and their attempts, in the engine's lock order: the
+/// subscription row, then deliveries, then attempts (the retention deletes deliveries before their attempts
+/// too, so the two cannot deadlock).
 pub async fn delete(db: &impl ConnectionTrait, webhook_id: &str) -> Result<(), DbErr> {
     webhooks::Entity::delete_by_id(webhook_id).exec(db).await?;
-    webhook_attempts::Entity::delete_many()
-        .filter(webhook_attempts::Column::WebhookId.eq(webhook_id))
-        .exec(db)
-        .await?;
     webhook_deliveries::Entity::delete_many()
         .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
+        .exec(db)
+        .await?;
+    webhook_attempts::Entity::delete_many()
+        .filter(webhook_attempts::Column::WebhookId.eq(webhook_id))
         .exec(db)
         .await?;
     Ok(())

@@ -3,7 +3,7 @@
 //! a delivery whose worker dies is due again when its lease ends.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
 
 use super::placeholders;
 
@@ -24,11 +24,7 @@ pub struct Claimed {
 
 pub async fn claim(db: &DatabaseConnection, limit: usize, now_ms: i64, lease_ms: i64) -> Result<Vec<Claimed>, DbErr> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres {
-        " FOR UPDATE SKIP LOCKED"
-    } else {
-        ""
-    };
+    let lock = super::skip_locked(backend);
     let sql = format!(
         "UPDATE webhook_deliveries SET next_attempt_ms = $1, attempt_count = attempt_count + 1 WHERE id IN \
          (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_ms <= $2 \

@@ -101,11 +101,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
 
 async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>) -> Result<Vec<Event>, DbErr> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres {
-        " FOR UPDATE SKIP LOCKED"
-    } else {
-        ""
-    };
+    let lock = super::skip_locked(backend);
     let sql = format!(
         "UPDATE event_outbox SET dispatched_at = $1 WHERE seq IN \
          (SELECT seq FROM event_outbox WHERE dispatched_at IS NULL ORDER BY seq LIMIT $2{lock}) \

@@ -7,11 +7,15 @@ mod attempt;
 mod claim;
 mod complete;
 mod fanout;
+mod prune;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use chrono::Utc;
-use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::{
     sync::{Notify, Semaphore, mpsc},
     task::JoinHandle,
@@ -31,6 +35,12 @@ const FAN_OUT_BATCH: u64 = 500;
 const RECORD_BATCH: usize = 1_000;
 /// How often the queue gauges are refreshed.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+/// Deliveries, and events, deleted per retention transaction at most.
+const PRUNE_BATCH: u64 = 1_000;
+/// How often the scan for events without deliveries starts over from the oldest event, to find those it
+/// passed while a delivery still referred to them and whose deliveries then went another way (a deleted
+/// subscription, two replicas deleting an event's last two deliveries at once).
+const SCAN_RESTART: Duration = Duration::from_secs(24 * 3600);
 /// Wait before retrying after a database error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -40,6 +50,15 @@ fn placeholders(first: usize, count: usize) -> String {
         .map(|n| format!("${n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The suffix that makes a subquery's row selection skip rows another transaction holds: replicas then take
+/// disjoint work instead of queueing behind each other. SQLite has one writer at a time and no row locks.
+fn skip_locked(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => " FOR UPDATE SKIP LOCKED",
+        _ => "",
+    }
 }
 
 pub struct Dispatcher {
@@ -73,6 +92,11 @@ impl Dispatcher {
             self.config.lease > self.config.timeout,
             "FRONTDESK_WEBHOOK_LEASE must be longer than FRONTDESK_WEBHOOK_TIMEOUT"
         );
+        // A result recorded after its delivery was deleted would leave an attempt row behind.
+        anyhow::ensure!(
+            self.config.retention > self.config.lease,
+            "FRONTDESK_WEBHOOK_RETENTION must be longer than FRONTDESK_WEBHOOK_LEASE"
+        );
         let client = self.policy.client(self.config.timeout)?;
         let (results, recorded) = mpsc::unbounded_channel();
         let rules = Rules {
@@ -87,6 +111,12 @@ impl Dispatcher {
             shutdown.clone(),
         ));
         tokio::spawn(gauge_loop(self.db.clone(), shutdown.clone()));
+        tokio::spawn(prune_loop(
+            self.db.clone(),
+            self.clock.clone(),
+            self.config.retention,
+            shutdown.clone(),
+        ));
         let recorder = tokio::spawn(record_loop(self.db.clone(), rules, recorded));
         let claimer = tokio::spawn(claim_loop(self, client, results, shutdown));
         Ok(tokio::spawn(async move {
@@ -207,6 +237,42 @@ async fn record_loop(db: DatabaseConnection, rules: Rules, mut recorded: mpsc::U
                     tracing::warn!(error = %err, attempt, "recording webhook attempts failed");
                     tokio::time::sleep(ERROR_BACKOFF).await;
                 }
+            }
+        }
+    }
+}
+
+/// Applies the retention. While whole batches are deleted it goes on, pausing between batches as long as
+/// the last one took (on SQLite the other writers get the lock half the time); otherwise it waits half the
+/// retention, and at least once a minute looks again.
+async fn prune_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, retention: Duration, shutdown: Shutdown) {
+    let idle = (retention / 2).min(Duration::from_secs(60));
+    let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    let (mut mark, mut scan_started) = (None, Instant::now());
+    while !shutdown.is_stopping() {
+        // A retention reaching back before 1970 keeps everything.
+        let cutoff = clock
+            .now()
+            .checked_sub_signed(retention)
+            .filter(|c| *c > DateTime::UNIX_EPOCH);
+        let Some(cutoff) = cutoff else {
+            sleep_or_stop(idle, &shutdown).await;
+            continue;
+        };
+        if scan_started.elapsed() > SCAN_RESTART {
+            (mark, scan_started) = (None, Instant::now());
+        }
+        let started = Instant::now();
+        match prune::prune(&db, cutoff, PRUNE_BATCH, &mut mark).await {
+            Ok(pruned) => {
+                metrics::counter!("frontdesk_webhook_pruned_total", "what" => "deliveries")
+                    .increment(pruned.deliveries);
+                metrics::counter!("frontdesk_webhook_pruned_total", "what" => "events").increment(pruned.events);
+                sleep_or_stop(if pruned.more { started.elapsed() } else { idle }, &shutdown).await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "webhook retention failed; retrying");
+                sleep_or_stop(ERROR_BACKOFF.max(idle), &shutdown).await;
             }
         }
     }

@@ -1,0 +1,125 @@
+//! Retention. A delivery settled (delivered, or failed for good) before the cutoff is deleted with its
+//! attempts, and its event with it once no other delivery refers to the event. Events that never had a
+//! delivery (no subscriber wanted them) are found by a scan that resumes where it stopped, so events still
+//! waiting on a delivery are not read again on every pass. A pending delivery is never touched, and neither
+//! is its event, which its next attempt still reads.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+
+/// How far the scan for events without deliveries has got: (`created_at`, `seq`) of the last event it read.
+/// An event it passed while a delivery still referred to it goes with that delivery; one left behind by a
+/// deleted subscription is found when the scan starts over (every `SCAN_RESTART`).
+pub type ScanMark = Option<(DateTime<Utc>, i64)>;
+
+/// What one call deleted, and whether it stopped at a batch's end (there may be more).
+pub struct Pruned {
+    pub deliveries: u64,
+    pub events: u64,
+    pub more: bool,
+}
+
+/// Deletes at most `batch` settled deliveries (with their attempts and newly unreferenced events) and
+/// scans at most `batch` old events, in one transaction, oldest first; moves `mark` along the scan.
+pub async fn prune(
+    db: &DatabaseConnection,
+    cutoff: DateTime<Utc>,
+    batch: u64,
+    mark: &mut ScanMark,
+) -> Result<Pruned, DbErr> {
+    let txn = crate::store::begin_write(db).await?;
+    let backend = txn.get_database_backend();
+    // On PostgreSQL rows another transaction holds (a replica's retention, a re-enable requeueing a failed
+    // delivery) are skipped; the subquery's condition is checked again on each row it locks.
+    let lock = super::skip_locked(backend);
+    let deleted = txn
+        .query_all_raw(Statement::from_sql_and_values(
+            backend,
+            format!(
+                "DELETE FROM webhook_deliveries WHERE id IN \
+                 (SELECT id FROM webhook_deliveries WHERE status <> 'pending' AND settled_at < $1 \
+                 ORDER BY settled_at LIMIT {batch}{lock}) RETURNING id, event_id"
+            ),
+            [cutoff.into()],
+        ))
+        .await?;
+    let (mut deliveries, mut events) = (Vec::new(), Vec::new());
+    for row in &deleted {
+        deliveries.push(Value::from(row.try_get_by_index::<String>(0)?));
+        events.push(Value::from(row.try_get_by_index::<String>(1)?));
+    }
+    if !deliveries.is_empty() {
+        let sql = format!(
+            "DELETE FROM webhook_attempts WHERE delivery_id IN ({})",
+            super::placeholders(1, deliveries.len())
+        );
+        txn.execute_raw(Statement::from_sql_and_values(backend, sql, deliveries.clone()))
+            .await?;
+    }
+    let mut events_deleted = 0;
+    if !events.is_empty() {
+        let sql = format!(
+            "DELETE FROM event_outbox WHERE id IN ({}) AND {UNREFERENCED}",
+            super::placeholders(1, events.len())
+        );
+        events_deleted += txn
+            .execute_raw(Statement::from_sql_and_values(backend, sql, events))
+            .await?
+            .rows_affected();
+    }
+    let (never_delivered, scanned) = delete_events_never_delivered(&txn, cutoff, batch, mark).await?;
+    txn.commit().await?;
+    Ok(Pruned {
+        deliveries: deliveries.len() as u64,
+        events: events_deleted + never_delivered,
+        more: deliveries.len() as u64 == batch || scanned == batch,
+    })
+}
+
+/// No delivery refers to the `event_outbox` row.
+const UNREFERENCED: &str = "NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = event_outbox.id)";
+
+/// Reads up to `batch` dispatched events older than the cutoff after `mark` and deletes those no delivery
+/// refers to; returns (deleted, read).
+async fn delete_events_never_delivered(
+    db: &impl ConnectionTrait,
+    cutoff: DateTime<Utc>,
+    batch: u64,
+    mark: &mut ScanMark,
+) -> Result<(u64, u64), DbErr> {
+    let backend = db.get_database_backend();
+    let (after, values): (&str, Vec<Value>) = match *mark {
+        Some((created_at, seq)) => (
+            "AND (created_at, seq) > ($2, $3)",
+            vec![cutoff.into(), created_at.into(), seq.into()],
+        ),
+        None => ("", vec![cutoff.into()]),
+    };
+    let scanned = db
+        .query_all_raw(Statement::from_sql_and_values(
+            backend,
+            format!(
+                "SELECT seq, created_at FROM event_outbox WHERE dispatched_at IS NOT NULL AND created_at < $1 \
+                 {after} ORDER BY created_at, seq LIMIT {batch}"
+            ),
+            values,
+        ))
+        .await?;
+    let Some(last) = scanned.last() else {
+        return Ok((0, 0));
+    };
+    *mark = Some((last.try_get_by_index(1)?, last.try_get_by_index(0)?));
+    let seqs = scanned
+        .iter()
+        .map(|row| row.try_get_by_index::<i64>(0).map(Value::from))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sql = format!(
+        "DELETE FROM event_outbox WHERE seq IN ({}) AND {UNREFERENCED}",
+        super::placeholders(1, seqs.len())
+    );
+    let deleted = db
+        .execute_raw(Statement::from_sql_and_values(backend, sql, seqs))
+        .await?
+        .rows_affected();
+    Ok((deleted, scanned.len() as u64))
+}
