@@ -186,15 +186,16 @@ async fn write_ledger(
 }
 
 /// Serialises changes to an account's deals, stages, pipelines and webhook subscriptions: one lock per
-/// account, taken as the transaction's first statement. PostgreSQL: `SELECT ... FOR UPDATE` of the account's row (finer row locks
-/// deadlocked, since shifting positions locks other deals' rows). SQLite: a no-op update, which takes the
-/// database's write lock at once instead of upgrading a read snapshot later (`SQLITE_BUSY_SNAPSHOT`).
+/// account, taken as the transaction's first statement. PostgreSQL: `SELECT ... FOR UPDATE` of the account's
+/// row (finer row locks deadlocked, since shifting positions locks other deals' rows). SQLite: nothing more to
+/// take, as every write transaction began IMMEDIATE (`store::begin_write`) and so holds the database's one
+/// write lock already.
 pub async fn lock(db: &impl ConnectionTrait, account_id: &str) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
-    let sql = match backend {
-        DbBackend::Postgres => "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
-        _ => "UPDATE accounts SET id = id WHERE id = ?",
-    };
+    if backend != DbBackend::Postgres {
+        return Ok(());
+    }
+    let sql = "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE";
     db.execute_raw(Statement::from_sql_and_values(backend, sql, [account_id.into()]))
         .await?;
     Ok(())
