@@ -295,7 +295,7 @@ async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read
 fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
     let mut fields = BroadcastFields::default();
     // Read only when the mask names it: a field outside the mask is ignored, however it is filled.
-    let mut send_at_named = false;
+    let mut send_at = None;
     apply_mask(r.update_mask.as_ref(), "a broadcast", |path| {
         match path {
             "name" => fields.name = Some(r.name.clone()),
@@ -303,15 +303,13 @@ fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
             "channel" => fields.channel = Some(r.channel.clone()),
             "audience" => fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
             "opener" => fields.opener = Some(r.opener.clone()),
-            "send_at" => send_at_named = true,
+            "send_at" => send_at = Some(timestamps::from_proto("send_at", r.send_at)),
             "broadcast_id" => {}
             _ => return false,
         }
         true
     })?;
-    if send_at_named {
-        fields.send_at = Some(timestamps::from_proto("send_at", r.send_at)?);
-    }
+    fields.send_at = send_at.transpose()?;
     Ok(fields)
 }
 

@@ -91,7 +91,7 @@ impl From<sea_orm::DbErr> for ApiError {
             sea_orm::DbErr::RecordNotUpdated => Self::new(Code::NotFound, "not_found", "it was deleted meanwhile"),
             // PostgreSQL refuses U+0000 in any text it is given, an id or a filter included. Text fields are
             // checked before they get here; this catches the rest, which a direct gRPC caller can send.
-            err if sqlstate(&err).as_deref() == Some(CHARACTER_NOT_IN_REPERTOIRE) => Self::new(
+            err if has_sqlstate(&err, CHARACTER_NOT_IN_REPERTOIRE) => Self::new(
                 Code::InvalidArgument,
                 "invalid_argument",
                 "a text value must not contain the NUL character (U+0000)",
@@ -104,15 +104,14 @@ impl From<sea_orm::DbErr> for ApiError {
 /// PostgreSQL's SQLSTATE for a character its encoding cannot hold, which is what U+0000 gets.
 const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
 
-/// The SQLSTATE of an error the database returned.
-fn sqlstate(err: &sea_orm::DbErr) -> Option<String> {
+/// Whether the database returned this error with SQLSTATE `code`.
+fn has_sqlstate(err: &sea_orm::DbErr, code: &str) -> bool {
     match err {
         sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(e))
-        | sea_orm::DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e)) => e
-            .as_database_error()
-            .and_then(|db| db.code())
-            .map(|code| code.into_owned()),
-        _ => None,
+        | sea_orm::DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e)) => {
+            e.as_database_error().and_then(|db| db.code()).as_deref() == Some(code)
+        }
+        _ => false,
     }
 }
 

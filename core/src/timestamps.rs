@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, FieldViolation};
 
 pub fn to_proto(at: DateTime<Utc>) -> prost_types::Timestamp {
     prost_types::Timestamp {
@@ -27,6 +27,19 @@ pub fn from_proto(field: &str, at: Option<prost_types::Timestamp>) -> ApiResult<
             "must be a valid timestamp between years 1 and 9999 (nanos 0 to 999999999)",
         )),
     }
+}
+
+/// `from_proto` for a request whose problems are reported together: an out-of-range Timestamp joins
+/// `violations` and reads as absent.
+pub fn from_proto_noting(
+    field: &str,
+    at: Option<prost_types::Timestamp>,
+    violations: &mut Vec<FieldViolation>,
+) -> Option<DateTime<Utc>> {
+    from_proto(field, at).unwrap_or_else(|e| {
+        violations.extend(e.fields);
+        None
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,12 @@
 //! Request checks shared by the platform resources: every problem of a request is collected and reported
 //! at once as one 400 with `fields`.
 
-use crate::error::{ApiError, ApiResult, FieldViolation};
+use chrono::{DateTime, Utc};
+
+use crate::{
+    error::{ApiError, ApiResult, FieldViolation},
+    timestamps,
+};
 
 /// No database stores U+0000 in text (PostgreSQL refuses it).
 const NUL: &str = "must not contain the NUL character (U+0000)";
@@ -56,6 +61,11 @@ impl Violations {
                 format!("entries must be non-empty and at most {max_chars} characters"),
             ));
         }
+    }
+
+    /// A request's Timestamp (`None` when absent or out of range; out of range is a violation).
+    pub fn timestamp(&mut self, field: &str, at: Option<prost_types::Timestamp>) -> Option<DateTime<Utc>> {
+        timestamps::from_proto_noting(field, at, &mut self.0)
     }
 
     pub fn one_of(&mut self, field: &str, value: &str, allowed: &[&str]) {

@@ -1,5 +1,6 @@
 //! Indexes for retention: settled deliveries by when they settled, deliveries by event (is an event still
-//! referred to?), and dispatched events by age (then sequence, the order the scan for events without deliveries resumes in). Each bounds its scan to what is old enough to delete.
+//! referred to?), and dispatched events by age, then sequence (the order in which the scan for events
+//! without deliveries resumes). Each bounds its scan to what is old enough to delete.
 
 use sea_orm_migration::prelude::*;
 

@@ -295,10 +295,7 @@ impl CampaignsService {
             if r.opener.is_empty() { "audience" } else { "opener" },
             "an Incoming campaign sends nothing: use Combined or Outgoing",
         );
-        let send_at = timestamps::from_proto("send_at", r.send_at).unwrap_or_else(|e| {
-            e.fields.into_iter().for_each(|f| v.push(f));
-            None
-        });
+        let send_at = v.timestamp("send_at", r.send_at);
         v.finish()?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
@@ -356,7 +353,7 @@ impl CampaignsService {
         let (mut name, mut channel, mut instructions) = (None, None, None);
         let mut send_fields = BroadcastFields::default();
         // Read only when the mask names it: a field outside the mask is ignored, however it is filled.
-        let mut send_at_named = false;
+        let mut send_at = None;
         apply_mask(r.update_mask.as_ref(), "a campaign", |path| {
             match path {
                 "name" => name = Some(r.name.clone()),
@@ -364,15 +361,13 @@ impl CampaignsService {
                 "instructions" => instructions = Some(r.instructions.clone()),
                 "opener" => send_fields.opener = Some(r.opener.clone()),
                 "audience" => send_fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
-                "send_at" => send_at_named = true,
+                "send_at" => send_at = Some(timestamps::from_proto("send_at", r.send_at)),
                 "campaign_id" => {}
                 _ => return false,
             }
             true
         })?;
-        if send_at_named {
-            send_fields.send_at = Some(timestamps::from_proto("send_at", r.send_at)?);
-        }
+        send_fields.send_at = send_at.transpose()?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;

@@ -243,7 +243,7 @@ fn apply(deal: &mut deals::Model, fields: DealFields) {
 fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
     let mut fields = DealFields::default();
     // Read only when the mask names it: a field outside the mask is ignored, however it is filled.
-    let mut close_date_named = false;
+    let mut close_date = None;
     apply_mask(r.update_mask.as_ref(), "a deal", |path| {
         match path {
             "title" => fields.title = Some(r.title.clone()),
@@ -258,15 +258,13 @@ fn update_fields(r: UpdateDealRequest) -> ApiResult<DealFields> {
             "contact_id" => fields.contact_id = Some(r.contact_id.clone()),
             "assigned_to" => fields.assigned_to = Some(r.assigned_to.clone()),
             "tags" => fields.tags = Some(r.tags.clone()),
-            "close_date" => close_date_named = true,
+            "close_date" => close_date = Some(timestamps::from_proto("close_date", r.close_date)),
             "deal_id" => {}
             _ => return false,
         }
         true
     })?;
-    if close_date_named {
-        fields.close_date = Some(timestamps::from_proto("close_date", r.close_date)?);
-    }
+    fields.close_date = close_date.transpose()?;
     Ok(fields)
 }
 
@@ -280,16 +278,8 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
     .filter_map(Result::err)
     .collect();
     let page = Page::parse(r.limit, &r.cursor, "deal_", &mut violations);
-    let mut time = |field, at| {
-        timestamps::from_proto(field, at).unwrap_or_else(|e| {
-            violations.extend(e.fields);
-            None
-        })
-    };
-    let (created_after, created_before) = (
-        time("created_after", r.created_after),
-        time("created_before", r.created_before),
-    );
+    let created_after = timestamps::from_proto_noting("created_after", r.created_after, &mut violations);
+    let created_before = timestamps::from_proto_noting("created_before", r.created_before, &mut violations);
     if !violations.is_empty() {
         return Err(ApiError::invalid(violations));
     }

@@ -4,6 +4,8 @@
 //! waiting on a delivery are not read again on every pass. A pending delivery is never touched, and neither
 //! is its event, which its next attempt still reads.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
@@ -43,17 +45,19 @@ pub async fn prune(
             [cutoff.into()],
         ))
         .await?;
-    let (mut deliveries, mut events) = (Vec::new(), Vec::new());
+    // An event's deliveries to several subscriptions often settle together: each event is named once.
+    let (mut deliveries, mut events) = (Vec::new(), BTreeSet::new());
     for row in &deleted {
         deliveries.push(Value::from(row.try_get_by_index::<String>(0)?));
-        events.push(Value::from(row.try_get_by_index::<String>(1)?));
+        events.insert(row.try_get_by_index::<String>(1)?);
     }
+    let deliveries_deleted = deliveries.len() as u64;
     if !deliveries.is_empty() {
         let sql = format!(
             "DELETE FROM webhook_attempts WHERE delivery_id IN ({})",
             super::placeholders(1, deliveries.len())
         );
-        txn.execute_raw(Statement::from_sql_and_values(backend, sql, deliveries.clone()))
+        txn.execute_raw(Statement::from_sql_and_values(backend, sql, deliveries))
             .await?;
     }
     let mut events_deleted = 0;
@@ -63,16 +67,20 @@ pub async fn prune(
             super::placeholders(1, events.len())
         );
         events_deleted += txn
-            .execute_raw(Statement::from_sql_and_values(backend, sql, events))
+            .execute_raw(Statement::from_sql_and_values(
+                backend,
+                sql,
+                events.into_iter().map(Value::from),
+            ))
             .await?
             .rows_affected();
     }
     let (never_delivered, scanned) = delete_events_never_delivered(&txn, cutoff, batch, mark).await?;
     txn.commit().await?;
     Ok(Pruned {
-        deliveries: deliveries.len() as u64,
+        deliveries: deliveries_deleted,
         events: events_deleted + never_delivered,
-        more: deliveries.len() as u64 == batch || scanned == batch,
+        more: deliveries_deleted == batch || scanned == batch,
     })
 }
 
