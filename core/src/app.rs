@@ -38,7 +38,7 @@ use crate::{
     secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
-    webhooks::{dispatch::Dispatcher, service::WebhooksService},
+    webhooks::{self, dispatch::Dispatcher, service::WebhooksService},
 };
 
 /// Key id the `local` provider hands to the checkout unless `RAZORPAY_KEY_ID` says otherwise.
@@ -74,6 +74,12 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     };
     let wake = Arc::new(Notify::new());
     let sealer = secrets::sealer(config.secret_key.as_deref(), &config.database_url)?;
+    let sealed = webhooks::secret::seal_plaintext(&db, &sealer)
+        .await
+        .context("sealing webhook signing secrets")?;
+    if sealed > 0 {
+        tracing::info!(sealed, "webhook signing secrets stored in plaintext are now sealed");
+    }
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
@@ -86,9 +92,9 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
         deals: DealsService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
-        webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, wake.clone()),
+        webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),
         agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy),
-        channels: ChannelsService::new(db.clone(), clock.clone(), sealer),
+        channels: ChannelsService::new(db.clone(), clock.clone(), sealer.clone()),
         entry_points: EntryPointsService::new(db.clone(), clock.clone()),
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
@@ -100,7 +106,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     };
     Ok(Core {
         routes: grpc::routes(services).await?,
-        dispatcher: Dispatcher::new(db.clone(), clock, config.webhooks.clone(), policy, wake),
+        dispatcher: Dispatcher::new(db.clone(), clock, config.webhooks.clone(), policy, sealer, wake),
         db,
     })
 }

@@ -83,14 +83,20 @@ pub struct WebhookConfig {
     #[arg(long = "webhook-disable-after", env = "FRONTDESK_WEBHOOK_DISABLE_AFTER", default_value = "3d", value_parser = parse_duration)]
     pub disable_after: Duration,
 
-    /// How long a claimed delivery belongs to the worker that claimed it; a delivery whose worker died is
-    /// attempted again after this. Must exceed the timeout.
-    #[arg(long = "webhook-lease", env = "FRONTDESK_WEBHOOK_LEASE", default_value = "60s", value_parser = parse_duration)]
+    /// How long a claimed delivery belongs to the worker that claimed it without a renewal; the worker renews
+    /// it every third of this until the attempt's result is recorded, so a delivery whose worker died is
+    /// attempted again (as the same attempt) within this. At least 1s.
+    #[arg(long = "webhook-lease", env = "FRONTDESK_WEBHOOK_LEASE", default_value = "10s", value_parser = parse_duration)]
     pub lease: Duration,
 
-    /// Deliveries in flight at once in this process.
+    /// Deliveries in hand at once in this process (an attempt running, or its result being recorded).
     #[arg(long = "webhook-concurrency", env = "FRONTDESK_WEBHOOK_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
+
+    /// Attempts running at once to one subscription in this process; an account's subscriptions together
+    /// get at most half of `FRONTDESK_WEBHOOK_CONCURRENCY`. A slow or dead endpoint then holds only its share.
+    #[arg(long = "webhook-endpoint-concurrency", env = "FRONTDESK_WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub endpoint_concurrency: u32,
 
     /// How long a delivery's record (with its attempts) is kept after it was delivered or failed for good;
     /// an event goes once no delivery refers to it. Pending deliveries are kept however old.

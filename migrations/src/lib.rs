@@ -9,6 +9,7 @@ mod m20261122_000003_deals;
 mod m20261122_000004_webhooks;
 mod m20261122_000005_agents_routing;
 mod m20261122_000006_webhook_retention;
+mod m20261123_000007_webhook_claims;
 
 pub struct Migrator;
 
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000004_webhooks::Migration),
             Box::new(m20261122_000005_agents_routing::Migration),
             Box::new(m20261122_000006_webhook_retention::Migration),
+            Box::new(m20261123_000007_webhook_claims::Migration),
         ]
     }
 }

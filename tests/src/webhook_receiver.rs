@@ -4,7 +4,10 @@
 use std::{
     collections::{HashMap, VecDeque},
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -48,8 +51,8 @@ impl Delivery {
 
 #[derive(Default)]
 struct Script {
-    /// Statuses for the next answers, in order; then `default`.
-    next: VecDeque<u16>,
+    /// Statuses for the next answers, in order, each with its own wait (else `delay`); then `default`.
+    next: VecDeque<(u16, Option<Duration>)>,
     default: u16,
     delay: Duration,
 }
@@ -58,6 +61,8 @@ struct Script {
 struct Shared {
     deliveries: Mutex<Vec<Delivery>>,
     script: Mutex<Script>,
+    /// Requests that reached the handler, answered or not.
+    arrived: AtomicUsize,
 }
 
 pub struct Receiver {
@@ -123,7 +128,22 @@ impl Receiver {
 
     /// Answers the next requests with `statuses` in order, then as before.
     pub fn then(&self, statuses: &[u16]) {
-        self.shared.script.lock().unwrap().next.extend(statuses);
+        self.shared
+            .script
+            .lock()
+            .unwrap()
+            .next
+            .extend(statuses.iter().map(|s| (*s, None)));
+    }
+
+    /// Answers the next request with `status` after waiting `delay`.
+    pub fn then_after(&self, delay: Duration, status: u16) {
+        self.shared.script.lock().unwrap().next.push_back((status, Some(delay)));
+    }
+
+    /// Requests that have reached the endpoint so far, including those not answered yet.
+    pub fn arrived(&self) -> usize {
+        self.shared.arrived.load(Ordering::SeqCst)
     }
 
     /// Waits this long before each answer.
@@ -159,10 +179,11 @@ impl Receiver {
 }
 
 async fn record(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    shared.arrived.fetch_add(1, Ordering::SeqCst);
     let (status, delay) = {
         let mut script = shared.script.lock().unwrap();
-        let status = script.next.pop_front().unwrap_or(script.default);
-        (status, script.delay)
+        let (status, delay) = script.next.pop_front().unwrap_or((script.default, None));
+        (status, delay.unwrap_or(script.delay))
     };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -179,4 +200,31 @@ async fn record(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         answered: status,
     });
     StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// An endpoint that accepts connections and never answers (nor reads): a black hole. Its `url` keeps every
+/// attempt waiting for its timeout. The connections are held until it is dropped.
+pub struct BlackHole {
+    task: JoinHandle<()>,
+    pub url: String,
+}
+
+impl BlackHole {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        Self { task, url }
+    }
+}
+
+impl Drop for BlackHole {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

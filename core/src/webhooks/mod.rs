@@ -3,6 +3,7 @@
 
 pub mod dispatch;
 pub mod schedule;
+pub mod secret;
 pub mod service;
 pub mod signing;
 pub mod store;

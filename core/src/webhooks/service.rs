@@ -23,6 +23,7 @@ use crate::{
     integrations::outbound::OutboundPolicy,
     paging::{self, Page},
     requests::{account_of, apply_mask, deleted},
+    secrets::Sealer,
     store::entities::{webhook_attempts, webhook_deliveries, webhooks},
     timestamps,
     validate::check_name,
@@ -35,16 +36,25 @@ pub struct WebhooksService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
     policy: OutboundPolicy,
+    /// Seals signing secrets at rest.
+    sealer: Sealer,
     /// Wakes the dispatcher when a delivery is queued here (test, re-enable).
     wake: Arc<Notify>,
 }
 
 impl WebhooksService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, policy: OutboundPolicy, wake: Arc<Notify>) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        policy: OutboundPolicy,
+        sealer: Sealer,
+        wake: Arc<Notify>,
+    ) -> Self {
         Self {
             db,
             clock,
             policy,
+            sealer,
             wake,
         }
     }
@@ -196,14 +206,15 @@ impl WebhooksService {
             return Err(conflict(name));
         }
         let secret = signing::new_secret();
+        let id = format!("wh_{}", crate::ids::base62(16));
         let row = webhooks::Model {
-            id: format!("wh_{}", crate::ids::base62(16)),
+            secret: super::secret::seal(&self.sealer, &id, &secret),
+            id,
             account_id: account_id.to_owned(),
             name,
             url: fields.url.unwrap_or_default(),
             description: fields.description.unwrap_or_default(),
             events: serde_json::to_string(&fields.events.unwrap_or_default()).unwrap_or_else(|_| "[]".into()),
-            secret: secret.clone(),
             status: "active".to_owned(),
             disabled_reason: None,
             disabled_at: None,
@@ -284,7 +295,12 @@ impl WebhooksService {
     }
 
     async fn test(&self, account_id: &str, reference: &str) -> ApiResult<WebhookDelivery> {
-        let (position, webhook) = self.find(account_id, reference).await?;
+        // Under the account's lock, as delete is: the subscription cannot go between the read and the insert.
+        let txn = crate::store::begin_write(&self.db).await?;
+        accounts::store::lock(&txn, account_id).await?;
+        let (position, webhook) = store::find(&txn, account_id, reference)
+            .await?
+            .ok_or_else(|| not_found(reference))?;
         if webhook.status != "active" {
             return Err(ApiError::failed_precondition(
                 "the subscription is disabled; re-enable it first",
@@ -295,7 +311,6 @@ impl WebhooksService {
             "webhook": {"id": position.to_string(), "name": webhook.name},
             "message": "This is a test event from Front Desk.",
         });
-        let txn = crate::store::begin_write(&self.db).await?;
         let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
         let delivery = webhook_deliveries::Model {
             id: new_delivery_id(),
@@ -309,6 +324,7 @@ impl WebhooksService {
             created_at: now,
             delivered_at: None,
             settled_at: None,
+            claim_token: None,
         };
         webhook_deliveries::Entity::insert(webhook_deliveries::ActiveModel::from(delivery.clone()).reset_all())
             .exec_without_returning(&txn)

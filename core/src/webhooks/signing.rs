@@ -5,7 +5,7 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 
-const PREFIX: &str = "whsec_";
+pub const PREFIX: &str = "whsec_";
 
 /// A new signing secret.
 pub fn new_secret() -> String {

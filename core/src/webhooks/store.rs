@@ -4,10 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Statement,
-    sea_query::Expr,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Statement};
 
 use crate::{
     paging::{self, Page},
@@ -107,47 +104,40 @@ pub async fn attempts_of(
 }
 
 /// Marks every pending delivery of the subscription failed (it was disabled), so none is attempted and
-/// re-enable can queue them again.
+/// re-enable can queue them again. One whose attempt is running keeps its lease's end, so a re-enable does
+/// not send it again while that attempt may still succeed.
 pub async fn fail_pending(db: &impl ConnectionTrait, webhook_id: &str, now: DateTime<Utc>) -> Result<u64, DbErr> {
-    let result = webhook_deliveries::Entity::update_many()
-        .col_expr(webhook_deliveries::Column::Status, Expr::value("failed"))
-        .col_expr(webhook_deliveries::Column::SettledAt, Expr::value(now))
-        .col_expr(
-            webhook_deliveries::Column::NextAttemptMs,
-            Expr::value(Option::<i64>::None),
-        )
-        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
-        .filter(webhook_deliveries::Column::Status.eq("pending"))
-        .exec(db)
+    let result = db
+        .execute_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "UPDATE webhook_deliveries SET status = 'failed', settled_at = $2, \
+             next_attempt_ms = CASE WHEN claim_token IS NULL THEN NULL ELSE next_attempt_ms END \
+             WHERE webhook_id = $1 AND status = 'pending'",
+            [webhook_id.into(), now.into()],
+        ))
         .await?;
-    Ok(result.rows_affected)
+    Ok(result.rows_affected())
 }
 
-/// Queues again, due now and with a fresh retry schedule, every delivery of the subscription that failed
-/// at or after `since`.
+/// Queues again, with a fresh retry schedule, every delivery of the subscription that failed at or after
+/// `since`: due now, or when the lease of an attempt still running ends.
 pub async fn requeue_failed(
     db: &impl ConnectionTrait,
     webhook_id: &str,
     since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let result = webhook_deliveries::Entity::update_many()
-        .col_expr(webhook_deliveries::Column::Status, Expr::value("pending"))
-        .col_expr(webhook_deliveries::Column::AttemptCount, Expr::value(0))
-        .col_expr(
-            webhook_deliveries::Column::SettledAt,
-            Expr::value(Option::<DateTime<Utc>>::None),
-        )
-        .col_expr(
-            webhook_deliveries::Column::NextAttemptMs,
-            Expr::value(Some(now.timestamp_millis())),
-        )
-        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
-        .filter(webhook_deliveries::Column::Status.eq("failed"))
-        .filter(webhook_deliveries::Column::SettledAt.gte(since))
-        .exec(db)
+    let result = db
+        .execute_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "UPDATE webhook_deliveries SET status = 'pending', attempt_count = 0, settled_at = NULL, \
+             next_attempt_ms = CASE WHEN claim_token IS NOT NULL AND next_attempt_ms > $3 \
+             THEN next_attempt_ms ELSE $3 END \
+             WHERE webhook_id = $1 AND status = 'failed' AND settled_at >= $2",
+            [webhook_id.into(), since.into(), now.timestamp_millis().into()],
+        ))
         .await?;
-    Ok(result.rows_affected)
+    Ok(result.rows_affected())
 }
 
 /// Deletes the subscription with its deliveries and their attempts, in the engine's lock order: the

@@ -1,6 +1,6 @@
 //! One event to one subscription. `next_attempt_ms` (Unix milliseconds, null once settled) is when a worker
-//! may next claim it; a claim pushes it to the end of the claim's lease, so a delivery whose worker died is
-//! claimed again when the lease runs out.
+//! may next claim it; a claim pushes it to the end of the claim's lease (renewed while the worker holds it),
+//! so a delivery whose worker died is claimed again when the lease runs out.
 
 use sea_orm::entity::prelude::*;
 
@@ -15,13 +15,15 @@ pub struct Model {
     pub event_type: String,
     /// `pending`, `succeeded` or `failed`.
     pub status: String,
-    /// Attempts claimed so far (counted again from 0 after a re-enable).
+    /// Attempts recorded so far (counted again from 0 after a re-enable).
     pub attempt_count: i32,
     pub next_attempt_ms: Option<i64>,
     pub created_at: DateTimeUtc,
     pub delivered_at: Option<DateTimeUtc>,
     /// When it last became `succeeded` or `failed`; null while pending.
     pub settled_at: Option<DateTimeUtc>,
+    /// The token of the claim holding the delivery (its attempt runs, or its result is being written).
+    pub claim_token: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,8 +1,13 @@
 //! Writes a batch of attempt results in one transaction: each subscription's health (locked first, in id
 //! order, so concurrent batches and disables never deadlock), each delivery's next state (only while the
-//! delivery still carries the claimed attempt), every attempt row, and any disable the results call for.
+//! delivery still carries the token of the claim that made the attempt; a success settles it whatever
+//! claim holds it), an attempt row for each result so written, and any disable the results call for.
+//! A result whose delivery was claimed again, or deleted with its subscription, leaves no row behind.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::Duration,
+};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -62,7 +67,8 @@ fn settle(rules: &Rules, result: &AttemptResult) -> Settled {
     }
 }
 
-/// What a batch says about one subscription, in the order its attempts finished.
+/// What a batch says about one subscription, in the order its attempts finished. A 410 anywhere in the batch
+/// disables the subscription, even when a later attempt succeeded: the endpoint said it is gone.
 #[derive(Default)]
 struct HealthChange {
     /// A success in this batch: the streak restarts from the failures after it.
@@ -83,7 +89,6 @@ impl HealthChange {
             self.failures = 0;
             self.first_failure = None;
             self.last_success = Some(at);
-            self.gone = false;
         } else {
             self.failures += 1;
             self.first_failure.get_or_insert(at);
@@ -116,12 +121,14 @@ pub async fn record(
             disable.push((*webhook_id, reason));
         }
     }
+    let mut written = HashSet::new();
     for (chunk, states) in results.chunks(CHUNK).zip(settled.chunks(CHUNK)) {
-        update_deliveries(&txn, chunk, states).await?;
+        written.extend(update_deliveries(&txn, chunk, states).await?);
     }
     let attempts: Vec<webhook_attempts::ActiveModel> = results
         .iter()
         .zip(&settled)
+        .filter(|(r, _)| written.contains(r.claimed.delivery_id.as_str()))
         .map(|(r, s)| webhook_attempts::ActiveModel {
             seq: NotSet,
             delivery_id: Set(r.claimed.delivery_id.clone()),
@@ -207,37 +214,91 @@ async fn update_health(
     Ok(Some(reason))
 }
 
-/// One UPDATE for a chunk of deliveries, joined with a VALUES list (`columnN` names work on both databases).
+/// One UPDATE for a chunk of deliveries, joined with a VALUES list (`columnN` names work on both databases);
+/// returns the ids it wrote. A delivery parked while its attempt ran (its subscription was disabled) stays
+/// parked unless the attempt succeeded.
 async fn update_deliveries(
     db: &impl ConnectionTrait,
     results: &[AttemptResult],
     states: &[Settled],
-) -> Result<(), DbErr> {
+) -> Result<Vec<String>, DbErr> {
     if results.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     const COLUMNS: usize = 6;
     let rows: Vec<String> = (0..results.len())
         .map(|i| format!("({})", super::placeholders(i * COLUMNS + 1, COLUMNS)))
         .collect();
+    let applies = "(webhook_deliveries.status = 'pending' OR v.column3 = 'succeeded')";
     let sql = format!(
-        "UPDATE webhook_deliveries SET status = v.column3, next_attempt_ms = v.column4, delivered_at = v.column5, \
-         settled_at = v.column6 \
+        "UPDATE webhook_deliveries SET \
+         status = CASE WHEN {applies} THEN v.column3 ELSE webhook_deliveries.status END, \
+         next_attempt_ms = CASE WHEN {applies} THEN v.column4 ELSE NULL END, \
+         delivered_at = CASE WHEN {applies} THEN v.column5 ELSE webhook_deliveries.delivered_at END, \
+         settled_at = CASE WHEN {applies} THEN v.column6 ELSE webhook_deliveries.settled_at END, \
+         attempt_count = webhook_deliveries.attempt_count + 1, claim_token = NULL \
          FROM (VALUES {}) AS v WHERE webhook_deliveries.id = v.column1 \
-         AND webhook_deliveries.status = 'pending' \
-         AND (webhook_deliveries.attempt_count = v.column2 OR v.column3 = 'succeeded')",
+         AND (webhook_deliveries.claim_token = v.column2 \
+         OR (v.column3 = 'succeeded' AND webhook_deliveries.status = 'pending')) \
+         RETURNING id",
         rows.join(", ")
     );
     let mut values: Vec<Value> = Vec::with_capacity(results.len() * COLUMNS);
     for (result, state) in results.iter().zip(states) {
         values.push(result.claimed.delivery_id.clone().into());
-        values.push(result.claimed.attempt.into());
+        values.push(result.claimed.token.into());
         values.push(state.status.into());
         values.push(state.next_attempt_at.map(|t| t.timestamp_millis()).into());
         values.push(state.delivered_at.into());
         values.push((state.status != "pending").then_some(result.finished_at).into());
     }
-    db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+    let written = db
+        .query_all_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
         .await?;
-    Ok(())
+    written.iter().map(|row| row.try_get_by_index(0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::Utc;
+
+    use super::HealthChange;
+    use crate::webhooks::dispatch::{
+        attempt::{AttemptResult, Outcome},
+        claim::Claimed,
+    };
+
+    fn result(outcome: Outcome) -> AttemptResult {
+        let now = Utc::now();
+        AttemptResult {
+            claimed: Claimed {
+                delivery_id: "dlv_1".into(),
+                webhook_id: "wh_1".into(),
+                account_id: "acc_1".into(),
+                token: 1,
+                attempt: 1,
+                url: "http://127.0.0.1/".into(),
+                secret: "whsec_AAAA".into(),
+                event_id: "evt_1".into(),
+                event_type: "deal.created".into(),
+                payload: "{}".into(),
+                event_at: now,
+            },
+            started_at: now,
+            finished_at: now,
+            duration: Duration::ZERO,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_gone_answer_is_kept_through_a_later_success_in_the_batch() {
+        let mut change = HealthChange::default();
+        change.add(&result(Outcome::Gone));
+        change.add(&result(Outcome::Delivered { status: 200 }));
+        assert!(change.gone, "the 410 still disables the subscription");
+        assert!(change.reset && change.failures == 0);
+    }
 }

@@ -81,6 +81,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
                 created_at: now,
                 delivered_at: None,
                 settled_at: settled,
+                claim_token: None,
             }));
         }
     }

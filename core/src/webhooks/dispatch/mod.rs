@@ -1,12 +1,17 @@
 //! The delivery engine, run by every core process (several replicas share the work through the database):
-//! a fan-out loop turns outbox events into deliveries; a claim loop keeps up to `concurrency` attempts in
-//! flight; a recorder writes their results in batches. Nothing lives only in memory: a delivery is a row
-//! from the moment its event commits, and one whose process dies is claimed again when its lease ends.
+//! a fan-out loop turns outbox events into deliveries; a claim loop keeps up to `concurrency` deliveries in
+//! hand, fairly across accounts and endpoints; a recorder writes their results in batches, and a slot is
+//! free again only once its result is committed, so a slow database slows claiming instead of piling up
+//! results. Nothing lives only in memory: a delivery is a row from the moment its event commits; its claim's
+//! lease is renewed while it is in hand, and one whose process died is claimed again, as the same attempt,
+//! when its lease ends.
 
 mod attempt;
 mod claim;
 mod complete;
 mod fanout;
+mod in_flight;
+mod lease;
 mod prune;
 
 use std::{
@@ -17,7 +22,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::{
-    sync::{Notify, Semaphore, mpsc},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
     task::JoinHandle,
 };
 
@@ -25,9 +30,15 @@ pub use self::attempt::body;
 use self::{
     attempt::AttemptResult,
     complete::{Rules, record},
+    in_flight::{Caps, InFlight},
 };
 use super::schedule::RetrySchedule;
-use crate::{clock::Clock, config::WebhookConfig, integrations::outbound::OutboundPolicy, shutdown::Shutdown};
+use crate::{
+    clock::Clock, config::WebhookConfig, integrations::outbound::OutboundPolicy, secrets::Sealer, shutdown::Shutdown,
+};
+
+/// A result on its way to the recorder, with the slot it holds until it is committed.
+type Finished = (AttemptResult, OwnedSemaphorePermit);
 
 /// Events fanned out per transaction.
 const FAN_OUT_BATCH: u64 = 500;
@@ -66,7 +77,9 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
     config: WebhookConfig,
     policy: OutboundPolicy,
+    sealer: Sealer,
     wake: Arc<Notify>,
+    in_flight: Arc<InFlight>,
 }
 
 impl Dispatcher {
@@ -75,6 +88,7 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
         config: WebhookConfig,
         policy: OutboundPolicy,
+        sealer: Sealer,
         wake: Arc<Notify>,
     ) -> Self {
         Self {
@@ -82,20 +96,23 @@ impl Dispatcher {
             clock,
             config,
             policy,
+            sealer,
             wake,
+            in_flight: Arc::default(),
         }
     }
 
-    /// Starts the loops; the handle resolves once shutdown began and the attempts in flight were recorded.
+    /// Starts the loops; the handle resolves once shutdown began and the attempts in flight were recorded
+    /// (or, past the timeout, released for the next worker).
     pub fn spawn(self, shutdown: Shutdown) -> anyhow::Result<JoinHandle<()>> {
-        anyhow::ensure!(
-            self.config.lease > self.config.timeout,
-            "FRONTDESK_WEBHOOK_LEASE must be longer than FRONTDESK_WEBHOOK_TIMEOUT"
-        );
         // A result recorded after its delivery was deleted would leave an attempt row behind.
         anyhow::ensure!(
             self.config.retention > self.config.lease,
             "FRONTDESK_WEBHOOK_RETENTION must be longer than FRONTDESK_WEBHOOK_LEASE"
+        );
+        anyhow::ensure!(
+            self.config.lease >= MIN_LEASE,
+            "FRONTDESK_WEBHOOK_LEASE must be at least {MIN_LEASE:?}"
         );
         let client = self.policy.client(self.config.timeout)?;
         let (results, recorded) = mpsc::unbounded_channel();
@@ -117,14 +134,24 @@ impl Dispatcher {
             self.config.retention,
             shutdown.clone(),
         ));
-        let recorder = tokio::spawn(record_loop(self.db.clone(), rules, recorded));
+        let renewer = tokio::spawn(renew_loop(
+            self.db.clone(),
+            self.clock.clone(),
+            self.in_flight.clone(),
+            self.config.lease,
+        ));
+        let recorder = tokio::spawn(record_loop(self.db.clone(), rules, self.in_flight.clone(), recorded));
         let claimer = tokio::spawn(claim_loop(self, client, results, shutdown));
         Ok(tokio::spawn(async move {
             let _ = claimer.await;
             let _ = recorder.await;
+            renewer.abort();
         }))
     }
 }
+
+/// The shortest lease: renewals (every third of it) must fit a database round trip with room to spare.
+const MIN_LEASE: Duration = Duration::from_secs(1);
 
 async fn fan_out_loop(
     db: DatabaseConnection,
@@ -152,13 +179,14 @@ async fn fan_out_loop(
 async fn claim_loop(
     dispatcher: Dispatcher,
     client: reqwest::Client,
-    results: mpsc::UnboundedSender<AttemptResult>,
+    results: mpsc::UnboundedSender<Finished>,
     shutdown: Shutdown,
 ) {
     let capacity = dispatcher.config.concurrency as usize;
+    let caps = Caps::new(dispatcher.config.concurrency, dispatcher.config.endpoint_concurrency);
     let slots = Arc::new(Semaphore::new(capacity));
     let lease_ms = i64::try_from(dispatcher.config.lease.as_millis()).unwrap_or(i64::MAX / 2);
-    // Claims are worth batching (two statements each): wait until a quarter of the slots are free.
+    // Claims are worth batching (three statements each): wait until a quarter of the slots are free.
     let batch = (capacity / 4).max(1) as u32;
     while !shutdown.is_stopping() {
         match slots.acquire_many(batch).await {
@@ -167,32 +195,40 @@ async fn claim_loop(
         }
         // Only this loop takes slots, so at least `batch` stay free until it does.
         let free = slots.available_permits();
-        let claimed = match claim::claim(
+        let claim = match claim::claim(
             &dispatcher.db,
+            &dispatcher.sealer,
+            &dispatcher.in_flight,
+            caps,
             free,
             dispatcher.clock.now().timestamp_millis(),
             lease_ms,
         )
         .await
         {
-            Ok(claimed) => claimed,
+            Ok(claim) => claim,
             Err(err) => {
                 tracing::warn!(error = %err, "webhook claim failed; retrying");
                 sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
                 continue;
             }
         };
-        let idle = claimed.len() < free;
-        let Ok(mut permits) = slots.clone().acquire_many_owned(claimed.len() as u32).await else {
+        if claim.parked > 0 {
+            metrics::counter!("frontdesk_webhook_parked_total").increment(claim.parked);
+        }
+        let Ok(mut permits) = slots.clone().acquire_many_owned(claim.claimed.len() as u32).await else {
             break;
         };
-        for delivery in claimed {
+        for delivery in claim.claimed {
             let Some(permit) = permits.split(1) else {
                 break;
             };
+            dispatcher.in_flight.started(&delivery);
             let (client, results, policy) = (client.clone(), results.clone(), dispatcher.policy);
+            let in_flight = dispatcher.in_flight.clone();
             tokio::spawn(async move {
                 let result = attempt::attempt(&client, policy, delivery).await;
+                in_flight.answered(&result.claimed);
                 metrics::counter!("frontdesk_webhook_attempts_total", "outcome" => result.outcome.label()).increment(1);
                 metrics::histogram!("frontdesk_webhook_attempt_duration_seconds").record(result.duration.as_secs_f64());
                 if matches!(result.outcome, attempt::Outcome::Delivered { .. }) {
@@ -201,37 +237,54 @@ async fn claim_loop(
                         .unwrap_or_default();
                     metrics::histogram!("frontdesk_webhook_delivery_latency_seconds").record(latency.as_secs_f64());
                 }
-                let _ = results.send(result);
-                drop(permit);
+                // The slot travels with the result: it is free once the result is committed.
+                let _ = results.send((result, permit));
             });
         }
-        if idle {
+        if claim.idle {
             tokio::select! {
                 () = dispatcher.wake.notified() => {},
                 () = sleep_or_stop(dispatcher.config.poll_interval, &shutdown) => {},
             }
         }
     }
-    // Let the attempts in flight finish (each ends within the timeout) so their results are recorded.
-    let _ = tokio::time::timeout(
-        dispatcher.config.timeout + Duration::from_secs(1),
+    // Let the attempts in flight finish (each ends within the timeout) and their results be committed.
+    let finished = tokio::time::timeout(
+        dispatcher.config.timeout + Duration::from_secs(5),
         slots.acquire_many(capacity as u32),
     )
     .await;
+    if finished.is_err() {
+        let tokens = dispatcher.in_flight.tokens();
+        let now_ms = dispatcher.clock.now().timestamp_millis();
+        match lease::release(&dispatcher.db, &tokens, now_ms).await {
+            Ok(()) => tracing::info!(claims = tokens.len(), "released unfinished webhook deliveries"),
+            Err(err) => {
+                tracing::warn!(error = %err, "releasing unfinished webhook deliveries failed; their leases will end")
+            }
+        }
+    }
 }
 
-async fn record_loop(db: DatabaseConnection, rules: Rules, mut recorded: mpsc::UnboundedReceiver<AttemptResult>) {
+async fn record_loop(
+    db: DatabaseConnection,
+    rules: Rules,
+    in_flight: Arc<InFlight>,
+    mut recorded: mpsc::UnboundedReceiver<Finished>,
+) {
     while let Some(first) = recorded.recv().await {
         let mut batch = vec![first];
         while batch.len() < RECORD_BATCH {
             match recorded.try_recv() {
-                Ok(result) => batch.push(result),
+                Ok(finished) => batch.push(finished),
                 Err(_) => break,
             }
         }
-        // A batch that cannot be written is attempted again after its leases end: at least once, not lost.
+        let (results, permits): (Vec<AttemptResult>, Vec<OwnedSemaphorePermit>) = batch.into_iter().unzip();
+        // A batch that cannot be written is attempted again once its leases, no longer renewed, end: at
+        // least once, not lost.
         for attempt in 1..=3 {
-            match record(&db, &rules, batch.clone(), Utc::now()).await {
+            match record(&db, &rules, results.clone(), Utc::now()).await {
                 Ok(()) => break,
                 Err(err) => {
                     tracing::warn!(error = %err, attempt, "recording webhook attempts failed");
@@ -239,6 +292,25 @@ async fn record_loop(db: DatabaseConnection, rules: Rules, mut recorded: mpsc::U
                 }
             }
         }
+        for result in &results {
+            in_flight.recorded(result.claimed.token);
+        }
+        drop(permits);
+    }
+}
+
+/// Renews the leases of the claims in hand every third of the lease; runs until aborted, once the claim
+/// loop and the recorder are done.
+async fn renew_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, in_flight: Arc<InFlight>, lease: Duration) {
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2);
+    loop {
+        let tokens = in_flight.tokens();
+        if !tokens.is_empty()
+            && let Err(err) = lease::renew(&db, &tokens, clock.now().timestamp_millis() + lease_ms).await
+        {
+            tracing::warn!(error = %err, "renewing webhook delivery leases failed");
+        }
+        tokio::time::sleep(lease / 3).await;
     }
 }
 

@@ -2,7 +2,8 @@
 //! attempts, and its event with it once no other delivery refers to the event. Events that never had a
 //! delivery (no subscriber wanted them) are found by a scan that resumes where it stopped, so events still
 //! waiting on a delivery are not read again on every pass. A pending delivery is never touched, and neither
-//! is its event, which its next attempt still reads.
+//! is its event, which its next attempt still reads; nor is any delivery of a disabled subscription, which a
+//! re-enable may queue again, however long it stayed disabled.
 
 use std::collections::BTreeSet;
 
@@ -40,6 +41,7 @@ pub async fn prune(
             format!(
                 "DELETE FROM webhook_deliveries WHERE id IN \
                  (SELECT id FROM webhook_deliveries WHERE status <> 'pending' AND settled_at < $1 \
+                 AND webhook_id NOT IN (SELECT id FROM webhooks WHERE status = 'disabled') \
                  ORDER BY settled_at LIMIT {batch}{lock}) RETURNING id, event_id"
             ),
             [cutoff.into()],

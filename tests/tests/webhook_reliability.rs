@@ -1,0 +1,354 @@
+//! The delivery engine under trouble, black box: a slow result writer, a dead endpoint beside live ones, a
+//! worker killed mid-attempt, a re-enable while an attempt runs, parked deliveries and the retention, a
+//! subscription deleted mid-attempt or mid-test, an account whose webhooks are switched off, and signing
+//! secrets sealed at rest.
+
+use std::time::{Duration, Instant};
+
+use frontdesk_tests::{
+    Db, Server, admin, on_both_databases,
+    platform::Platform,
+    webhook_receiver::{BlackHole, Receiver},
+};
+use sea_orm::{ConnectionTrait, TransactionTrait};
+use serde_json::{Value, json};
+
+const FAST: &[(&str, &str)] = &[
+    ("FRONTDESK_ALLOW_PRIVATE_URLS", "true"),
+    ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s,1s,1s,1s,1s,1s"),
+    ("FRONTDESK_WEBHOOK_TIMEOUT", "10s"),
+    ("FRONTDESK_WEBHOOK_LEASE", "3s"),
+    ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
+];
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env: Vec<_> = FAST
+        .iter()
+        .copied()
+        .filter(|(name, _)| !extra.iter().any(|(n, _)| n == name))
+        .collect();
+    env.extend_from_slice(extra);
+    env
+}
+
+async fn subscribe(api: &Platform<'_>, url: &str) -> String {
+    let body = api
+        .ok(
+            "POST",
+            "/v1/webhooks",
+            Some(json!({"name": "hook", "url": url, "events": ["deal.created"]})),
+        )
+        .await;
+    body["secret"].as_str().unwrap().to_owned()
+}
+
+async fn deal(api: &Platform<'_>, title: &str) -> String {
+    api.ok("POST", "/v1/deals", Some(json!({"title": title, "stage": "new"})))
+        .await["deal"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Delivered (2xx) requests per deal id.
+fn delivered(receiver: &Receiver) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for d in receiver.deliveries().iter().filter(|d| d.answered < 300) {
+        *counts
+            .entry(d.json["data"]["id"].as_str().unwrap_or_default().to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+async fn count(db: &Db, sql: &str, arg: &str) -> u64 {
+    db.scalar(sql, arg).await.unwrap().parse().unwrap()
+}
+
+async fn poll(api: &Platform<'_>, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let body = api.ok("GET", path, None).await;
+        if done(&body) {
+            return body;
+        }
+        assert!(started.elapsed() < WAIT, "{path} never reached the state: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_is_free_only_once_its_result_is_committed() {
+    // The result writer is held up (the test holds a share lock on the subscription row, which the writer
+    // must update); sends must stop at the concurrency instead of running on ahead of their records.
+    let db = Db::postgres().await;
+    let server = Server::start(&db, &env(&[("FRONTDESK_WEBHOOK_CONCURRENCY", "4")])).await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    subscribe(&api, &receiver.url).await;
+    let conn = db.connect().await;
+    #[allow(clippy::disallowed_methods)] // the test's own lock, on PostgreSQL only
+    let held = conn.begin().await.unwrap();
+    held.execute_unprepared(&format!(
+        "SELECT id FROM webhooks WHERE account_id = '{}' FOR SHARE",
+        api.account_id
+    ))
+    .await
+    .unwrap();
+    for n in 0..30 {
+        deal(&api, &format!("deal {n}")).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sent = receiver.arrived();
+    assert!(
+        sent <= 4,
+        "{sent} sends while no result could be written (concurrency 4)"
+    );
+    held.commit().await.unwrap();
+    receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 30).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let twice: Vec<_> = delivered(&receiver).into_iter().filter(|(_, n)| *n > 1).collect();
+    assert!(twice.is_empty(), "sent again though in hand: {twice:?}");
+}
+
+on_both_databases!(a_dead_endpoint_holds_only_its_share, |db: Db| async move {
+    let server = Server::start(
+        &db,
+        &env(&[
+            ("FRONTDESK_WEBHOOK_CONCURRENCY", "8"),
+            ("FRONTDESK_WEBHOOK_ENDPOINT_CONCURRENCY", "2"),
+        ]),
+    )
+    .await;
+    let hole = BlackHole::start().await;
+    let stuck = Platform::new(&server).await;
+    subscribe(&stuck, &hole.url).await;
+    for n in 0..20 {
+        deal(&stuck, &format!("backlog {n}")).await;
+    }
+    let (live, receiver) = (Platform::new(&server).await, Receiver::start().await);
+    subscribe(&live, &receiver.url).await;
+    // The backlog is due first and its attempts each wait out the 10 s timeout.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let id = deal(&live, "another tenant").await;
+    receiver
+        .wait_until(Duration::from_secs(5), |_| delivered(&receiver).contains_key(&id))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+});
+
+on_both_databases!(a_killed_worker_costs_no_retry_step, |db: Db| async move {
+    let server = Server::start(&db, FAST).await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    subscribe(&api, &receiver.url).await;
+    receiver.then_after(Duration::from_secs(30), 200);
+    let id = deal(&api, "in flight at the kill").await;
+    let started = Instant::now();
+    while receiver.arrived() == 0 {
+        assert!(started.elapsed() < WAIT, "the attempt never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (account_id, key) = (api.account_id.clone(), api.key.clone());
+    drop(api);
+    let server = server.restart().await;
+    let restarted = Instant::now();
+    receiver
+        .wait_until(WAIT, |_| delivered(&receiver).contains_key(&id))
+        .await;
+    // Due again when the 3 s lease ends, not after a retry step.
+    assert!(
+        restarted.elapsed() < Duration::from_secs(6),
+        "took {:?}",
+        restarted.elapsed()
+    );
+    let api = Platform {
+        server: &server,
+        account_id,
+        key,
+    };
+    let log = poll(&api, "/v1/webhooks/hook/deliveries", |b| {
+        b["deliveries"][0]["status"] == "succeeded"
+    })
+    .await;
+    let attempts = log["deliveries"][0]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "one attempt on record: {attempts:?}");
+    assert_eq!(attempts[0]["attempt"], 1, "the crash spent no attempt");
+    let health = api.ok("GET", "/v1/webhooks/hook/health", None).await["health"].clone();
+    assert_eq!(health["consecutive_failures"], 0);
+    assert_eq!(health["failing_since"], Value::Null);
+});
+
+on_both_databases!(a_re_enable_never_overlaps_a_running_attempt, |db: Db| async move {
+    let server = Server::start(&db, FAST).await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    subscribe(&api, &receiver.url).await;
+    // The first delivery's attempt runs for 3 s; meanwhile a 410 disables the subscription, which parks it,
+    // and a re-enable queues it again.
+    receiver.then_after(Duration::from_secs(3), 200);
+    let slow = deal(&api, "slow").await;
+    let started = Instant::now();
+    while receiver.arrived() == 0 {
+        assert!(started.elapsed() < WAIT, "the attempt never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    receiver.then(&[410]);
+    deal(&api, "gone").await;
+    poll(&api, "/v1/webhooks/hook", |b| b["webhook"]["status"] == "disabled").await;
+    let answer = api.ok("POST", "/v1/webhooks/hook/re-enable", None).await;
+    assert_eq!(answer["requeued"], 2, "{answer}");
+    receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 2).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sends = receiver
+        .deliveries()
+        .iter()
+        .filter(|d| d.json["data"]["id"] == slow.as_str())
+        .count();
+    assert_eq!(sends, 1, "the running attempt was not sent again");
+});
+
+on_both_databases!(parked_deliveries_outlive_the_retention, |db: Db| async move {
+    let server = Server::start(&db, &env(&[("FRONTDESK_WEBHOOK_RETENTION", "4s")])).await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    subscribe(&api, &receiver.url).await;
+    receiver.then(&[410]);
+    let mut deals = vec![deal(&api, "gone").await];
+    poll(&api, "/v1/webhooks/hook", |b| b["webhook"]["status"] == "disabled").await;
+    let since = chrono::Utc::now().to_rfc3339();
+    for n in 0..3 {
+        deals.push(deal(&api, &format!("parked {n}")).await);
+    }
+    // Two looks of the retention (every 2 s) after everything is older than it.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let answer = api
+        .ok("POST", "/v1/webhooks/hook/re-enable", Some(json!({"since": since})))
+        .await;
+    assert_eq!(
+        answer["requeued"], 3,
+        "what was parked while disabled is still there: {answer}"
+    );
+    receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 3).await;
+    assert!(deals[1..].iter().all(|id| delivered(&receiver).contains_key(id)));
+});
+
+const ORPHAN_ATTEMPTS: &str = "SELECT COUNT(*) FROM webhook_attempts a WHERE $1 <> '' AND NOT EXISTS \
+     (SELECT 1 FROM webhook_deliveries d WHERE d.id = a.delivery_id)";
+const ORPHAN_DELIVERIES: &str = "SELECT COUNT(*) FROM webhook_deliveries d WHERE d.account_id = $1 AND NOT EXISTS \
+     (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id)";
+
+on_both_databases!(a_deleted_subscription_leaves_no_rows, |db: Db| async move {
+    let server = Server::start(&db, FAST).await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    // An attempt in flight when its subscription is deleted.
+    subscribe(&api, &receiver.url).await;
+    receiver.then_after(Duration::from_millis(1500), 200);
+    api.ok("POST", "/v1/webhooks/hook/test", None).await;
+    let started = Instant::now();
+    while receiver.arrived() == 0 {
+        assert!(started.elapsed() < WAIT, "the attempt never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    api.ok("DELETE", "/v1/webhooks/hook", None).await;
+    receiver.wait_for(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        count(&db, ORPHAN_ATTEMPTS, "x").await,
+        0,
+        "an attempt row outlived its delivery"
+    );
+    // Test events racing the deletes of their subscriptions.
+    for round in 0..20 {
+        let name = format!("race{round}");
+        api.ok("POST", "/v1/webhooks", Some(json!({"name": name, "url": receiver.url})))
+            .await;
+        let (test_path, delete_path) = (format!("/v1/webhooks/{name}/test"), format!("/v1/webhooks/{name}"));
+        let (test, delete) = tokio::join!(
+            api.send("POST", &test_path, None),
+            api.send("DELETE", &delete_path, None)
+        );
+        assert!(matches!(test.status, 200 | 404), "{}", test.body);
+        assert_eq!(delete.status, 200, "{}", delete.body);
+    }
+    assert_eq!(count(&db, ORPHAN_DELIVERIES, &api.account_id).await, 0);
+});
+
+on_both_databases!(an_account_without_webhooks_gets_no_deliveries, |db: Db| async move {
+    let server = Server::start(&db, FAST).await;
+    let mut receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    subscribe(&api, &receiver.url).await;
+    receiver.down().await;
+    for n in 0..3 {
+        deal(&api, &format!("while off {n}")).await;
+    }
+    poll(&api, "/v1/webhooks/hook/health", |b| b["health"]["pending"] == 3).await;
+    admin::set_webhooks(&server, &api.account_id, false).await;
+    receiver.up().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        receiver.arrived(),
+        0,
+        "nothing is sent for an account whose webhooks are off"
+    );
+    const PARKED: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE account_id = $1 AND status = 'failed'";
+    assert_eq!(count(&db, PARKED, &api.account_id).await, 3);
+    admin::set_webhooks(&server, &api.account_id, true).await;
+    let answer = api
+        .ok(
+            "POST",
+            "/v1/webhooks/hook/re-enable",
+            Some(json!({"since": "2020-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(answer["requeued"], 3, "{answer}");
+    receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 3).await;
+});
+
+on_both_databases!(signing_secrets_are_sealed_at_rest, |db: Db| async move {
+    let server = Server::start(&db, FAST).await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    let secret = subscribe(&api, &receiver.url).await;
+    const STORED: &str = "SELECT secret FROM webhooks WHERE account_id = $1";
+    let stored = db.scalar(STORED, &api.account_id).await.unwrap();
+    assert!(
+        !stored.contains(&secret[6..]) && !stored.starts_with("whsec_"),
+        "{stored}"
+    );
+    deal(&api, "signed").await;
+    let deliveries = receiver.wait_for(1, WAIT).await;
+    assert!(deliveries[0].verifies(&secret));
+
+    // A secret an earlier version stored in plaintext is sealed at the next start, and still signs.
+    let conn = db.connect().await;
+    let plaintext = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    conn.execute_unprepared(&format!(
+        "UPDATE webhooks SET secret = '{plaintext}' WHERE account_id = '{}'",
+        api.account_id
+    ))
+    .await
+    .unwrap();
+    let (account_id, key) = (api.account_id.clone(), api.key.clone());
+    drop(api);
+    let server = server.restart().await;
+    let stored = db.scalar(STORED, &account_id).await.unwrap();
+    assert!(!stored.starts_with("whsec_"), "sealed at start-up: {stored}");
+    let api = Platform {
+        server: &server,
+        account_id,
+        key,
+    };
+    deal(&api, "signed again").await;
+    let deliveries = receiver.wait_for(2, WAIT).await;
+    assert!(deliveries[1].verifies(plaintext));
+});
