@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 const FAST: &[(&str, &str)] = &[
     ("FRONTDESK_ALLOW_PRIVATE_URLS", "true"),
     ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s,1s,1s,1s,1s,1s"),
-    ("FRONTDESK_WEBHOOK_TIMEOUT", "10s"),
-    ("FRONTDESK_WEBHOOK_LEASE", "3s"),
+    ("FRONTDESK_WEBHOOK_TIMEOUT", "5s"),
+    ("FRONTDESK_WEBHOOK_LEASE", "6s"),
     ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
 ];
 
@@ -130,7 +130,7 @@ on_both_databases!(a_dead_endpoint_holds_only_its_share, |db: Db| async move {
     }
     let (live, receiver) = (Platform::new(&server).await, Receiver::start().await);
     subscribe(&live, &receiver.url).await;
-    // The backlog is due first and its attempts each wait out the 10 s timeout.
+    // The backlog is due first and its attempts each wait out the 5 s timeout.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
     let id = deal(&live, "another tenant").await;
@@ -206,7 +206,12 @@ on_both_databases!(a_re_enable_never_overlaps_a_running_attempt, |db: Db| async 
     let answer = api.ok("POST", "/v1/webhooks/hook/re-enable", None).await;
     assert_eq!(answer["requeued"], 2, "{answer}");
     receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 2).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every request that arrived has its answer (the slow one's comes 3 s after it arrived).
+    receiver
+        .wait_until(WAIT, |d| {
+            d.len() == receiver.arrived() && started.elapsed() > Duration::from_secs(3)
+        })
+        .await;
     let sends = receiver
         .deliveries()
         .iter()
@@ -216,7 +221,15 @@ on_both_databases!(a_re_enable_never_overlaps_a_running_attempt, |db: Db| async 
 });
 
 on_both_databases!(parked_deliveries_outlive_the_retention, |db: Db| async move {
-    let server = Server::start(&db, &env(&[("FRONTDESK_WEBHOOK_RETENTION", "4s")])).await;
+    let server = Server::start(
+        &db,
+        &env(&[
+            ("FRONTDESK_WEBHOOK_TIMEOUT", "1s"),
+            ("FRONTDESK_WEBHOOK_LEASE", "2s"),
+            ("FRONTDESK_WEBHOOK_RETENTION", "3s"),
+        ]),
+    )
+    .await;
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
     subscribe(&api, &receiver.url).await;
@@ -227,8 +240,8 @@ on_both_databases!(parked_deliveries_outlive_the_retention, |db: Db| async move 
     for n in 0..3 {
         deals.push(deal(&api, &format!("parked {n}")).await);
     }
-    // Two looks of the retention (every 2 s) after everything is older than it.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Two looks of the retention (every 1.5 s) after everything is older than it.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     let answer = api
         .ok("POST", "/v1/webhooks/hook/re-enable", Some(json!({"since": since})))
         .await;
