@@ -3,6 +3,7 @@
 //! targets; `--smoke` runs a few seconds at tiny concurrency (the test suite does, so the harness cannot rot).
 
 mod bare;
+mod drill;
 mod load;
 mod process;
 mod receiver;
@@ -37,6 +38,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
     },
+    /// SIGKILLs `serve` while clients create deals with a webhook subscription; reports lost, delayed and
+    /// duplicated deliveries.
+    CrashDrill(drill::DrillArgs),
 }
 
 #[derive(clap::Args)]
@@ -75,14 +79,22 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::BareServer { addr }) => runtime.block_on(bare::serve(&addr)),
         Some(Command::WebhookReceiver { addr }) => runtime.block_on(receiver::serve(&addr)),
+        Some(Command::CrashDrill(drill)) => runtime.block_on(async {
+            let (setup, work_dir) = setup(&cli.run)?;
+            let outcome = drill::crash_drill(&setup, drill).await;
+            let _ = std::fs::remove_dir_all(&work_dir);
+            outcome
+        }),
         None => runtime.block_on(run(cli.run)),
     }
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// Where the binaries, the database servers and the run's scratch directory are.
+fn setup(args: &RunArgs) -> anyhow::Result<(scenarios::Setup, PathBuf)> {
     let bench = std::env::current_exe()?;
     let frontdesk = args
         .frontdesk
+        .clone()
         .unwrap_or_else(|| bench.parent().map(|d| d.join("frontdesk")).unwrap_or_default());
     anyhow::ensure!(
         frontdesk.exists(),
@@ -94,10 +106,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let setup = scenarios::Setup {
         frontdesk,
         bench,
-        postgres: args.postgres,
-        redis: args.redis,
+        postgres: args.postgres.clone(),
+        redis: args.redis.clone(),
         work_dir: work_dir.clone(),
     };
+    Ok((setup, work_dir))
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let (setup, work_dir) = setup(&args)?;
     let shape = if args.smoke {
         load::Shape {
             concurrency: 2,

@@ -47,7 +47,7 @@ pub struct Footprint {
 }
 
 impl Setup {
-    fn env(&self, database_url: &str, redis: bool) -> BTreeMap<String, String> {
+    pub(crate) fn env(&self, database_url: &str, redis: bool) -> BTreeMap<String, String> {
         let mut env: BTreeMap<String, String> = [
             ("FRONTDESK_HTTP_ADDR", "127.0.0.1:0"),
             ("FRONTDESK_GRPC_ADDR", "127.0.0.1:0"),
@@ -82,7 +82,7 @@ impl Setup {
         }
     }
 
-    async fn postgres_database(&self) -> anyhow::Result<String> {
+    pub(crate) async fn postgres_database(&self) -> anyhow::Result<String> {
         let name = format!("fd_bench_{:012x}", rand::rng().random::<u64>() >> 16);
         let admin = Database::connect(self.postgres_url("postgres")).await?;
         admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?;
@@ -90,7 +90,7 @@ impl Setup {
     }
 
     /// Drops the run's database once every process using it has stopped.
-    async fn drop_database(&self, url: &str) -> anyhow::Result<()> {
+    pub(crate) async fn drop_database(&self, url: &str) -> anyhow::Result<()> {
         let without_query = url.split('?').next().unwrap_or_default();
         let name = without_query.rsplit('/').next().unwrap_or_default();
         let admin = Database::connect(self.postgres_url("postgres")).await?;
@@ -100,7 +100,7 @@ impl Setup {
         Ok(())
     }
 
-    fn sqlite_database(&self) -> anyhow::Result<String> {
+    pub(crate) fn sqlite_database(&self) -> anyhow::Result<String> {
         let dir = self.work_dir.join(format!("sqlite-{:x}", rand::rng().random::<u64>()));
         std::fs::create_dir_all(&dir)?;
         Ok(format!("sqlite://{}?mode=rwc", dir.join("frontdesk.db").display()))
@@ -130,7 +130,7 @@ async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
 }
 
 /// A growth account with a limit high enough never to throttle the run; its key.
-async fn bench_account(grpc: std::net::SocketAddr) -> anyhow::Result<String> {
+pub(crate) async fn bench_account(grpc: std::net::SocketAddr) -> anyhow::Result<String> {
     let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
     let token: MetadataValue<_> = format!("Bearer {ADMIN_TOKEN}").parse()?;
     let mut admin = AdminClient::with_interceptor(channel, move |mut r: Request<()>| {

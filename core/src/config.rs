@@ -86,11 +86,11 @@ pub struct WebhookConfig {
     /// How long a claimed delivery belongs to the worker that claimed it without a renewal; the worker renews
     /// it every third of this until the attempt's result is recorded, so a delivery whose worker died is
     /// attempted again (as the same attempt) within this. At least 1s.
-    #[arg(long = "webhook-lease", env = "FRONTDESK_WEBHOOK_LEASE", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long = "webhook-lease", env = "FRONTDESK_WEBHOOK_LEASE", default_value = "5s", value_parser = parse_duration)]
     pub lease: Duration,
 
     /// Deliveries in hand at once in this process (an attempt running, or its result being recorded).
-    #[arg(long = "webhook-concurrency", env = "FRONTDESK_WEBHOOK_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long = "webhook-concurrency", env = "FRONTDESK_WEBHOOK_CONCURRENCY", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
 
     /// Attempts running at once to one subscription in this process; an account's subscriptions together

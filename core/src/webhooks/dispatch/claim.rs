@@ -1,9 +1,11 @@
-//! Claims due deliveries for this worker, fairly. Candidates are read oldest first, passing over the
-//! subscriptions and accounts already at their in-flight cap; they are picked round-robin across accounts
-//! under the caps; the picked rows are then claimed in one statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL,
-//! so replicas claim disjoint rows) that moves `next_attempt_ms` to the end of a lease and stamps them with a
-//! fresh claim token. The attempt count does not move: a delivery whose worker died is claimed again when its
-//! lease ends, as the same attempt, so a crash of ours never spends a retry step.
+//! Claims due deliveries for this worker, fairly. One statement claims the oldest due deliveries, passing
+//! over the subscriptions and accounts already at their in-flight cap (`FOR UPDATE SKIP LOCKED` on
+//! PostgreSQL, so replicas claim disjoint rows, and so the planner walks the due index in order however
+//! stale its statistics): it moves `next_attempt_ms` to the end of a lease and stamps a fresh claim token.
+//! Of what it took, those within the caps are kept, taken one per account in turn; the rest are released at
+//! once, due now (behind what was already waiting). The attempt count does not move: a delivery whose worker
+//! died is claimed again when its lease ends, as the same attempt, so a crash of ours never spends a retry
+//! step.
 
 use std::collections::HashMap;
 
@@ -12,7 +14,7 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
 use super::{
-    in_flight::{Caps, InFlight},
+    in_flight::{Caps, Full, InFlight},
     placeholders,
 };
 use crate::secrets::Sealer;
@@ -35,7 +37,7 @@ pub struct Claimed {
     pub event_at: DateTime<Utc>,
 }
 
-/// A due delivery the claim may take.
+/// A delivery the claim took, before the caps are applied.
 #[derive(Debug)]
 pub struct Candidate {
     pub id: String,
@@ -47,45 +49,39 @@ pub struct Candidate {
 #[derive(Default)]
 pub struct Claim {
     pub claimed: Vec<Claimed>,
-    /// Claimed deliveries of accounts whose webhooks are off (or that were deleted): parked as failed, not
-    /// attempted.
+    /// Claimed deliveries of disabled subscriptions, or of accounts whose webhooks are off (or that were
+    /// deleted): parked as failed, not attempted.
     pub parked: u64,
-    /// Fewer due deliveries than wanted were found: the queue is (for now) drained.
+    /// Fewer due deliveries than wanted were found: the queue is drained, or what is left waits for a
+    /// subscription or account to come back under its cap (whose answer wakes the claim loop).
     pub idle: bool,
 }
-
-/// Candidates read per wanted delivery: enough to pick round-robin across several accounts.
-const WINDOW_FACTOR: usize = 4;
 
 pub async fn claim(
     db: &DatabaseConnection,
     sealer: &Sealer,
     in_flight: &InFlight,
-    caps: Caps,
-    limit: usize,
+    free: usize,
     now_ms: i64,
     lease_ms: i64,
 ) -> Result<Claim, DbErr> {
-    let window = limit * WINDOW_FACTOR;
-    let candidates = candidates(db, in_flight, caps, window, now_ms).await?;
-    let idle = candidates.len() < window;
-    let picked = pick(candidates, limit, caps, |webhook, account| {
-        in_flight.load(webhook, account)
-    });
+    let caps = in_flight.caps();
+    // No one account may take more than its cap, so a claim never needs more.
+    let limit = free.min(caps.account as usize);
+    let token = rand::rng().random::<i64>();
+    let taken = take(db, &in_flight.full(), limit, token, now_ms, lease_ms).await?;
+    let idle = taken.len() < limit;
+    let (picked, excess) = pick(taken, limit, caps, |webhook, account| in_flight.load(webhook, account));
+    if !excess.is_empty() {
+        release(db, &excess, token, now_ms).await?;
+    }
     if picked.is_empty() {
         return Ok(Claim {
             idle,
             ..Claim::default()
         });
     }
-    let token = rand::rng().random::<i64>();
-    let ids = take(db, &picked, token, now_ms, lease_ms).await?;
-    if ids.is_empty() {
-        return Ok(Claim {
-            idle,
-            ..Claim::default()
-        });
-    }
+    let ids: Vec<String> = picked.into_iter().map(|c| c.id).collect();
     let (claimed, parked) = read_claimed(db, sealer, &ids, token).await?;
     let parked_count = parked.len() as u64;
     if !parked.is_empty() {
@@ -98,16 +94,19 @@ pub async fn claim(
     })
 }
 
-/// Up to `window` due deliveries, oldest first, except those of subscriptions and accounts at their cap.
-async fn candidates(
+/// Claims up to `limit` due deliveries, oldest first, except those of subscriptions and accounts at their
+/// cap.
+async fn take(
     db: &DatabaseConnection,
-    in_flight: &InFlight,
-    caps: Caps,
-    window: usize,
+    full: &Full,
+    limit: usize,
+    token: i64,
     now_ms: i64,
+    lease_ms: i64,
 ) -> Result<Vec<Candidate>, DbErr> {
-    let full = in_flight.full(caps);
-    let mut values: Vec<Value> = vec![now_ms.into()];
+    let backend = db.get_database_backend();
+    let lock = super::skip_locked(backend);
+    let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
     let mut exclude = String::new();
     for (column, ids) in [("webhook_id", &full.webhooks), ("account_id", &full.accounts)] {
         if !ids.is_empty() {
@@ -119,12 +118,14 @@ async fn candidates(
         }
     }
     let sql = format!(
-        "SELECT id, webhook_id, account_id FROM webhook_deliveries \
-         WHERE status = 'pending' AND next_attempt_ms <= $1{exclude} ORDER BY next_attempt_ms LIMIT {window}"
+        "UPDATE webhook_deliveries SET next_attempt_ms = $1, claim_token = $2 WHERE id IN \
+         (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_ms <= $3{exclude} \
+         ORDER BY next_attempt_ms LIMIT {limit}{lock}) RETURNING id, webhook_id, account_id"
     );
     let rows = db
-        .query_all_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
+    // RETURNING keeps no particular order; fairness comes from taking accounts in turn.
     rows.iter()
         .map(|row| {
             Ok(Candidate {
@@ -136,14 +137,27 @@ async fn candidates(
         .collect()
 }
 
-/// Up to `limit` of the candidates (given oldest first), taken one per account in turn, each account in
-/// the order of its oldest candidate, within the caps given what `load` says is already on the wire.
+/// Gives up claimed deliveries beyond the caps: due at once, behind those already waiting.
+async fn release(db: &DatabaseConnection, excess: &[Candidate], token: i64, now_ms: i64) -> Result<(), DbErr> {
+    let sql = format!(
+        "UPDATE webhook_deliveries SET next_attempt_ms = $1, claim_token = NULL WHERE claim_token = $2 AND id IN ({})",
+        placeholders(3, excess.len())
+    );
+    let mut values: Vec<Value> = vec![now_ms.into(), token.into()];
+    values.extend(excess.iter().map(|c| Value::from(c.id.as_str())));
+    db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+        .await?;
+    Ok(())
+}
+
+/// Up to `limit` of the candidates, taken one per account in turn, each account in the order of its first
+/// candidate, within the caps given what `load` says is already on the wire; and the rest.
 pub fn pick(
     candidates: Vec<Candidate>,
     limit: usize,
     caps: Caps,
     load: impl Fn(&str, &str) -> (u32, u32),
-) -> Vec<Candidate> {
+) -> (Vec<Candidate>, Vec<Candidate>) {
     let mut order: Vec<String> = Vec::new();
     let mut queues: HashMap<String, std::collections::VecDeque<Candidate>> = HashMap::new();
     for candidate in candidates {
@@ -157,7 +171,7 @@ pub fn pick(
     }
     let mut taken_by_webhook: HashMap<String, u32> = HashMap::new();
     let mut taken_by_account: HashMap<String, u32> = HashMap::new();
-    let mut picked = Vec::new();
+    let (mut picked, mut rest) = (Vec::new(), Vec::new());
     while picked.len() < limit && !order.is_empty() {
         order.retain(|account| {
             if picked.len() >= limit {
@@ -170,10 +184,12 @@ pub fn pick(
                 let (webhook_load, account_load) = load(&candidate.webhook_id, account);
                 let account_taken = taken_by_account.get(account).copied().unwrap_or(0);
                 if account_load + account_taken >= caps.account {
+                    rest.push(candidate);
                     return false;
                 }
                 let webhook_taken = taken_by_webhook.entry(candidate.webhook_id.clone()).or_default();
                 if webhook_load + *webhook_taken >= caps.endpoint {
+                    rest.push(candidate);
                     continue;
                 }
                 *webhook_taken += 1;
@@ -184,35 +200,12 @@ pub fn pick(
             false
         });
     }
-    picked
+    rest.extend(queues.into_values().flatten());
+    (picked, rest)
 }
 
-/// Claims those of `picked` still due (and, on PostgreSQL, not being claimed by another replica).
-async fn take(
-    db: &DatabaseConnection,
-    picked: &[Candidate],
-    token: i64,
-    now_ms: i64,
-    lease_ms: i64,
-) -> Result<Vec<String>, DbErr> {
-    let backend = db.get_database_backend();
-    let lock = super::skip_locked(backend);
-    let sql = format!(
-        "UPDATE webhook_deliveries SET next_attempt_ms = $1, claim_token = $2 WHERE id IN \
-         (SELECT id FROM webhook_deliveries WHERE id IN ({}) AND status = 'pending' AND next_attempt_ms <= $3{lock}) \
-         RETURNING id",
-        placeholders(4, picked.len())
-    );
-    let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
-    values.extend(picked.iter().map(|c| Value::from(c.id.as_str())));
-    let rows = db
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
-        .await?;
-    rows.iter().map(|row| row.try_get_by_index(0)).collect()
-}
-
-/// The claimed deliveries with their subscription and event; those whose account no longer sends
-/// webhooks come back apart.
+/// The claimed deliveries with their subscription and event; those whose subscription is disabled (or
+/// gone), or whose account no longer sends webhooks, come back apart.
 async fn read_claimed(
     db: &DatabaseConnection,
     sealer: &Sealer,
@@ -221,9 +214,10 @@ async fn read_claimed(
 ) -> Result<(Vec<Claimed>, Vec<String>), DbErr> {
     let sql = format!(
         "SELECT d.id, d.webhook_id, d.account_id, d.attempt_count, w.url, w.secret, e.id, e.event_type, e.payload, \
-         e.created_at, (a.webhooks_enabled = TRUE AND a.deleted_at IS NULL) \
-         FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN event_outbox e ON e.id = d.event_id \
-         JOIN accounts a ON a.id = d.account_id \
+         e.created_at, COALESCE(w.status = 'active' AND e.id IS NOT NULL AND a.webhooks_enabled = TRUE \
+         AND a.deleted_at IS NULL, FALSE) \
+         FROM webhook_deliveries d LEFT JOIN webhooks w ON w.id = d.webhook_id \
+         LEFT JOIN event_outbox e ON e.id = d.event_id LEFT JOIN accounts a ON a.id = d.account_id \
          WHERE d.id IN ({})",
         placeholders(1, ids.len())
     );
@@ -308,8 +302,9 @@ mod tests {
         candidates.push(candidate("b0", "wb", "b"));
         candidates.push(candidate("c0", "wc", "c"));
         let caps = Caps::new(8, 2);
-        let picked = pick(candidates, 8, caps, |_, _| (0, 0));
+        let (picked, rest) = pick(candidates, 8, caps, |_, _| (0, 0));
         assert_eq!(ids(&picked), ["a0", "b0", "c0", "a1"]);
+        assert_eq!(rest.len(), 8, "the dead endpoint's other eight are released");
     }
 
     #[test]
@@ -326,7 +321,9 @@ mod tests {
             (_, "a") => (0, 3),
             _ => (0, 0),
         };
-        assert_eq!(ids(&pick(candidates, 8, caps, load)), ["a1", "b0"]);
+        let (picked, rest) = pick(candidates, 8, caps, load);
+        assert_eq!(ids(&picked), ["a1", "b0"]);
+        assert_eq!(ids(&rest), ["a0"]);
     }
 
     #[test]
@@ -334,6 +331,7 @@ mod tests {
         let candidates: Vec<_> = (0..10)
             .map(|n| candidate(&format!("x{n}"), &format!("w{n}"), &format!("acct{n}")))
             .collect();
-        assert_eq!(pick(candidates, 3, Caps::new(128, 32), |_, _| (0, 0)).len(), 3);
+        let (picked, rest) = pick(candidates, 3, Caps::new(128, 32), |_, _| (0, 0));
+        assert_eq!((picked.len(), rest.len()), (3, 7));
     }
 }

@@ -1,7 +1,7 @@
 //! Turns outbox events into deliveries: claims a batch of events not yet dispatched (`FOR UPDATE SKIP
 //! LOCKED` on PostgreSQL, so replicas take disjoint batches), writes one delivery per subscription that wants
 //! each event, and marks the events dispatched, all in one transaction: an event is fanned out exactly once,
-//! even across a crash.
+//! even across a crash. Deliveries to a disabled subscription are parked by the claim that finds them.
 
 use std::collections::HashMap;
 
@@ -27,7 +27,6 @@ struct Subscription {
     id: String,
     account_id: String,
     events: Vec<String>,
-    active: bool,
 }
 
 /// What one fan-out transaction did.
@@ -63,24 +62,18 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
             if !subscription::wants(&subscription.events, &event.event_type) {
                 continue;
             }
-            // A disabled subscription's deliveries are kept as failed, so re-enable can send them.
-            let (status, next, settled) = if subscription.active {
-                ("pending", Some(now.timestamp_millis()), None)
-            } else {
-                ("failed", None, Some(now))
-            };
             rows.push(webhook_deliveries::ActiveModel::from(webhook_deliveries::Model {
                 id: new_delivery_id(),
                 account_id: event.account_id.clone(),
                 webhook_id: subscription.id.clone(),
                 event_id: event.id.clone(),
                 event_type: event.event_type.clone(),
-                status: status.to_owned(),
+                status: "pending".to_owned(),
                 attempt_count: 0,
-                next_attempt_ms: next,
+                next_attempt_ms: Some(now.timestamp_millis()),
                 created_at: now,
                 delivered_at: None,
-                settled_at: settled,
+                settled_at: None,
                 claim_token: None,
             }));
         }
@@ -126,18 +119,20 @@ async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>)
         .collect()
 }
 
-/// The subscriptions of these accounts, where the account has webhooks enabled. On PostgreSQL they are
-/// share-locked (in id order, as the result recorder locks them) so a concurrent disable, re-enable or delete
-/// waits for this transaction instead of acting on a status it read too early.
+/// The subscriptions of these accounts, where the account has webhooks enabled, whatever their status: a
+/// delivery is made pending either way, and the claim parks it if its subscription is disabled by then (so
+/// a disable or re-enable racing this transaction cannot strand a delivery). On PostgreSQL the rows are
+/// key-share-locked, in id order, so a concurrent delete waits for this transaction (and then deletes the
+/// deliveries it made), while the result recorder's health updates do not.
 async fn subscriptions(db: &impl ConnectionTrait, accounts: &[&str]) -> Result<Vec<Subscription>, DbErr> {
     let backend = db.get_database_backend();
     let lock = if backend == DbBackend::Postgres {
-        " FOR SHARE OF w"
+        " FOR KEY SHARE OF w"
     } else {
         ""
     };
     let sql = format!(
-        "SELECT w.id, w.account_id, w.events, w.status FROM webhooks w JOIN accounts a ON a.id = w.account_id \
+        "SELECT w.id, w.account_id, w.events FROM webhooks w JOIN accounts a ON a.id = w.account_id \
          WHERE a.webhooks_enabled = TRUE AND w.account_id IN ({}) ORDER BY w.id{lock}",
         placeholders(1, accounts.len())
     );
@@ -148,12 +143,10 @@ async fn subscriptions(db: &impl ConnectionTrait, accounts: &[&str]) -> Result<V
     rows.iter()
         .map(|row| {
             let events: String = row.try_get_by_index(2)?;
-            let status: String = row.try_get_by_index(3)?;
             Ok(Subscription {
                 id: row.try_get_by_index(0)?,
                 account_id: row.try_get_by_index(1)?,
                 events: subscription::parse_events(&events),
-                active: status == "active",
             })
         })
         .collect()

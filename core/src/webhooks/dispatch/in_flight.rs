@@ -1,8 +1,14 @@
 //! What this process has in flight: attempts on the wire by subscription and by account (the claim keeps
 //! each under its cap, so one tenant's slow or dead endpoint cannot take every slot), and the claim tokens
-//! whose results are not yet recorded (their leases are renewed until they are).
+//! whose results are not yet recorded (their leases are renewed until they are). An answer that brings a
+//! subscription or an account back under its cap wakes the claim loop, which passed over their deliveries.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use tokio::sync::Notify;
 
 use super::claim::Claimed;
 
@@ -32,9 +38,11 @@ struct Counts {
     tokens: HashMap<i64, u32>,
 }
 
-#[derive(Default)]
 pub struct InFlight {
+    caps: Caps,
     counts: Mutex<Counts>,
+    /// The claim loop's wake-up.
+    wake: Arc<Notify>,
 }
 
 /// Subscriptions and accounts at their cap: the next claim passes over their deliveries.
@@ -48,16 +56,32 @@ fn increment(map: &mut HashMap<String, u32>, key: &str) {
     *map.entry(key.to_owned()).or_default() += 1;
 }
 
-fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: &K) {
-    if let Some(count) = map.get_mut(key) {
-        *count -= 1;
-        if *count == 0 {
-            map.remove(key);
-        }
+/// Lowers the count of `key`; returns what it was.
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: &K) -> u32 {
+    let Some(count) = map.get_mut(key) else {
+        return 0;
+    };
+    let was = *count;
+    *count -= 1;
+    if *count == 0 {
+        map.remove(key);
     }
+    was
 }
 
 impl InFlight {
+    pub fn new(caps: Caps, wake: Arc<Notify>) -> Self {
+        Self {
+            caps,
+            counts: Mutex::default(),
+            wake,
+        }
+    }
+
+    pub fn caps(&self) -> Caps {
+        self.caps
+    }
+
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
         // A panic while holding the lock leaves plain counters behind; they stay usable.
         self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -72,8 +96,8 @@ impl InFlight {
         )
     }
 
-    pub fn full(&self, caps: Caps) -> Full {
-        let counts = self.counts();
+    pub fn full(&self) -> Full {
+        let (caps, counts) = (self.caps, self.counts());
         let at_cap = |map: &HashMap<String, u32>, cap: u32| {
             map.iter()
                 .filter(|(_, n)| **n >= cap)
@@ -97,8 +121,11 @@ impl InFlight {
     /// The attempt of `claimed` has its answer (or gave up): its endpoint's slot is free.
     pub fn answered(&self, claimed: &Claimed) {
         let mut counts = self.counts();
-        decrement(&mut counts.webhooks, &claimed.webhook_id);
-        decrement(&mut counts.accounts, &claimed.account_id);
+        let webhook_was = decrement(&mut counts.webhooks, &claimed.webhook_id);
+        let account_was = decrement(&mut counts.accounts, &claimed.account_id);
+        if webhook_was >= self.caps.endpoint || account_was >= self.caps.account {
+            self.wake.notify_one();
+        }
     }
 
     /// The result of a delivery claimed with `token` is committed (or was never going to be): its lease

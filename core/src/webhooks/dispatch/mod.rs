@@ -91,14 +91,15 @@ impl Dispatcher {
         sealer: Sealer,
         wake: Arc<Notify>,
     ) -> Self {
+        let caps = Caps::new(config.concurrency, config.endpoint_concurrency);
         Self {
             db,
             clock,
             config,
             policy,
+            in_flight: Arc::new(InFlight::new(caps, wake.clone())),
             sealer,
             wake,
-            in_flight: Arc::default(),
         }
     }
 
@@ -183,7 +184,6 @@ async fn claim_loop(
     shutdown: Shutdown,
 ) {
     let capacity = dispatcher.config.concurrency as usize;
-    let caps = Caps::new(dispatcher.config.concurrency, dispatcher.config.endpoint_concurrency);
     let slots = Arc::new(Semaphore::new(capacity));
     let lease_ms = i64::try_from(dispatcher.config.lease.as_millis()).unwrap_or(i64::MAX / 2);
     // Claims are worth batching (three statements each): wait until a quarter of the slots are free.
@@ -199,7 +199,6 @@ async fn claim_loop(
             &dispatcher.db,
             &dispatcher.sealer,
             &dispatcher.in_flight,
-            caps,
             free,
             dispatcher.clock.now().timestamp_millis(),
             lease_ms,

@@ -1,0 +1,227 @@
+//! The crash drill (`frontdesk-bench crash-drill`): `serve` is killed with SIGKILL several times while
+//! clients create deals, each a `deal.created` event for one webhook subscription, and restarted at once.
+//! Afterwards every acknowledged deal must reach the receiver; the drill reports what was lost, what arrived
+//! twice (at-least-once allows it; the rate is the figure to keep low), and what was delayed: a delivery with
+//! a failed attempt on record, though the receiver never fails, is one a crash of ours charged to the
+//! endpoint.
+
+use std::{
+    collections::{HashMap, HashSet},
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use axum::{Router, body::Bytes, extract::State, routing::post};
+use sea_orm::{ConnectionTrait, Database, Statement};
+use tonic::{Request, metadata::MetadataValue, transport::Channel};
+
+use crate::{process::ServerProcess, scenarios::Setup};
+
+#[derive(clap::Args)]
+pub struct DrillArgs {
+    /// Run on an SQLite file instead of PostgreSQL + Redis.
+    #[arg(long)]
+    sqlite: bool,
+    /// SIGKILLs of `serve`.
+    #[arg(long, default_value_t = 3)]
+    kills: u32,
+    /// Seconds over which the kills are spread.
+    #[arg(long, default_value_t = 5.0)]
+    window: f64,
+    /// Concurrent clients creating deals.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+}
+
+/// Last receipt time and receipt count per deal id.
+type Received = Arc<Mutex<HashMap<String, (Instant, u32)>>>;
+
+async fn hook(State(received): State<Received>, body: Bytes) {
+    let id = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["data"]["id"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut received = received.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = received.entry(id).or_insert((Instant::now(), 0));
+    *entry = (Instant::now(), entry.1 + 1);
+}
+
+async fn start_receiver() -> anyhow::Result<(SocketAddr, Received)> {
+    let received = Received::default();
+    let app = Router::new().route("/hook", post(hook)).with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((addr, received))
+}
+
+/// Creates deals against whichever `serve` is up until `stop`; returns the ids whose creation was answered.
+async fn client(
+    core: Arc<RwLock<Option<SocketAddr>>>,
+    key: MetadataValue<tonic::metadata::Ascii>,
+    stop: Arc<AtomicBool>,
+) -> Vec<String> {
+    let mut acknowledged = Vec::new();
+    let mut connected: Option<(SocketAddr, Channel)> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(addr) = *core.read().unwrap_or_else(|e| e.into_inner()) else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        if connected.as_ref().is_none_or(|(a, _)| *a != addr) {
+            match Channel::from_shared(format!("http://{addr}")).map(|e| e.connect_timeout(Duration::from_secs(1))) {
+                Ok(endpoint) => match endpoint.connect().await {
+                    Ok(channel) => connected = Some((addr, channel)),
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+                Err(_) => return acknowledged,
+            }
+        }
+        let Some((_, channel)) = &connected else { continue };
+        let mut deals = frontdesk_api::v1::deals_client::DealsClient::new(channel.clone());
+        let mut request = Request::new(frontdesk_api::v1::CreateDealRequest {
+            title: "Crash drill".into(),
+            stage: "new".into(),
+            ..Default::default()
+        });
+        request.set_timeout(Duration::from_secs(5));
+        request.metadata_mut().insert("x-api-key", key.clone());
+        match deals.create_deal(request).await {
+            Ok(answer) => acknowledged.extend(answer.into_inner().deal.map(|d| d.id)),
+            Err(_) => {
+                connected = None;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    acknowledged
+}
+
+pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
+    let database = if args.sqlite {
+        setup.sqlite_database()?
+    } else {
+        setup.postgres_database().await?
+    };
+    let mut env = setup.env(&database, !args.sqlite);
+    env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
+    let spawn = || ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2);
+    let (receiver, received) = start_receiver().await?;
+
+    let mut serve = spawn()?;
+    let grpc = serve.grpc.expect("grpc address");
+    let key: MetadataValue<_> = crate::scenarios::bench_account(grpc).await?.parse()?;
+    let mut webhooks = frontdesk_api::v1::webhooks_client::WebhooksClient::new(
+        Channel::from_shared(format!("http://{grpc}"))?.connect().await?,
+    );
+    let mut request = Request::new(frontdesk_api::v1::CreateWebhookRequest {
+        url: format!("http://{receiver}/hook"),
+        events: vec!["deal.created".into()],
+        ..Default::default()
+    });
+    request.metadata_mut().insert("x-api-key", key.clone());
+    webhooks.create_webhook(request).await?;
+
+    let core = Arc::new(RwLock::new(Some(grpc)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..args.clients)
+        .map(|_| tokio::spawn(client(core.clone(), key.clone(), stop.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let gap = Duration::from_secs_f64(args.window / f64::from(args.kills.max(1)));
+    let mut last_restart = Instant::now();
+    for _ in 0..args.kills {
+        *core.write().unwrap_or_else(|e| e.into_inner()) = None;
+        drop(serve); // SIGKILL, then wait for the process to be gone
+        serve = spawn()?;
+        last_restart = Instant::now();
+        *core.write().unwrap_or_else(|e| e.into_inner()) = serve.grpc;
+        tokio::time::sleep(gap).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut acknowledged = HashSet::new();
+    for client in clients {
+        acknowledged.extend(client.await?);
+    }
+
+    let started = Instant::now();
+    loop {
+        let missing = {
+            let received = received.lock().unwrap_or_else(|e| e.into_inner());
+            acknowledged.iter().filter(|id| !received.contains_key(*id)).count()
+        };
+        if missing == 0 || started.elapsed() > Duration::from_secs(180) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Deliveries whose results a kill lost are sent again once their leases end: wait until every one
+    // has settled, so their duplicates are counted too.
+    let db = Database::connect(&database).await?;
+    const UNSETTLED: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE status <> 'succeeded'";
+    while scalar(&db, UNSETTLED).await? > 0 && started.elapsed() < Duration::from_secs(180) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let received = received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let lost = acknowledged.iter().filter(|id| !received.contains_key(*id)).count();
+    let duplicates = received.values().filter(|(_, n)| *n > 1).count();
+    let unacknowledged = received.keys().filter(|id| !acknowledged.contains(*id)).count();
+    let drained_after = received
+        .values()
+        .map(|(at, _)| at.saturating_duration_since(last_restart))
+        .max()
+        .unwrap_or_default();
+    let delayed = scalar(
+        &db,
+        "SELECT COUNT(DISTINCT delivery_id) FROM webhook_attempts WHERE succeeded = FALSE",
+    )
+    .await?;
+    let unsettled = scalar(
+        &db,
+        "SELECT COUNT(*) FROM webhook_deliveries WHERE status <> 'succeeded'",
+    )
+    .await?;
+    db.close().await?;
+    drop(serve);
+    if !args.sqlite {
+        setup.drop_database(&database).await?;
+    }
+
+    let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
+    let rate = |n: usize| 100.0 * n as f64 / acknowledged.len().max(1) as f64;
+    println!(
+        "crash drill ({store}): {} SIGKILLs in {:.1} s, {} clients",
+        args.kills, args.window, args.clients
+    );
+    println!("| figure | value |\n|---|---|");
+    println!("| deals acknowledged | {} |", acknowledged.len());
+    println!("| lost (acknowledged, never delivered) | {lost} |");
+    println!("| delayed (a failed attempt on record) | {delayed} |");
+    println!("| delivered twice or more | {duplicates} ({:.2}%) |", rate(duplicates));
+    println!("| delivered, creation not acknowledged (killed before the answer) | {unacknowledged} |");
+    println!("| deliveries not succeeded at the end | {unsettled} |");
+    println!(
+        "| last receipt after the last restart | {:.2} s |",
+        drained_after.as_secs_f64()
+    );
+    anyhow::ensure!(lost == 0, "{lost} acknowledged deals were never delivered");
+    Ok(())
+}
+
+async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> anyhow::Result<i64> {
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no row"))?;
+    Ok(row.try_get_by_index(0)?)
+}
