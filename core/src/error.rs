@@ -44,11 +44,13 @@ impl ApiError {
         }
     }
 
-    /// A validation failure; the message summarises the first violation.
+    /// A validation failure; the message summarises the first violation as `field: problem`, the form the
+    /// edge's own refusals take. A violation's message is about its field without naming it ("must be ...",
+    /// "no stage `x` on this account"), so the field is named once, whatever the message's wording.
     pub fn invalid(fields: Vec<FieldViolation>) -> Self {
         let message = match fields.as_slice() {
-            [only] => format!("{} {}", only.field, only.message),
-            [first, rest @ ..] => format!("{} {} (and {} more)", first.field, first.message, rest.len()),
+            [only] => format!("{}: {}", only.field, only.message),
+            [first, rest @ ..] => format!("{}: {} (and {} more)", first.field, first.message, rest.len()),
             [] => "invalid request".to_owned(),
         };
         Self {
@@ -130,3 +132,23 @@ impl From<ApiError> for tonic::Status {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::{ApiError, FieldViolation};
+
+    #[test]
+    fn a_field_error_names_its_field_once() {
+        let unknown = ApiError::field("stage", "no stage `lead` on this account");
+        assert_eq!(unknown.message, "stage: no stage `lead` on this account");
+        let two = ApiError::invalid(vec![
+            FieldViolation::new("name", "is required"),
+            FieldViolation::new("url", "must be an https URL"),
+        ]);
+        assert_eq!(two.message, "name: is required (and 1 more)");
+        assert_eq!(
+            two.fields[1].message, "must be an https URL",
+            "violations keep their own wording"
+        );
+    }
+}
