@@ -593,3 +593,40 @@ async fn metrics_count_requests_latency_and_rate_limit_decisions() {
     assert!(text.contains("frontdesk_http_request_duration_seconds_bucket"));
     assert!(text.contains("frontdesk_ratelimit_decisions_total{outcome=\"allowed\",store=\"local\"}"));
 }
+
+/// Requests with made-up methods, which need no credentials, share one `other` label: a client cannot
+/// create metric series at will (issue 16, item 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_methods_do_not_create_metric_series() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    for n in 0..20 {
+        let method = format!("FOOBAR{n}");
+        let unrouted = call(&method, &server.url("/x"), None).await;
+        assert_eq!(unrouted.status, 404, "{method} /x");
+        let wrong_method = call(&method, &server.url("/v1/deals"), None).await;
+        assert_eq!(wrong_method.status, 405, "{method} /v1/deals");
+    }
+    current(&server, &[]).await;
+    let text = metrics_text(&server).await;
+    let label = |line: &str, name: &str| {
+        let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+        let end = line[start..].find('"')? + start;
+        Some(line[start..end].to_owned())
+    };
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("frontdesk_http_request"))
+        .collect();
+    let methods: std::collections::BTreeSet<String> = series.iter().filter_map(|l| label(l, "method")).collect();
+    assert!(
+        methods.contains("other"),
+        "made-up methods are labelled other: {methods:?}"
+    );
+    assert!(methods.contains("GET"), "{methods:?}");
+    assert!(
+        methods.len() <= 9 + 1,
+        "the standard methods and `other` at most: {methods:?}"
+    );
+    assert!(!text.contains("FOOBAR"), "no made-up method is a label value");
+}
