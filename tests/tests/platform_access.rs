@@ -630,3 +630,49 @@ async fn made_up_methods_do_not_create_metric_series() {
     );
     assert!(!text.contains("FOOBAR"), "no made-up method is a label value");
 }
+
+/// An agency acting on a sub-account is held to the sub-account's own flags: its `api_access` on every
+/// call, its `webhooks_enabled` on webhook calls (issue 16, item 7).
+on_both_databases!(
+    a_sub_accounts_flags_hold_when_its_agency_acts_on_it,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let (agency, agency_key) = admin::account(&server, "scale", 0).await;
+        let (child, _) = admin::account_under(&server, "growth", 0, &agency).await;
+        let as_child = |method: &'static str, path: &str| {
+            let url = server.url(&format!("{path}?sub_account_id={child}"));
+            let key = agency_key.clone();
+            async move { call_with(method, &url, &[("x-api-key", &key)], None).await }
+        };
+        assert_eq!(as_child("GET", "/v1/webhooks").await.status, 200);
+        assert_eq!(as_child("GET", "/v1/deals").await.status, 200);
+
+        admin::set_webhooks(&server, &child, false).await;
+        let webhooks = as_child("GET", "/v1/webhooks").await;
+        assert_eq!(
+            (webhooks.status, webhooks.code()),
+            (403, "webhooks_disabled"),
+            "{}",
+            webhooks.body
+        );
+        assert_eq!(as_child("GET", "/v1/deals").await.status, 200, "only webhook calls");
+        let own = call_with("GET", &server.url("/v1/webhooks"), &[("x-api-key", &agency_key)], None).await;
+        assert_eq!(own.status, 200, "the agency's own webhooks are on: {}", own.body);
+
+        admin::set_api_access(&server, &child, false).await;
+        for path in ["/v1/deals", "/v1/agents", "/v1/webhooks"] {
+            let answer = as_child("GET", path).await;
+            assert_eq!(
+                (answer.status, answer.code()),
+                (403, "api_access_disabled"),
+                "{path}: {}",
+                answer.body
+            );
+        }
+        assert_eq!(
+            current_with(&server, &agency_key).await.status,
+            200,
+            "the agency's own calls are not affected"
+        );
+    }
+);
