@@ -8,7 +8,9 @@ use std::time::Duration;
 use base64::Engine;
 use frontdesk_api::v1::{GetCurrentApiKeyRequest, api_keys_client::ApiKeysClient};
 use frontdesk_tests::{
-    Answer, Db, Server, admin, binary, call, call_with, on_both_databases,
+    Answer, Db, Server, admin, binary,
+    blackhole::Blackhole,
+    call, call_with, on_both_databases,
     redis_server::{PrivateRedis, shared_url},
 };
 use tonic::{Code, metadata::MetadataValue};
@@ -631,8 +633,8 @@ async fn made_up_methods_do_not_create_metric_series() {
     assert!(!text.contains("FOOBAR"), "no made-up method is a label value");
 }
 
-/// An agency acting on a sub-account is held to the sub-account's own flags: its `api_access` on every
-/// call, its `webhooks_enabled` on webhook calls (issue 16, item 7).
+// An agency acting on a sub-account is held to the sub-account's own flags: its `api_access` on every
+// call, its `webhooks_enabled` on webhook calls (issue 16, item 7).
 on_both_databases!(
     a_sub_accounts_flags_hold_when_its_agency_acts_on_it,
     |db: Db| async move {
@@ -676,3 +678,57 @@ on_both_databases!(
         );
     }
 );
+
+/// 50 concurrent calls, the first a server makes after start; each must answer 200, all within `bound`.
+async fn burst_is_served(server: &Server, key: &str, bound: Duration) {
+    let started = std::time::Instant::now();
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let (url, key) = (server.url("/v1/api-keys/current"), key.to_owned());
+            tokio::spawn(async move { call_with("GET", &url, &[("x-api-key", &key)], None).await })
+        })
+        .collect();
+    for call in calls {
+        let answer = tokio::time::timeout(bound, call)
+            .await
+            .expect("answered within the bound")
+            .unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(answer.header("ratelimit").is_some());
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < bound,
+        "50 calls answered in {elapsed:?}, not queued behind Redis"
+    );
+}
+
+/// A Redis that accepts connections and never answers, from the start: the calls are served at once from
+/// the in-process counters, not queued behind one connection attempt after another (issue 16, item 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_never_answers_does_not_hold_up_requests() {
+    let db = Db::sqlite();
+    let blackhole = Blackhole::start().await;
+    let server = Server::start(&db, &[("REDIS_URL", &format!("redis://{}", blackhole.addr))]).await;
+    let (_, key) = admin::account(&server, "growth", 0).await;
+    burst_is_served(&server, &key, Duration::from_secs(3)).await;
+    let text = metrics_text(&server).await;
+    assert!(
+        text.contains("store=\"local\""),
+        "decisions fell back to the in-process store"
+    );
+}
+
+/// The same with nothing listening on Redis's port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_port_with_nothing_listening_does_not_hold_up_requests() {
+    let db = Db::sqlite();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Server::start(&db, &[("REDIS_URL", &format!("redis://127.0.0.1:{port}"))]).await;
+    let (_, key) = admin::account(&server, "growth", 0).await;
+    burst_is_served(&server, &key, Duration::from_secs(3)).await;
+}
