@@ -6,7 +6,7 @@ use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
 /// Domain of every `ErrorInfo` the service emits.
-pub const ERROR_DOMAIN: &str = "frontdesk";
+pub use frontdesk_api::wire::ERROR_DOMAIN;
 
 /// One problem with one request field.
 #[derive(Clone, Debug, PartialEq, Eq)]
