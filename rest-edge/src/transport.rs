@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::{future::Future, pin::Pin};
 
 use bytes::{Buf, Bytes};
+use frontdesk_api::wire;
 use http::{Uri, uri::PathAndQuery};
 use prost::Message;
 use prost_reflect::DynamicMessage;
@@ -68,7 +69,8 @@ impl Transport {
         path: PathAndQuery,
         request: tonic::Request<DynamicMessage>,
     ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<Bytes>, Status>> + Send + 'static>> {
-        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone());
+        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone())
+            .max_decoding_message_size(wire::MAX_MESSAGE_BYTES);
         Box::pin(async move {
             grpc.ready()
                 .await

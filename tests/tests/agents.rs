@@ -1646,3 +1646,45 @@ async fn over_deep_json_in_a_struct_field_is_a_400() {
         .await
         .expect("32 levels pass over gRPC too");
 }
+
+/// Agents as large as their limits allow, in 4-byte characters: 30 of them pass the 4 MiB a gRPC message
+/// may have by default. Every page answers 200, pages are cut by size as well as by `limit`, and following
+/// `next_cursor` lists every agent exactly once (issue 16, item 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_large_agents_are_cut_by_size_and_page_through_completely() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+    let wide = |chars: usize| "😀".repeat(chars);
+    let mut created = std::collections::BTreeSet::new();
+    for n in 0..30 {
+        let body = json!({
+            "name": format!("Large {n}"),
+            "instructions": wide(20_000),
+            "rules": vec![wide(1_000); 50],
+            "goal": wide(2_000),
+            "personality": wide(2_000),
+        });
+        let answer = api.send("POST", "/v1/agents", Some(body)).await;
+        assert_eq!(answer.status, 200, "{}", answer.body["error"]);
+        created.insert(answer.body["agent"]["id"].as_str().unwrap().to_owned());
+    }
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    let mut path = "/v1/agents?limit=200".to_owned();
+    loop {
+        let answer = api.send("GET", &path, None).await;
+        assert_eq!(answer.status, 200, "page {pages}: {}", answer.body["error"]);
+        pages += 1;
+        let agents = answer.body["agents"].as_array().unwrap();
+        assert!(!agents.is_empty(), "page {pages} is not empty");
+        seen.extend(agents.iter().map(|a| a["id"].as_str().unwrap().to_owned()));
+        match answer.body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/agents?limit=200&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert!(pages > 1, "30 agents of ~300 KB do not fit one page");
+    assert_eq!(seen.len(), 30, "each agent once");
+    assert_eq!(seen.into_iter().collect::<std::collections::BTreeSet<_>>(), created);
+}
