@@ -5,6 +5,8 @@
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::store;
+
 /// Domain of every `ErrorInfo` the service emits.
 pub use frontdesk_api::wire::ERROR_DOMAIN;
 
@@ -98,6 +100,25 @@ impl From<sea_orm::DbErr> for ApiError {
                 "invalid_argument",
                 "a text value must not contain the NUL character (U+0000)",
             ),
+            // PostgreSQL gave up waiting for a lock another transaction holds (FRONTDESK_DB_LOCK_TIMEOUT):
+            // the data is busy, not broken, and a retry may well succeed.
+            err if has_sqlstate(&err, store::LOCK_NOT_AVAILABLE) => {
+                tracing::warn!(error = %err, "database lock not obtained in time");
+                Self::new(
+                    Code::Unavailable,
+                    "unavailable",
+                    "the data this call needs is locked by another change; retry shortly",
+                )
+            }
+            // The statement ran past FRONTDESK_DB_STATEMENT_TIMEOUT (or was cancelled).
+            err if has_sqlstate(&err, store::QUERY_CANCELED) => {
+                tracing::warn!(error = %err, "database statement cancelled");
+                Self::new(
+                    Code::DeadlineExceeded,
+                    "deadline_exceeded",
+                    "the database did not finish this call in time",
+                )
+            }
             err => Self::internal(format_args!("database: {err}")),
         }
     }

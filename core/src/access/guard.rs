@@ -248,7 +248,9 @@ mod tests {
     };
 
     async fn guard() -> (Guard, DatabaseConnection) {
-        let db = crate::store::connect("sqlite::memory:", 1).await.unwrap();
+        let db = crate::store::connect("sqlite::memory:", 1, Default::default())
+            .await
+            .unwrap();
         crate::store::migrate(&db).await.unwrap();
         let sections = HashMap::from([
             ("frontdesk.v1.Deals".to_owned(), Some("deals".to_owned())),

@@ -1,6 +1,7 @@
 //! The gRPC server: every service of the core, gRPC health and reflection, behind one tracing layer. The same
 //! `Routes` value serves the network listener and the in-process edge, so both see identical behaviour.
 
+mod deadline;
 mod trace;
 
 use std::net::SocketAddr;
@@ -104,8 +105,9 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(reflection_v1alpha);
     let guard = services.guard;
     let sunset = services.sunset;
-    // Layers run outside-in: trace first (so refusals are traced with their request id), then the campaigns'
-    // deprecation (so the guard's refusals carry it too), then the guard.
+    // Layers run outside-in: trace first (so refusals are traced with their request id), then the caller's
+    // deadline (the guard's own work, which may wait on Redis or the database, included), then the
+    // campaigns' deprecation (so the guard's refusals carry it too), then the guard.
     let router = routes
         .into_axum_router()
         .layer(axum::middleware::from_fn(move |request, next| {
@@ -114,6 +116,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .layer(axum::middleware::from_fn(move |request, next| {
             sunset::sunset(sunset.clone(), request, next)
         }))
+        .layer(axum::middleware::from_fn(deadline::enforce))
         .layer(axum::middleware::from_fn(trace::trace_call));
     Ok(Routes::from(router))
 }
