@@ -5,6 +5,8 @@
 /// Encoded `google.protobuf.FileDescriptorSet` of every proto file, imports included.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/frontdesk_descriptor.bin"));
 
+pub mod codec;
+
 pub mod google {
     pub mod api {
         tonic::include_proto!("google.api");
@@ -31,6 +33,12 @@ pub mod site {
 
 /// Conventions between the gRPC core and the REST edge that the proto files cannot express.
 pub mod wire {
+    /// Domain of every `google.rpc.ErrorInfo` the service emits.
+    pub const ERROR_DOMAIN: &str = "frontdesk";
+    /// Largest gRPC answer the core sends and the edge reads (tonic's default is 4 MiB both ways). Answers
+    /// stay far below it: list pages end before their items pass 4,000,000 bytes, and one resource is at
+    /// most what a request (4 MiB) could store.
+    pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
     /// Response metadata: the HTTP status the edge answers with for a successful call (e.g. `503` for a
     /// degraded health check), as in grpc-gateway's `x-http-code` convention.
     pub const HTTP_CODE: &str = "x-http-code";

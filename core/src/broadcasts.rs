@@ -375,10 +375,11 @@ impl Broadcasts for BroadcastsService {
         )
         .await
         .map_err(ApiError::from)?;
+        let (broadcasts, next_cursor) = paging::render(&rows, more, |b| (b.created_at, b.id.as_str()), message);
         Ok(Response::new(BroadcastList {
             success: true,
-            next_cursor: paging::next_cursor(more, rows.last().map(|b| (b.created_at, b.id.as_str()))),
-            broadcasts: rows.iter().map(message).collect(),
+            next_cursor,
+            broadcasts,
         }))
     }
 

@@ -23,6 +23,16 @@ pub struct CoreConfig {
     #[arg(long, env = "FRONTDESK_DB_MAX_CONNECTIONS", default_value_t = default_db_connections())]
     pub db_max_connections: u32,
 
+    /// PostgreSQL: how long a statement waits for a lock another transaction holds (`lock_timeout` of every
+    /// pooled session); past it the call answers 503 `unavailable`. `0s`: no limit. Migrations run without it.
+    #[arg(long, env = "FRONTDESK_DB_LOCK_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub db_lock_timeout: Duration,
+
+    /// PostgreSQL: the longest a statement may run (`statement_timeout` of every pooled session); past it
+    /// the call answers 504 `deadline_exceeded`. `0s`: no limit. Migrations run without it.
+    #[arg(long, env = "FRONTDESK_DB_STATEMENT_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub db_statement_timeout: Duration,
+
     /// Redis for rate-limit counters shared by every replica (`redis://HOST:6379`); unset: counted in process.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
@@ -142,6 +152,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(number.saturating_mul(millis)))
 }
 
+/// A duration that is not zero.
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).and_then(|d| {
+        if d.is_zero() {
+            Err(format!("`{text}` must be longer than zero"))
+        } else {
+            Ok(d)
+        }
+    })
+}
+
 pub fn parse_duration_list(text: &str) -> Result<DurationList, String> {
     text.split(',')
         .filter(|part| !part.trim().is_empty())
@@ -232,6 +253,16 @@ pub struct EdgeListenConfig {
     /// REST edge listener.
     #[arg(long, env = "FRONTDESK_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
+
+    /// Time limit of one REST call to the core (its gRPC deadline); past it the answer is 504
+    /// `deadline_exceeded`.
+    #[arg(long, env = "FRONTDESK_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_positive_duration)]
+    pub request_timeout: Duration,
+
+    /// Time a client has to send a request's headers (and an idle keep-alive connection to start its next
+    /// request); past it the connection is closed.
+    #[arg(long, env = "FRONTDESK_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub header_timeout: Duration,
 }
 
 /// Logging output format.

@@ -5,8 +5,10 @@
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::store;
+
 /// Domain of every `ErrorInfo` the service emits.
-pub const ERROR_DOMAIN: &str = "frontdesk";
+pub use frontdesk_api::wire::ERROR_DOMAIN;
 
 /// One problem with one request field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,11 +46,13 @@ impl ApiError {
         }
     }
 
-    /// A validation failure; the message summarises the first violation.
+    /// A validation failure; the message summarises the first violation as `field: problem`, the form the
+    /// edge's own refusals take. A violation's message is about its field without naming it ("must be ...",
+    /// "no stage `x` on this account"), so the field is named once, whatever the message's wording.
     pub fn invalid(fields: Vec<FieldViolation>) -> Self {
         let message = match fields.as_slice() {
-            [only] => format!("{} {}", only.field, only.message),
-            [first, rest @ ..] => format!("{} {} (and {} more)", first.field, first.message, rest.len()),
+            [only] => format!("{}: {}", only.field, only.message),
+            [first, rest @ ..] => format!("{}: {} (and {} more)", first.field, first.message, rest.len()),
             [] => "invalid request".to_owned(),
         };
         Self {
@@ -96,6 +100,25 @@ impl From<sea_orm::DbErr> for ApiError {
                 "invalid_argument",
                 "a text value must not contain the NUL character (U+0000)",
             ),
+            // PostgreSQL gave up waiting for a lock another transaction holds (FRONTDESK_DB_LOCK_TIMEOUT):
+            // the data is busy, not broken, and a retry may well succeed.
+            err if has_sqlstate(&err, store::LOCK_NOT_AVAILABLE) => {
+                tracing::warn!(error = %err, "database lock not obtained in time");
+                Self::new(
+                    Code::Unavailable,
+                    "unavailable",
+                    "the data this call needs is locked by another change; retry shortly",
+                )
+            }
+            // The statement ran past FRONTDESK_DB_STATEMENT_TIMEOUT (or was cancelled).
+            err if has_sqlstate(&err, store::QUERY_CANCELED) => {
+                tracing::warn!(error = %err, "database statement cancelled");
+                Self::new(
+                    Code::DeadlineExceeded,
+                    "deadline_exceeded",
+                    "the database did not finish this call in time",
+                )
+            }
             err => Self::internal(format_args!("database: {err}")),
         }
     }
@@ -130,3 +153,23 @@ impl From<ApiError> for tonic::Status {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::{ApiError, FieldViolation};
+
+    #[test]
+    fn a_field_error_names_its_field_once() {
+        let unknown = ApiError::field("stage", "no stage `lead` on this account");
+        assert_eq!(unknown.message, "stage: no stage `lead` on this account");
+        let two = ApiError::invalid(vec![
+            FieldViolation::new("name", "is required"),
+            FieldViolation::new("url", "must be an https URL"),
+        ]);
+        assert_eq!(two.message, "name: is required (and 1 more)");
+        assert_eq!(
+            two.fields[1].message, "must be an https URL",
+            "violations keep their own wording"
+        );
+    }
+}

@@ -274,10 +274,11 @@ impl KbGroups for KbGroupsService {
         )
         .await
         .map_err(ApiError::from)?;
+        let (kb_groups, next_cursor) = paging::render(&rows, more, |g| (g.created_at, g.id.as_str()), message);
         Ok(Response::new(KbGroupList {
             success: true,
-            next_cursor: paging::next_cursor(more, rows.last().map(|g| (g.created_at, g.id.as_str()))),
-            kb_groups: rows.iter().map(message).collect(),
+            next_cursor,
+            kb_groups,
         }))
     }
 

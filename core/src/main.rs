@@ -100,12 +100,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve { core, edge } => {
             let app::Core { routes, db, dispatcher } = app::build_core(&core).await?;
             app::bootstrap_first_account(&db, &core.database_url).await?;
-            let router = frontdesk_edge::router(Transport::in_process(routes.clone()), metrics())?;
+            let router =
+                frontdesk_edge::router(Transport::in_process(routes.clone()), metrics(), edge.request_timeout)?;
             let grpc_listener = TcpListener::bind(core.grpc_addr).await?;
             let http_listener = TcpListener::bind(edge.http_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
             tokio::try_join!(grpc::serve(routes, grpc_listener, shutdown.clone().wait()), async {
-                Ok(frontdesk_edge::serve(router, http_listener, shutdown.wait()).await?)
+                Ok(frontdesk_edge::serve(router, http_listener, edge.header_timeout, shutdown.wait()).await?)
             },)?;
             let _ = deliveries.await;
         }
@@ -117,14 +118,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let _ = deliveries.await;
         }
         Command::Edge { core_url, edge } => {
-            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics())?;
+            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics(), edge.request_timeout)?;
             let listener = TcpListener::bind(edge.http_addr).await?;
-            frontdesk_edge::serve(router, listener, shutdown.wait()).await?;
+            frontdesk_edge::serve(router, listener, edge.header_timeout, shutdown.wait()).await?;
         }
         Command::Admin(args) => admin_cli::run(args).await?,
         Command::Migrate { database_url } => {
-            let db = store::connect(&database_url, 1).await?;
-            store::migrate(&db).await?;
+            store::migrate_at(&database_url).await?;
             tracing::info!(database = store::redact(&database_url), "migrations applied");
         }
     }

@@ -1,6 +1,7 @@
 //! Newest-first keyset paging shared by every list: `?limit=` (1..200, default 50) and opaque cursors, the
 //! (created_at, id) of the last row of a page, base64url encoded. Pages continue strictly after it, so rows
-//! created meanwhile never shift a later page.
+//! created meanwhile never shift a later page. A page also ends before its encoded items pass
+//! `PAGE_BYTES`, so that 200 large rows never make an answer too large to send or to read.
 
 use std::fmt::Write;
 
@@ -16,6 +17,10 @@ use crate::error::FieldViolation;
 
 const DEFAULT_LIMIT: i32 = 50;
 const MAX_LIMIT: i32 = 200;
+/// Encoded size of a page's items that no further item may take it past (a page's first item is always
+/// kept). Under the 4 MiB that gRPC clients read by default, envelope included, so a page fits any client,
+/// and far under `wire::MAX_MESSAGE_BYTES`, the largest answer the core sends and the edge reads.
+pub const PAGE_BYTES: usize = 4_000_000;
 
 /// A list request's page, checked: how many rows, and after which cursor.
 #[derive(Clone, Debug)]
@@ -118,7 +123,43 @@ pub async fn fetch<E: EntityTrait>(
     Ok(page.split(rows))
 }
 
-/// The cursor of the page after one whose last row is `last` (created_at, id), when more follow.
+/// A page's answer: its `rows` (newest first, as read; `more`: rows follow them) rendered in order while the
+/// encoded items stay within `PAGE_BYTES`, and the cursor after the last one rendered when rows remain, cut
+/// off here or not read. `position` is a row's (created_at, id), the order the rows were read in.
+pub fn render<R, T: prost::Message>(
+    rows: impl IntoIterator<Item = R>,
+    more: bool,
+    position: impl Fn(&R) -> (DateTime<Utc>, &str),
+    mut render: impl FnMut(R) -> T,
+) -> (Vec<T>, Option<String>) {
+    let rows = rows.into_iter();
+    let mut items = Vec::with_capacity(rows.size_hint().0);
+    let mut bytes = 0;
+    let mut cut = false;
+    // The position of the last item kept, and of the row being rendered (buffers reused row to row).
+    let (mut last, mut current) = (Cursor::default(), Cursor::default());
+    for row in rows {
+        let (created_at, id) = position(&row);
+        current.created_at = created_at;
+        id.clone_into(&mut current.id);
+        let item = render(row);
+        // A repeated message field: one byte of tag, the length, the message.
+        let len = item.encoded_len();
+        let len = 1 + prost::encoding::encoded_len_varint(len as u64) + len;
+        if !items.is_empty() && bytes + len > PAGE_BYTES {
+            cut = true;
+            break;
+        }
+        bytes += len;
+        items.push(item);
+        std::mem::swap(&mut last, &mut current);
+    }
+    let next = ((more || cut) && !items.is_empty()).then(|| last.encode());
+    (items, next)
+}
+
+/// The cursor of the page after one whose last row is `last` (created_at, id), when more follow. For a
+/// list not built by `render` (webhook deliveries, whose items are small), so not cut by size.
 pub fn next_cursor(more: bool, last: Option<(DateTime<Utc>, &str)>) -> Option<String> {
     let (created_at, id) = last.filter(|_| more)?;
     Some(
@@ -130,7 +171,7 @@ pub fn next_cursor(more: bool, last: Option<(DateTime<Utc>, &str)>) -> Option<St
     )
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cursor {
     pub created_at: DateTime<Utc>,
     pub id: String,
@@ -157,6 +198,47 @@ impl Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows of `size` bytes each, the newest first.
+    fn rows(sizes: &[usize]) -> Vec<(DateTime<Utc>, String, usize)> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(n, size)| {
+                let at = DateTime::from_timestamp(1_800_000_000 - n as i64, 0).unwrap();
+                (at, format!("deal_{n}"), *size)
+            })
+            .collect()
+    }
+
+    fn page(rows: Vec<(DateTime<Utc>, String, usize)>, more: bool) -> (Vec<String>, Option<Cursor>) {
+        let (items, next) = render(rows, more, |r| (r.0, r.1.as_str()), |r| "x".repeat(r.2));
+        (
+            items.iter().map(|s| s.len().to_string()).collect(),
+            next.map(|c| Cursor::decode(&c, "deal_").unwrap()),
+        )
+    }
+
+    #[test]
+    fn pages_end_before_their_items_pass_the_byte_budget() {
+        let mb = 1_000_000;
+        // Four items of 1 MB fit 4,000,000 bytes with their framing only three at a time.
+        let (items, next) = page(rows(&[mb, mb, mb, mb, mb]), false);
+        assert_eq!(items.len(), 3);
+        assert_eq!(
+            next.map(|c| c.id),
+            Some("deal_2".to_owned()),
+            "the next page starts after the last kept"
+        );
+        // An item larger than the budget still makes a page of its own.
+        let (items, next) = page(rows(&[5 * mb, 10]), false);
+        assert_eq!((items.len(), next.map(|c| c.id)), (1, Some("deal_0".to_owned())));
+        // Small items: the page as read, with a cursor only when more rows follow.
+        assert_eq!(page(rows(&[10, 10]), false), (vec!["10".into(), "10".into()], None));
+        let (_, next) = page(rows(&[10, 10]), true);
+        assert_eq!(next.map(|c| c.id), Some("deal_1".to_owned()));
+        assert_eq!(page(rows(&[]), true), (vec![], None));
+    }
 
     #[test]
     fn round_trip_and_garbage() {

@@ -47,11 +47,19 @@ impl HttpError {
     pub fn from_status(status: &tonic::Status) -> Self {
         let details = status.get_error_details();
         let reason = details.error_info().map(|info| info.reason.to_ascii_lowercase());
-        let http = reason
-            .as_deref()
-            .and_then(reason_status)
-            .unwrap_or_else(|| code_status(status.code()));
-        let code = reason.unwrap_or_else(|| default_reason(status.code()).to_owned());
+        // OUT_OF_RANGE without a reason is tonic's message size limit: an answer too large to send or to
+        // read, which is no fault of the client's.
+        let too_large = reason.is_none() && status.code() == Code::OutOfRange;
+        let http = match reason.as_deref().and_then(reason_status) {
+            Some(http) => http,
+            None if too_large => StatusCode::INTERNAL_SERVER_ERROR,
+            None => code_status(status.code()),
+        };
+        let code = match reason {
+            Some(reason) => reason,
+            None if too_large => "internal".to_owned(),
+            None => default_reason(status.code()).to_owned(),
+        };
         let message = if http.is_server_error() && details.error_info().is_none() {
             // Not an answer of ours (transport failure, panic, ...): keep internals out of the body.
             tracing::warn!(code = ?status.code(), message = status.message(), "core call failed");
@@ -195,6 +203,26 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_over_the_size_limit_is_a_clean_500() {
+        for message in [
+            "Error, decoded message length too large: found 70000000 bytes, the limit is: 67108864 bytes",
+            "Error, encoded message length too large: found 70000000 bytes, the limit is: 67108864 bytes",
+        ] {
+            let e = HttpError::from_status(&tonic::Status::out_of_range(message));
+            assert_eq!(
+                (e.status, e.code.as_str(), e.message.as_str()),
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+            );
+        }
+        let ours = HttpError::from_status(&status(Code::OutOfRange, "INVALID_ARGUMENT"));
+        assert_eq!(
+            ours.status,
+            StatusCode::BAD_REQUEST,
+            "an OUT_OF_RANGE of the core's stays a 400"
+        );
+    }
+
+    #[test]
     fn codes_map_as_google_does() {
         for (code, http) in [
             (Code::InvalidArgument, 400),
@@ -210,7 +238,7 @@ mod tests {
             (Code::DataLoss, 500),
         ] {
             assert_eq!(
-                HttpError::from_status(&tonic::Status::new(code, "m")).status.as_u16(),
+                HttpError::from_status(&status(code, "SOME_REASON")).status.as_u16(),
                 http
             );
         }

@@ -42,8 +42,6 @@ use wire_json::{PlanId, Plans};
 
 /// Largest accepted JSON request body; larger ones are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Time limit of one call to the core.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Renders the process's metrics in the Prometheus text format, for `GET /metrics`.
 pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
@@ -54,8 +52,13 @@ pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 pub struct StartError(String);
 
 /// Every route of the contract, the OpenAPI document, `/metrics` (when given a renderer), and JSON answers
-/// for unknown routes and methods.
-pub fn router(transport: Transport, metrics: Option<MetricsRender>) -> Result<Router, StartError> {
+/// for unknown routes and methods. Each call to the core has `call_timeout` (its gRPC deadline); past it
+/// the answer is 504 `deadline_exceeded`.
+pub fn router(
+    transport: Transport,
+    metrics: Option<MetricsRender>,
+    call_timeout: Duration,
+) -> Result<Router, StartError> {
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
     let bindings = bindings::load(&pool).map_err(StartError)?;
     let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
@@ -78,6 +81,7 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>) -> Result<Ro
             binding,
             response,
             plans: plans.clone(),
+            call_timeout,
         });
         let transport = transport.clone();
         let handler = move |params: Result<RawPathParams, RawPathParamsRejection>, request: Request| {
@@ -108,21 +112,76 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>) -> Result<Ro
         .layer(axum::middleware::from_fn(observe)))
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
+/// Serves `router` on `listener` (HTTP/1.1 and HTTP/2) until `shutdown` resolves, then drains in-flight
+/// requests. A client has `header_timeout` to send a request's headers (an idle keep-alive connection as
+/// long to start its next request); past it the connection is closed, so a client that sends half a header
+/// cannot hold a connection forever.
 pub async fn serve(
     router: Router,
     listener: TcpListener,
+    header_timeout: Duration,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::{
+        rt::{TokioExecutor, TokioIo, TokioTimer},
+        server::{conn::auto, graceful::GracefulShutdown},
+        service::TowerToHyperService,
+    };
+
     tracing::info!(addr = %listener.local_addr()?, "http listening");
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let connections = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    accept_failed(err).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let connection = connections.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "http connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
 }
 
-/// What one route needs per request: its binding and how to write its answer.
+/// A failed `accept`: a connection that went away before it was accepted is nothing; anything else (out of
+/// file descriptors, say) is logged and waited out for a second rather than retried in a busy loop.
+async fn accept_failed(err: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %err, "accepting an http connection failed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// What one route needs per request: its binding, how to write its answer, and its time limit.
 struct Route {
     binding: Binding,
     response: PlanId,
     plans: Arc<Plans>,
+    call_timeout: Duration,
 }
 
 /// One REST call: HTTP request -> request message -> gRPC call -> JSON answer.
@@ -158,7 +217,7 @@ async fn transcode(
         Err(error) => return error.into_response_with_id(&id),
     };
     let mut call = tonic::Request::new(message);
-    call.set_timeout(CALL_TIMEOUT);
+    call.set_timeout(route.call_timeout);
     let metadata = call.metadata_mut();
     for (name, value) in forwarded {
         metadata.append(name, value);
@@ -264,6 +323,7 @@ async fn observe(mut request: Request<Body>, next: Next) -> Response {
     let id = request_id::from_headers(request.headers());
     request.extensions_mut().insert(RequestId(id.clone()));
     let method = request.method().clone();
+    let method_label = method_label(&method);
     let route = request
         .extensions()
         .get::<axum::extract::MatchedPath>()
@@ -276,10 +336,10 @@ async fn observe(mut request: Request<Body>, next: Next) -> Response {
     let status = response.status().as_u16();
     let elapsed = started.elapsed().as_secs_f64();
     let elapsed_ms = elapsed * 1000.0;
-    metrics::counter!("frontdesk_http_requests_total", "method" => method.to_string(), "route" => route.clone(),
+    metrics::counter!("frontdesk_http_requests_total", "method" => method_label, "route" => route.clone(),
         "status" => status.to_string())
     .increment(1);
-    metrics::histogram!("frontdesk_http_request_duration_seconds", "method" => method.to_string(), "route" => route.clone())
+    metrics::histogram!("frontdesk_http_request_duration_seconds", "method" => method_label, "route" => route.clone())
         .record(elapsed);
     if response.status().is_server_error() {
         tracing::warn!(request_id = %id, %method, route, status, elapsed_ms, "http request failed");
@@ -287,6 +347,25 @@ async fn observe(mut request: Request<Body>, next: Next) -> Response {
         tracing::debug!(request_id = %id, %method, route, status, elapsed_ms, "http request");
     }
     response
+}
+
+/// The `method` label of a request: a standard method by name, any other `other`. Every label value is a
+/// metric series, and a client needs no credentials to send `FOOBAR /x`, so a label taken from the request
+/// as is would let anyone grow the registry without bound (routes are templates or `unmatched` for the
+/// same reason; the status is one the edge chose).
+fn method_label(method: &http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
 }
 
 #[cfg(test)]

@@ -110,6 +110,12 @@ pub fn build(
                 .map_err(|problem| HttpError::invalid_field(key.as_ref(), problem))?;
         }
     }
+    if let Some(field) = too_deep(&input, &root) {
+        return Err(HttpError::invalid_field(
+            field,
+            format!("JSON nests deeper than {MAX_DYNAMIC_DEPTH} levels"),
+        ));
+    }
     if let Some(field) = nul_field(&root) {
         // No database stores U+0000 in text (PostgreSQL refuses it): refuse it here, for every field.
         return Err(HttpError::invalid_field(
@@ -118,6 +124,64 @@ pub fn build(
         ));
     }
     Ok((parse_message(input, Value::Object(root))?, lifted))
+}
+
+/// Deepest nesting of JSON objects and arrays accepted in a `google.protobuf.Struct`, `Value` or `ListValue`
+/// field (the field's own object is level 1). Each level of an object costs protobuf three levels of
+/// nesting (Struct, map entry, Value), and the core's decoder refuses more than 100: 32 levels, with the
+/// request's own nesting, stay below that. Refusing them here names the field; the core's refusal cannot.
+pub const MAX_DYNAMIC_DEPTH: usize = 32;
+
+/// The dotted path of the first schema-free field (Struct, Value, ListValue) of `message` in `object` whose
+/// JSON nests deeper than `MAX_DYNAMIC_DEPTH`, searching nested messages, lists and maps. Unknown keys are
+/// skipped: parsing refuses them.
+fn too_deep(message: &MessageDescriptor, object: &Map<String, Value>) -> Option<String> {
+    object.iter().find_map(|(key, value)| {
+        let field = message
+            .get_field_by_name(key)
+            .or_else(|| message.get_field_by_json_name(key))?;
+        let kind = match field.kind() {
+            Kind::Message(entry) if field.is_map() => entry.map_entry_value_field().kind(),
+            kind => kind,
+        };
+        let Kind::Message(inner) = kind else {
+            return None;
+        };
+        let schema_free = is_schema_free(&inner);
+        let deep = |value: &Value| match value {
+            _ if schema_free => (json_depth(value) > MAX_DYNAMIC_DEPTH).then(String::new),
+            Value::Object(fields) => too_deep(&inner, fields),
+            _ => None,
+        };
+        let below = match value {
+            Value::Array(items) if field.is_list() => items.iter().find_map(deep),
+            Value::Object(entries) if field.is_map() => entries.values().find_map(deep),
+            _ => deep(value),
+        }?;
+        Some(if below.is_empty() {
+            key.clone()
+        } else {
+            format!("{key}.{below}")
+        })
+    })
+}
+
+/// Message types that hold any JSON.
+fn is_schema_free(message: &MessageDescriptor) -> bool {
+    matches!(
+        message.full_name(),
+        "google.protobuf.Struct" | "google.protobuf.Value" | "google.protobuf.ListValue"
+    )
+}
+
+/// Levels of objects and arrays in `value` (a scalar is 0). serde_json refuses input nested deeper than 128
+/// while parsing, so this recursion is bounded.
+fn json_depth(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// The dotted path of the first string (key or value) holding U+0000.

@@ -216,3 +216,27 @@ fn nul_characters_are_refused_wherever_they_come_from() {
     let error = request::build(&list, &[], Some("tag=%00"), b"").unwrap_err();
     assert_eq!(error.fields[0].0, "tag");
 }
+
+#[test]
+fn schema_free_json_nested_too_deep_is_refused_naming_its_field() {
+    let pool = DescriptorPool::decode(frontdesk_api::FILE_DESCRIPTOR_SET).unwrap();
+    let create = bindings::load(&pool)
+        .unwrap()
+        .into_iter()
+        .find(|b| b.grpc_path.as_str() == "/frontdesk.v1.Agents/CreateCustomFunction")
+        .expect("the custom-function route");
+    // `parameters` (a Struct) nesting `levels` objects, itself included.
+    let body = |levels: usize| {
+        let mut inner = serde_json::json!({"leaf": [1]});
+        for _ in 3..levels {
+            inner = serde_json::json!({"a": inner});
+        }
+        serde_json::json!({"name": "f", "parameters": {"x": inner}}).to_string()
+    };
+    let params = [("p0".to_owned(), "agt_1".to_owned())];
+    assert!(request::build(&create, &params, None, body(request::MAX_DYNAMIC_DEPTH).as_bytes()).is_ok());
+    let err = request::build(&create, &params, None, body(request::MAX_DYNAMIC_DEPTH + 1).as_bytes()).unwrap_err();
+    assert_eq!(err.status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(err.fields.len(), 1);
+    assert_eq!(err.fields[0].0, "parameters");
+}

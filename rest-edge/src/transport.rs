@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::{future::Future, pin::Pin};
 
 use bytes::{Buf, Bytes};
+use frontdesk_api::wire;
 use http::{Uri, uri::PathAndQuery};
 use prost::Message;
 use prost_reflect::DynamicMessage;
@@ -68,14 +69,29 @@ impl Transport {
         path: PathAndQuery,
         request: tonic::Request<DynamicMessage>,
     ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<Bytes>, Status>> + Send + 'static>> {
-        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone());
+        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone())
+            .max_decoding_message_size(wire::MAX_MESSAGE_BYTES);
         Box::pin(async move {
             grpc.ready()
                 .await
                 .map_err(|e| Status::unavailable(format!("core unavailable: {e}")))?;
-            grpc.unary(request, path, DynamicCodec).await
+            grpc.unary(request, path, DynamicCodec).await.map_err(deadline_exceeded)
         })
     }
+}
+
+/// A channel to a remote core ends a call at its deadline itself, as CANCELLED (tonic's choice) with
+/// `TimeoutExpired` as the cause; the deadline passed, so it is DEADLINE_EXCEEDED (504) here as it is when
+/// the core answers it.
+fn deadline_exceeded(status: Status) -> Status {
+    let mut cause = std::error::Error::source(&status);
+    while let Some(error) = cause {
+        if error.is::<tonic::TimeoutExpired>() {
+            return Status::deadline_exceeded("the core did not answer before the deadline");
+        }
+        cause = error.source();
+    }
+    status
 }
 
 /// Protobuf codec sending messages known only by descriptor and receiving the encoded answer as is.

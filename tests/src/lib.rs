@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod binary;
+pub mod blackhole;
 pub mod db;
 pub mod platform;
 pub mod razorpay;

@@ -1576,3 +1576,115 @@ fn to_prost(value: Value) -> prost_types::Value {
     };
     prost_types::Value { kind: Some(kind) }
 }
+
+/// A custom function's `parameters` whose JSON nests `levels` objects deep (the object itself is level 1).
+fn nested_parameters(levels: usize) -> Value {
+    let mut inner = json!({"leaf": true});
+    for _ in 2..levels {
+        inner = json!({"a": inner});
+    }
+    json!({"type": "object", "x-nested": inner})
+}
+
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// JSON nested deeper than 32 levels inside a `google.protobuf.Struct` field is a 400 naming the field, over
+/// REST and over gRPC, not a 500 from the core's protobuf decoder (issue 16, item 12).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_deep_json_in_a_struct_field_is_a_400() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[("FRONTDESK_ALLOW_PRIVATE_URLS", "true")]).await;
+    let api = Api::new(&server).await;
+    let id = api.agent("Deep").await;
+    let functions = format!("/v1/agents/{id}/custom-functions");
+    let body = |name: &str, parameters: Value| json!({"name": name, "description": "Deep", "url": "https://api.example.com/hook", "parameters": parameters});
+
+    let deepest = nested_parameters(32);
+    assert_eq!(depth(&deepest), 32);
+    let created = api.ok("POST", &functions, Some(body("deepest", deepest.clone()))).await;
+    assert_eq!(created["custom_function"]["parameters"], deepest, "32 levels are kept");
+    assert_eq!(
+        api.ok("GET", &functions, None).await["custom_functions"][0]["parameters"],
+        deepest
+    );
+    for levels in [33, 35, 60] {
+        let parameters = nested_parameters(levels);
+        assert_eq!(depth(&parameters), levels);
+        let answer = api.send("POST", &functions, Some(body("too_deep", parameters))).await;
+        assert_invalid(&answer, "parameters", &format!("{levels} levels"));
+    }
+
+    let mut agents = AgentsClient::connect(server.grpc.clone()).await.unwrap();
+    let request = |levels: usize| {
+        api.grpc(CreateCustomFunctionRequest {
+            agent_id: id.clone(),
+            name: "over_grpc".into(),
+            description: "Deep".into(),
+            url: "https://api.example.com/hook".into(),
+            parameters: Some(to_struct(nested_parameters(levels))),
+            ..Default::default()
+        })
+    };
+    let refused = agents.create_custom_function(request(40)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    use tonic_types::StatusExt;
+    assert_eq!(
+        refused
+            .get_error_details()
+            .error_info()
+            .map(|info| info.reason.as_str()),
+        Some("INVALID_ARGUMENT")
+    );
+    agents
+        .create_custom_function(request(32))
+        .await
+        .expect("32 levels pass over gRPC too");
+}
+
+/// Agents as large as their limits allow, in 4-byte characters: 30 of them pass the 4 MiB a gRPC message
+/// may have by default. Every page answers 200, pages are cut by size as well as by `limit`, and following
+/// `next_cursor` lists every agent exactly once (issue 16, item 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_large_agents_are_cut_by_size_and_page_through_completely() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+    let wide = |chars: usize| "😀".repeat(chars);
+    let mut created = std::collections::BTreeSet::new();
+    for n in 0..30 {
+        let body = json!({
+            "name": format!("Large {n}"),
+            "instructions": wide(20_000),
+            "rules": vec![wide(1_000); 50],
+            "goal": wide(2_000),
+            "personality": wide(2_000),
+        });
+        let answer = api.send("POST", "/v1/agents", Some(body)).await;
+        assert_eq!(answer.status, 200, "{}", answer.body["error"]);
+        created.insert(answer.body["agent"]["id"].as_str().unwrap().to_owned());
+    }
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    let mut path = "/v1/agents?limit=200".to_owned();
+    loop {
+        let answer = api.send("GET", &path, None).await;
+        assert_eq!(answer.status, 200, "page {pages}: {}", answer.body["error"]);
+        pages += 1;
+        let agents = answer.body["agents"].as_array().unwrap();
+        assert!(!agents.is_empty(), "page {pages} is not empty");
+        seen.extend(agents.iter().map(|a| a["id"].as_str().unwrap().to_owned()));
+        match answer.body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/agents?limit=200&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert!(pages > 1, "30 agents of ~300 KB do not fit one page");
+    assert_eq!(seen.len(), 30, "each agent once");
+    assert_eq!(seen.into_iter().collect::<std::collections::BTreeSet<_>>(), created);
+}

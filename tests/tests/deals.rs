@@ -117,6 +117,31 @@ async fn events(db: &Db, account_deal: &str) -> Vec<String> {
     rows.iter().map(|r| r.try_get_by_index::<String>(0).unwrap()).collect()
 }
 
+/// A field error's message names the field once, then the problem in its own words (issue 16, item 15).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_stage_is_named_once_in_the_message() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let answer = api
+        .send("POST", "/v1/deals", Some(json!({"title": "Lead", "stage": "lead"})))
+        .await;
+    assert_eq!(
+        (answer.status, answer.code()),
+        (400, "invalid_argument"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(
+        answer.body["error"]["message"],
+        "stage: no stage `lead` on this account"
+    );
+    assert_eq!(
+        answer.body["error"]["fields"],
+        json!([{"field": "stage", "message": "no stage `lead` on this account"}])
+    );
+}
+
 on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
     let api = api(&server).await;
@@ -670,7 +695,7 @@ on_both_databases!(deals_over_grpc, |db: Db| async move {
     };
     let bad = deals.list_deals(authed(&key, bad_filter)).await.unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
-    assert!(bad.message().starts_with("created_after "), "{}", bad.message());
+    assert!(bad.message().starts_with("created_after: "), "{}", bad.message());
     let bad_close = CreateDealRequest {
         title: "Bad close date".into(),
         stage: "new".into(),
@@ -679,7 +704,7 @@ on_both_databases!(deals_over_grpc, |db: Db| async move {
     };
     let bad = deals.create_deal(authed(&key, bad_close)).await.unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
-    assert!(bad.message().starts_with("close_date "), "{}", bad.message());
+    assert!(bad.message().starts_with("close_date: "), "{}", bad.message());
     let get_error = |deal_id: &str| {
         let request = authed(
             &key,

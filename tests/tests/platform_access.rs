@@ -8,7 +8,9 @@ use std::time::Duration;
 use base64::Engine;
 use frontdesk_api::v1::{GetCurrentApiKeyRequest, api_keys_client::ApiKeysClient};
 use frontdesk_tests::{
-    Answer, Db, Server, admin, binary, call, call_with, on_both_databases,
+    Answer, Db, Server, admin, binary,
+    blackhole::Blackhole,
+    call, call_with, on_both_databases,
     redis_server::{PrivateRedis, shared_url},
 };
 use tonic::{Code, metadata::MetadataValue};
@@ -592,4 +594,141 @@ async fn metrics_count_requests_latency_and_rate_limit_decisions() {
     assert!(text.contains("status=\"401\""));
     assert!(text.contains("frontdesk_http_request_duration_seconds_bucket"));
     assert!(text.contains("frontdesk_ratelimit_decisions_total{outcome=\"allowed\",store=\"local\"}"));
+}
+
+/// Requests with made-up methods, which need no credentials, share one `other` label: a client cannot
+/// create metric series at will (issue 16, item 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_methods_do_not_create_metric_series() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    for n in 0..20 {
+        let method = format!("FOOBAR{n}");
+        let unrouted = call(&method, &server.url("/x"), None).await;
+        assert_eq!(unrouted.status, 404, "{method} /x");
+        let wrong_method = call(&method, &server.url("/v1/deals"), None).await;
+        assert_eq!(wrong_method.status, 405, "{method} /v1/deals");
+    }
+    current(&server, &[]).await;
+    let text = metrics_text(&server).await;
+    let label = |line: &str, name: &str| {
+        let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+        let end = line[start..].find('"')? + start;
+        Some(line[start..end].to_owned())
+    };
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("frontdesk_http_request"))
+        .collect();
+    let methods: std::collections::BTreeSet<String> = series.iter().filter_map(|l| label(l, "method")).collect();
+    assert!(
+        methods.contains("other"),
+        "made-up methods are labelled other: {methods:?}"
+    );
+    assert!(methods.contains("GET"), "{methods:?}");
+    assert!(
+        methods.len() <= 9 + 1,
+        "the standard methods and `other` at most: {methods:?}"
+    );
+    assert!(!text.contains("FOOBAR"), "no made-up method is a label value");
+}
+
+// An agency acting on a sub-account is held to the sub-account's own flags: its `api_access` on every
+// call, its `webhooks_enabled` on webhook calls (issue 16, item 7).
+on_both_databases!(
+    a_sub_accounts_flags_hold_when_its_agency_acts_on_it,
+    |db: Db| async move {
+        let server = Server::start(&db, &[]).await;
+        let (agency, agency_key) = admin::account(&server, "scale", 0).await;
+        let (child, _) = admin::account_under(&server, "growth", 0, &agency).await;
+        let as_child = |method: &'static str, path: &str| {
+            let url = server.url(&format!("{path}?sub_account_id={child}"));
+            let key = agency_key.clone();
+            async move { call_with(method, &url, &[("x-api-key", &key)], None).await }
+        };
+        assert_eq!(as_child("GET", "/v1/webhooks").await.status, 200);
+        assert_eq!(as_child("GET", "/v1/deals").await.status, 200);
+
+        admin::set_webhooks(&server, &child, false).await;
+        let webhooks = as_child("GET", "/v1/webhooks").await;
+        assert_eq!(
+            (webhooks.status, webhooks.code()),
+            (403, "webhooks_disabled"),
+            "{}",
+            webhooks.body
+        );
+        assert_eq!(as_child("GET", "/v1/deals").await.status, 200, "only webhook calls");
+        let own = call_with("GET", &server.url("/v1/webhooks"), &[("x-api-key", &agency_key)], None).await;
+        assert_eq!(own.status, 200, "the agency's own webhooks are on: {}", own.body);
+
+        admin::set_api_access(&server, &child, false).await;
+        for path in ["/v1/deals", "/v1/agents", "/v1/webhooks"] {
+            let answer = as_child("GET", path).await;
+            assert_eq!(
+                (answer.status, answer.code()),
+                (403, "api_access_disabled"),
+                "{path}: {}",
+                answer.body
+            );
+        }
+        assert_eq!(
+            current_with(&server, &agency_key).await.status,
+            200,
+            "the agency's own calls are not affected"
+        );
+    }
+);
+
+/// 50 concurrent calls, the first a server makes after start; each must answer 200, all within `bound`.
+async fn burst_is_served(server: &Server, key: &str, bound: Duration) {
+    let started = std::time::Instant::now();
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let (url, key) = (server.url("/v1/api-keys/current"), key.to_owned());
+            tokio::spawn(async move { call_with("GET", &url, &[("x-api-key", &key)], None).await })
+        })
+        .collect();
+    for call in calls {
+        let answer = tokio::time::timeout(bound, call)
+            .await
+            .expect("answered within the bound")
+            .unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(answer.header("ratelimit").is_some());
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < bound,
+        "50 calls answered in {elapsed:?}, not queued behind Redis"
+    );
+}
+
+/// A Redis that accepts connections and never answers, from the start: the calls are served at once from
+/// the in-process counters, not queued behind one connection attempt after another (issue 16, item 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_never_answers_does_not_hold_up_requests() {
+    let db = Db::sqlite();
+    let blackhole = Blackhole::start().await;
+    let server = Server::start(&db, &[("REDIS_URL", &format!("redis://{}", blackhole.addr))]).await;
+    let (_, key) = admin::account(&server, "growth", 0).await;
+    burst_is_served(&server, &key, Duration::from_secs(3)).await;
+    let text = metrics_text(&server).await;
+    assert!(
+        text.contains("store=\"local\""),
+        "decisions fell back to the in-process store"
+    );
+}
+
+/// The same with nothing listening on Redis's port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_port_with_nothing_listening_does_not_hold_up_requests() {
+    let db = Db::sqlite();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Server::start(&db, &[("REDIS_URL", &format!("redis://127.0.0.1:{port}"))]).await;
+    let (_, key) = admin::account(&server, "growth", 0).await;
+    burst_is_served(&server, &key, Duration::from_secs(3)).await;
 }

@@ -218,6 +218,43 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
     assert_eq!(other.send("GET", "/v1/webhooks/billing", None).await.status, 404);
 });
 
+/// Every event type of CONTRACT.md section 7, `conversation.handoff` included, is a subscription filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_contract_event_type_can_be_subscribed_to() {
+    let db = Db::sqlite();
+    let server = Server::start(&db, &[]).await;
+    let api = Api::new(&server).await;
+    let contract = [
+        "contact.created",
+        "contact.updated",
+        "conversation.created",
+        "conversation.closed",
+        "message.received",
+        "message.sent",
+        "message.delivered",
+        "message.read",
+        "message.failed",
+        "appointment.booked",
+        "deal.created",
+        "deal.updated",
+        "deal.stage_changed",
+        "kb_source.ready",
+        "kb_source.failed",
+        "summary.created",
+        "broadcast.completed",
+        "conversation.handoff",
+        "webhook.test",
+    ];
+    let (handoff, _) = api
+        .subscribe(json!({"url": "https://93.184.215.14/handoff", "events": ["conversation.handoff"]}))
+        .await;
+    assert_eq!(handoff["events"], json!(["conversation.handoff"]));
+    let (all, _) = api
+        .subscribe(json!({"url": "https://93.184.215.14/all", "events": contract}))
+        .await;
+    assert_eq!(all["events"], json!(contract));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_and_access() {
     let db = Db::sqlite();

@@ -18,7 +18,7 @@ use super::{
     rate_limit::{Decision, RateLimiter},
     scopes::Scopes,
 };
-use crate::{accounts::store as account_store, error::ApiError};
+use crate::{accounts::store as account_store, error::ApiError, store::entities::accounts};
 
 /// Package prefix of the gRPC paths the guard protects.
 const PLATFORM_PREFIX: &str = "/frontdesk.v1.";
@@ -62,21 +62,8 @@ impl Guard {
                 ),
             )));
         }
-        if !account.api_access {
-            return Err(refuse(ApiError::new(
-                Code::PermissionDenied,
-                "api_access_disabled",
-                "API access is not enabled on this account",
-            )));
-        }
         let section = self.sections.get(service).and_then(Option::as_deref);
-        if section == Some("webhooks") && !account.webhooks_enabled {
-            return Err(refuse(ApiError::new(
-                Code::PermissionDenied,
-                "webhooks_disabled",
-                "webhooks are not enabled on this account",
-            )));
-        }
+        account_flags(&account, section).map_err(refuse)?;
         if let Some(section) = section
             && !Scopes::from_stored(&key_row.scopes).allows(section)
         {
@@ -97,7 +84,11 @@ impl Guard {
                     Err(error) => return Err(refuse(error)),
                 };
                 match child {
-                    Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => child.id,
+                    Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => {
+                        // The agency's flags let the key in; the sub-account's decide what it may do there.
+                        account_flags(&child, section).map_err(refuse)?;
+                        child.id
+                    }
                     _ => {
                         return Err(refuse(ApiError::new(
                             Code::PermissionDenied,
@@ -115,6 +106,26 @@ impl Guard {
             rate,
         })
     }
+}
+
+/// The account switches a call to `section` needs on `account`: API access on every call, webhooks on the
+/// webhook calls. Checked on the key's account and, when an agency acts on one, on the sub-account.
+fn account_flags(account: &accounts::Model, section: Option<&str>) -> Result<(), ApiError> {
+    if !account.api_access {
+        return Err(ApiError::new(
+            Code::PermissionDenied,
+            "api_access_disabled",
+            "API access is not enabled on this account",
+        ));
+    }
+    if section == Some("webhooks") && !account.webhooks_enabled {
+        return Err(ApiError::new(
+            Code::PermissionDenied,
+            "webhooks_disabled",
+            "webhooks are not enabled on this account",
+        ));
+    }
+    Ok(())
 }
 
 /// The axum middleware over the core's gRPC routes.
@@ -237,7 +248,9 @@ mod tests {
     };
 
     async fn guard() -> (Guard, DatabaseConnection) {
-        let db = crate::store::connect("sqlite::memory:", 1).await.unwrap();
+        let db = crate::store::connect("sqlite::memory:", 1, Default::default())
+            .await
+            .unwrap();
         crate::store::migrate(&db).await.unwrap();
         let sections = HashMap::from([
             ("frontdesk.v1.Deals".to_owned(), Some("deals".to_owned())),
@@ -355,6 +368,37 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(caller.account_id, agency);
+    }
+
+    #[tokio::test]
+    async fn a_sub_accounts_own_flags_hold_when_an_agency_acts_on_it() {
+        let (guard, db) = guard().await;
+        let (agency, key) = account(&db, Plan::Scale, None).await;
+        let (child, _) = account(&db, Plan::Growth, Some(agency)).await;
+        let reason = |service: &'static str| {
+            let (guard, key, child) = (&guard, key.clone(), child.clone());
+            async move {
+                match guard.admit(&mut request(&key, Some(&child)), service).await {
+                    Ok(_) => "admitted".to_owned(),
+                    Err((error, _)) => error.reason.to_owned(),
+                }
+            }
+        };
+        let now = SystemClock.now();
+        let webhooks_off = AccountChanges {
+            webhooks_enabled: Some(false),
+            ..Default::default()
+        };
+        store::update(&db, &child, webhooks_off, now).await.unwrap();
+        assert_eq!(reason("frontdesk.v1.Webhooks").await, "webhooks_disabled");
+        assert_eq!(reason("frontdesk.v1.Deals").await, "admitted");
+        let access_off = AccountChanges {
+            api_access: Some(false),
+            ..Default::default()
+        };
+        store::update(&db, &child, access_off, now).await.unwrap();
+        assert_eq!(reason("frontdesk.v1.Deals").await, "api_access_disabled");
+        assert_eq!(reason("frontdesk.v1.ApiKeys").await, "api_access_disabled");
     }
 
     #[test]

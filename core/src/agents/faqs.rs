@@ -83,10 +83,11 @@ pub async fn list(db: &impl ConnectionTrait, account_id: &str, r: ListFaqsReques
     let agent = find(db, account_id, &r.agent_id).await?;
     let select = agent_faqs::Entity::find().filter(agent_faqs::Column::AgentId.eq(&agent.id));
     let (rows, more) = paging::fetch(db, select, &page, agent_faqs::Column::CreatedAt, agent_faqs::Column::Id).await?;
+    let (faqs, next_cursor) = paging::render(&rows, more, |f| (f.created_at, f.id.as_str()), faq_message);
     Ok(FaqList {
         success: true,
-        next_cursor: paging::next_cursor(more, rows.last().map(|f| (f.created_at, f.id.as_str()))),
-        faqs: rows.iter().map(faq_message).collect(),
+        next_cursor,
+        faqs,
     })
 }
 

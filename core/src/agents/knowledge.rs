@@ -49,13 +49,16 @@ pub async fn list(
         .filter(kb_sources::Column::Id.is_in(links.iter().map(|l| l.source_id.clone())))
         .all(db)
         .await?;
+    let (kb_sources, next_cursor) = paging::render(
+        &links,
+        more,
+        |l| (l.created_at, l.id.as_str()),
+        |link| message(link, sources.iter().find(|s| s.id == link.source_id)),
+    );
     Ok(AgentKbSourceList {
         success: true,
-        next_cursor: paging::next_cursor(more, links.last().map(|l| (l.created_at, l.id.as_str()))),
-        kb_sources: links
-            .iter()
-            .map(|link| message(link, sources.iter().find(|s| s.id == link.source_id)))
-            .collect(),
+        next_cursor,
+        kb_sources,
     })
 }
 

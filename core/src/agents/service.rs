@@ -165,10 +165,11 @@ impl Agents for AgentsService {
         let (rows, more) = paging::fetch(&self.db, select, &page, agents::Column::CreatedAt, agents::Column::Id)
             .await
             .map_err(ApiError::from)?;
+        let (agents, next_cursor) = paging::render(&rows, more, |a| (a.created_at, a.id.as_str()), agent_message);
         Ok(Response::new(AgentList {
             success: true,
-            next_cursor: paging::next_cursor(more, rows.last().map(|a| (a.created_at, a.id.as_str()))),
-            agents: rows.iter().map(agent_message).collect(),
+            next_cursor,
+            agents,
         }))
     }
 

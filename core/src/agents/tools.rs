@@ -186,10 +186,12 @@ pub async fn list_functions(
         custom_functions::Column::Id,
     )
     .await?;
+    let (custom_functions, next_cursor) =
+        paging::render(&rows, more, |f| (f.created_at, f.id.as_str()), function_message);
     Ok(CustomFunctionList {
         success: true,
-        next_cursor: paging::next_cursor(more, rows.last().map(|f| (f.created_at, f.id.as_str()))),
-        custom_functions: rows.iter().map(function_message).collect(),
+        next_cursor,
+        custom_functions,
     })
 }
 
@@ -264,10 +266,11 @@ pub async fn list_servers(
         mcp_servers::Column::Id,
     )
     .await?;
+    let (mcp_servers, next_cursor) = paging::render(&rows, more, |s| (s.created_at, s.id.as_str()), server_message);
     Ok(McpServerList {
         success: true,
-        next_cursor: paging::next_cursor(more, rows.last().map(|s| (s.created_at, s.id.as_str()))),
-        mcp_servers: rows.iter().map(server_message).collect(),
+        next_cursor,
+        mcp_servers,
     })
 }
 

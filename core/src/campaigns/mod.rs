@@ -265,14 +265,19 @@ impl CampaignsService {
         items.sort_by(|a, b| b.cmp(a));
         let more = more_agents || more_broadcasts || items.len() as u64 > page.limit;
         items.truncate(page.limit as usize);
-        let next = paging::next_cursor(more, items.last().map(|(at, id)| (*at, id.as_str())));
-        let ids: Vec<String> = items.into_iter().map(|(_, id)| id).collect();
-        let out = load(&self.db, account_id, &ids)
-            .await?
+        let ids: Vec<String> = items.iter().map(|(_, id)| id.clone()).collect();
+        // `load` keeps the order of `ids` (leaving out any deleted meanwhile); each campaign pages at the
+        // position of the row it was listed by.
+        let mut loaded = load(&self.db, account_id, &ids).await?.into_iter().peekable();
+        let rows = items
             .into_iter()
-            .map(render)
-            .collect();
-        Ok((out, next))
+            .filter_map(|(at, id)| loaded.next_if(|p| p.id == id).map(|p| (at, p)));
+        Ok(paging::render(
+            rows,
+            more,
+            |(at, p)| (*at, p.id.as_str()),
+            |(_, p)| render(p),
+        ))
     }
 
     async fn create(&self, account_id: &str, r: CreateCampaignRequest) -> ApiResult<Campaign> {

@@ -307,10 +307,10 @@ impl Deals for DealsService {
         let (rows, more) = store::list(&self.db, &account_id, &filters, &page)
             .await
             .map_err(ApiError::from)?;
-        let next_cursor = paging::next_cursor(more, rows.last().map(|d| (d.created_at, d.id.as_str())));
+        let (deals, next_cursor) = paging::render(rows, more, |d| (d.created_at, d.id.as_str()), deal_message);
         Ok(Response::new(DealList {
             success: true,
-            deals: rows.into_iter().map(deal_message).collect(),
+            deals,
             next_cursor,
         }))
     }

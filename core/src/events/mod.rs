@@ -65,6 +65,7 @@ event_types! {
     KbSourceFailed => "kb_source.failed",
     SummaryCreated => "summary.created",
     BroadcastCompleted => "broadcast.completed",
+    ConversationHandoff => "conversation.handoff",
     WebhookTest => "webhook.test",
 }
 

@@ -1,6 +1,7 @@
 //! The gRPC server: every service of the core, gRPC health and reflection, behind one tracing layer. The same
 //! `Routes` value serves the network listener and the in-process edge, so both see identical behaviour.
 
+mod deadline;
 mod trace;
 
 use std::net::SocketAddr;
@@ -17,9 +18,10 @@ use frontdesk_api::{
         entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, pipelines_server::PipelinesServer,
         webhooks_server::WebhooksServer,
     },
+    wire,
 };
 use tokio::net::TcpListener;
-use tonic::service::Routes;
+use tonic::service::{Routes, interceptor::InterceptedService};
 
 use crate::{
     access::{guard::Guard, service::ApiKeysService},
@@ -75,19 +77,27 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let admin_token = services.admin_token;
-    let routes = Routes::new(SiteServer::new(services.health))
-        .add_service(PaymentsServer::new(services.payments))
-        .add_service(ApiKeysServer::new(services.api_keys))
-        .add_service(DealsServer::new(services.deals))
-        .add_service(PipelinesServer::new(services.pipelines))
-        .add_service(WebhooksServer::new(services.webhooks))
-        .add_service(AgentsServer::new(services.agents))
-        .add_service(ChannelsServer::new(services.channels))
-        .add_service(EntryPointsServer::new(services.entry_points))
-        .add_service(KbGroupsServer::new(services.kb_groups))
-        .add_service(BroadcastsServer::new(services.broadcasts))
-        .add_service(CampaignsServer::new(services.campaigns))
-        .add_service(AdminServer::with_interceptor(services.admin, move |request| {
+    // Every service answers up to the contract's message size, which the edge reads (tonic's default is
+    // 4 MiB); requests keep tonic's 4 MiB.
+    macro_rules! sized {
+        ($server:expr) => {
+            $server.max_encoding_message_size(wire::MAX_MESSAGE_BYTES)
+        };
+    }
+    let admin = sized!(AdminServer::new(services.admin));
+    let routes = Routes::new(sized!(SiteServer::new(services.health)))
+        .add_service(sized!(PaymentsServer::new(services.payments)))
+        .add_service(sized!(ApiKeysServer::new(services.api_keys)))
+        .add_service(sized!(DealsServer::new(services.deals)))
+        .add_service(sized!(PipelinesServer::new(services.pipelines)))
+        .add_service(sized!(WebhooksServer::new(services.webhooks)))
+        .add_service(sized!(AgentsServer::new(services.agents)))
+        .add_service(sized!(ChannelsServer::new(services.channels)))
+        .add_service(sized!(EntryPointsServer::new(services.entry_points)))
+        .add_service(sized!(KbGroupsServer::new(services.kb_groups)))
+        .add_service(sized!(BroadcastsServer::new(services.broadcasts)))
+        .add_service(sized!(CampaignsServer::new(services.campaigns)))
+        .add_service(InterceptedService::new(admin, move |request| {
             admin_token.check(request)
         }))
         .add_service(grpc_health)
@@ -95,8 +105,9 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(reflection_v1alpha);
     let guard = services.guard;
     let sunset = services.sunset;
-    // Layers run outside-in: trace first (so refusals are traced with their request id), then the campaigns'
-    // deprecation (so the guard's refusals carry it too), then the guard.
+    // Layers run outside-in: trace first (so refusals are traced with their request id), then the caller's
+    // deadline (the guard's own work, which may wait on Redis or the database, included), then the
+    // campaigns' deprecation (so the guard's refusals carry it too), then the guard.
     let router = routes
         .into_axum_router()
         .layer(axum::middleware::from_fn(move |request, next| {
@@ -105,6 +116,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .layer(axum::middleware::from_fn(move |request, next| {
             sunset::sunset(sunset.clone(), request, next)
         }))
+        .layer(axum::middleware::from_fn(deadline::enforce))
         .layer(axum::middleware::from_fn(trace::trace_call));
     Ok(Routes::from(router))
 }

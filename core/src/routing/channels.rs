@@ -215,10 +215,11 @@ impl Channels for ChannelsService {
         )
         .await
         .map_err(ApiError::from)?;
+        let (channels, next_cursor) = paging::render(&rows, more, |c| (c.created_at, c.id.as_str()), channel_message);
         Ok(Response::new(ChannelList {
             success: true,
-            next_cursor: paging::next_cursor(more, rows.last().map(|c| (c.created_at, c.id.as_str()))),
-            channels: rows.iter().map(channel_message).collect(),
+            next_cursor,
+            channels,
         }))
     }
 

@@ -312,10 +312,11 @@ impl EntryPoints for EntryPointsService {
         )
         .await
         .map_err(ApiError::from)?;
+        let (entry_points, next_cursor) = paging::render(&rows, more, |e| (e.created_at, e.id.as_str()), message);
         Ok(Response::new(EntryPointList {
             success: true,
-            next_cursor: paging::next_cursor(more, rows.last().map(|e| (e.created_at, e.id.as_str()))),
-            entry_points: rows.iter().map(message).collect(),
+            next_cursor,
+            entry_points,
         }))
     }
 

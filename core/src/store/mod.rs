@@ -12,9 +12,26 @@ use sea_orm::{
     TransactionTrait, TryGetable, sqlx,
 };
 
-/// Opens a pool on `url`. Start-up needs the database (migrations run first), so an unreachable database at
-/// start is an error that names it; an outage after start is reported by the health check instead.
-pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
+/// Time limits of every PostgreSQL session of a pool, so that a call waiting on a lock another transaction
+/// holds, or a runaway statement, ends with an error instead of holding its request (and connection)
+/// forever. Zero is no limit. SQLite has neither: its writers wait at most the busy timeout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// `lock_timeout`: the longest a statement waits for a lock.
+    pub lock_timeout: Duration,
+    /// `statement_timeout`: the longest a statement runs.
+    pub statement_timeout: Duration,
+}
+
+/// PostgreSQL's SQLSTATE for a lock not obtained within `lock_timeout` (lock_not_available).
+pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// PostgreSQL's SQLSTATE for a statement cancelled, by `statement_timeout` among others (query_canceled).
+pub const QUERY_CANCELED: &str = "57014";
+
+/// Opens a pool on `url`, every PostgreSQL session under `limits`. Start-up needs the database (migrations
+/// run first), so an unreachable database at start is an error that names it; an outage after start is
+/// reported by the health check instead.
+pub async fn connect(url: &str, max_connections: u32, limits: SessionLimits) -> anyhow::Result<DatabaseConnection> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(max_connections)
@@ -29,7 +46,14 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         // Write-ahead logging: readers never wait for the writer nor the writer for readers, where the rollback
         // journal made a commit wait until every open read had finished. Commits still sync (FULL), so a
         // committed write survives a power loss. An in-memory database keeps its own journal.
-        .map_sqlx_sqlite_opts(|sqlite| sqlite.journal_mode(sqlx::sqlite::SqliteJournalMode::Wal));
+        .map_sqlx_sqlite_opts(|sqlite| sqlite.journal_mode(sqlx::sqlite::SqliteJournalMode::Wal))
+        // Session settings sent when each connection starts, in milliseconds (PostgreSQL's unit for both).
+        .map_sqlx_postgres_opts(move |pg| {
+            pg.options([
+                ("lock_timeout", limits.lock_timeout.as_millis()),
+                ("statement_timeout", limits.statement_timeout.as_millis()),
+            ])
+        });
     Database::connect(options)
         .await
         .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(url)))
@@ -96,6 +120,16 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("migration failed: {e}"))
 }
 
+/// Applies every pending migration to the database at `url` over a connection of its own, without the
+/// serving pool's session limits: building an index on a large table may rightly take longer than any
+/// request.
+pub async fn migrate_at(url: &str) -> anyhow::Result<()> {
+    let db = connect(url, 1, SessionLimits::default()).await?;
+    let migrated = migrate(&db).await;
+    db.close().await.ok();
+    migrated
+}
+
 /// True when the database answers within two seconds.
 pub async fn is_reachable(db: &DatabaseConnection) -> bool {
     matches!(
@@ -129,7 +163,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fd-store-{}", crate::ids::base62(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.join("x.db").display());
-        let db = super::connect(&url, connections).await.unwrap();
+        let db = super::connect(&url, connections, super::SessionLimits::default())
+            .await
+            .unwrap();
         db.execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
             .await
             .unwrap();

@@ -54,6 +54,7 @@ mod tests {
         let asked = vec!["deal.created".to_owned(), "deal.created".to_owned(), "*".to_owned()];
         assert_eq!(check_events(&asked).unwrap(), vec!["deal.created", "*"]);
         assert!(check_events(&["deal.deleted".to_owned()]).is_err());
+        assert!(check_events(&["conversation.handoff".to_owned()]).is_ok());
         assert!(wants(&["deal.created".into()], "deal.created"));
         assert!(!wants(&["deal.created".into()], "deal.updated"));
         assert!(wants(&["*".into()], "webhook.test"));
