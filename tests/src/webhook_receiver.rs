@@ -201,30 +201,3 @@ async fn record(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     });
     StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
-
-/// An endpoint that accepts connections and never answers (nor reads): a black hole. Its `url` keeps every
-/// attempt waiting for its timeout. The connections are held until it is dropped.
-pub struct BlackHole {
-    task: JoinHandle<()>,
-    pub url: String,
-}
-
-impl BlackHole {
-    pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((socket, _)) = listener.accept().await {
-                held.push(socket);
-            }
-        });
-        Self { task, url }
-    }
-}
-
-impl Drop for BlackHole {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}

@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use frontdesk_tests::{
-    Db, Server, admin, on_both_databases,
-    platform::Platform,
-    webhook_receiver::{BlackHole, Receiver},
+    Db, Server, admin, blackhole::Blackhole, on_both_databases, platform::Platform, webhook_receiver::Receiver,
 };
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::{Value, json};
@@ -122,9 +120,9 @@ on_both_databases!(a_dead_endpoint_holds_only_its_share, |db: Db| async move {
         ]),
     )
     .await;
-    let hole = BlackHole::start().await;
+    let hole = Blackhole::start().await;
     let stuck = Platform::new(&server).await;
-    subscribe(&stuck, &hole.url).await;
+    subscribe(&stuck, &format!("http://{}/hook", hole.addr)).await;
     for n in 0..20 {
         deal(&stuck, &format!("backlog {n}")).await;
     }
