@@ -55,12 +55,12 @@ pub struct Core {
 
 /// Connects and migrates the database, then builds every service into one set of gRPC routes.
 pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
-    store::migrate_at(&config.database_url).await?;
     let limits = store::SessionLimits {
         lock_timeout: config.db_lock_timeout,
         statement_timeout: config.db_statement_timeout,
     };
     let db = store::connect(&config.database_url, config.db_max_connections, limits).await?;
+    store::migrate_unbounded(&db, &config.database_url).await?;
     let provider = payment_provider(&config.payments, &db).await?;
     let steerable = Arc::new(SteerableClock::default());
     let test_clock = config.test_clock.then(|| steerable.clone());

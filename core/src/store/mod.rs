@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use frontdesk_migrations::{Migrator, MigratorTrait};
 use sea_orm::{
-    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
     EntityTrait, PrimaryKeyTrait, QueryFilter, QueryResult, SqliteTransactionMode, TransactionOptions,
     TransactionTrait, TryGetable, sqlx,
 };
@@ -128,6 +128,15 @@ pub async fn migrate_at(url: &str) -> anyhow::Result<()> {
     let migrated = migrate(&db).await;
     db.close().await.ok();
     migrated
+}
+
+/// Migrates the database of `pool` (opened on `url`) without its session limits: on PostgreSQL over a
+/// connection of its own; SQLite has no such limits, and an in-memory database exists only in its pool.
+pub async fn migrate_unbounded(pool: &DatabaseConnection, url: &str) -> anyhow::Result<()> {
+    match pool.get_database_backend() {
+        DbBackend::Postgres => migrate_at(url).await,
+        _ => migrate(pool).await,
+    }
 }
 
 /// True when the database answers within two seconds.
