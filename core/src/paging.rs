@@ -158,19 +158,6 @@ pub fn render<R, T: prost::Message>(
     (items, next)
 }
 
-/// The cursor of the page after one whose last row is `last` (created_at, id), when more follow. For a
-/// list not built by `render` (webhook deliveries, whose items are small), so not cut by size.
-pub fn next_cursor(more: bool, last: Option<(DateTime<Utc>, &str)>) -> Option<String> {
-    let (created_at, id) = last.filter(|_| more)?;
-    Some(
-        Cursor {
-            created_at,
-            id: id.to_owned(),
-        }
-        .encode(),
-    )
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cursor {
     pub created_at: DateTime<Utc>,

@@ -398,13 +398,15 @@ impl WebhooksService {
         let (rows, more) = store::deliveries(&self.db, &webhook.id, status, &page).await?;
         let ids: Vec<String> = rows.iter().map(|d| d.id.clone()).collect();
         let attempts = store::attempts_of(&self.db, &ids).await?;
-        let next_cursor = paging::next_cursor(more, rows.last().map(|d| (d.created_at, d.id.as_str())));
+        let (deliveries, next_cursor) = paging::render(
+            &rows,
+            more,
+            |d| (d.created_at, d.id.as_str()),
+            |d| delivery_message(d, attempts.get(&d.id).map(Vec::as_slice).unwrap_or_default()),
+        );
         Ok(WebhookDeliveryList {
             success: true,
-            deliveries: rows
-                .iter()
-                .map(|d| delivery_message(d, attempts.get(&d.id).map(Vec::as_slice).unwrap_or_default()))
-                .collect(),
+            deliveries,
             next_cursor,
         })
     }

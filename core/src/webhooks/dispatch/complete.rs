@@ -102,12 +102,13 @@ impl HealthChange {
 pub async fn record(
     db: &DatabaseConnection,
     rules: &Rules,
-    mut results: Vec<AttemptResult>,
+    results: &mut [AttemptResult],
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     results.sort_by_key(|r| r.finished_at);
+    let results = &*results;
     let mut changes: BTreeMap<&str, HealthChange> = BTreeMap::new();
-    for result in &results {
+    for result in results {
         changes
             .entry(result.claimed.webhook_id.as_str())
             .or_default()

@@ -186,7 +186,8 @@ async fn claim_loop(
     let capacity = dispatcher.config.concurrency as usize;
     let slots = Arc::new(Semaphore::new(capacity));
     let lease_ms = i64::try_from(dispatcher.config.lease.as_millis()).unwrap_or(i64::MAX / 2);
-    // Claims are worth batching (three statements each): wait until a quarter of the slots are free.
+    // Claims are worth batching (two statements each, more when some must be released or parked): wait
+    // until a quarter of the slots are free.
     let batch = (capacity / 4).max(1) as u32;
     while !shutdown.is_stopping() {
         match slots.acquire_many(batch).await {
@@ -279,11 +280,11 @@ async fn record_loop(
                 Err(_) => break,
             }
         }
-        let (results, permits): (Vec<AttemptResult>, Vec<OwnedSemaphorePermit>) = batch.into_iter().unzip();
+        let (mut results, permits): (Vec<AttemptResult>, Vec<OwnedSemaphorePermit>) = batch.into_iter().unzip();
         // A batch that cannot be written is attempted again once its leases, no longer renewed, end: at
         // least once, not lost.
         for attempt in 1..=3 {
-            match record(&db, &rules, results.clone(), Utc::now()).await {
+            match record(&db, &rules, &mut results, Utc::now()).await {
                 Ok(()) => break,
                 Err(err) => {
                     tracing::warn!(error = %err, attempt, "recording webhook attempts failed");
