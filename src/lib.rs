@@ -13,23 +13,36 @@ pub mod google {
     }
 }
 
-/// Platform API v1.
-pub mod v1 {
-    tonic::include_proto!("frontdesk.v1");
-}
-
-/// Operator API (gRPC only).
-pub mod admin {
+/// Generated code, nested as its proto packages are (`frontdesk.v1` is `frontdesk::v1`), so that references
+/// across packages (`google.api.HttpBody`) resolve.
+pub mod frontdesk {
+    /// Platform API v1.
     pub mod v1 {
-        tonic::include_proto!("frontdesk.admin.v1");
+        tonic::include_proto!("frontdesk.v1");
+    }
+
+    /// Operator API (gRPC only).
+    pub mod admin {
+        pub mod v1 {
+            tonic::include_proto!("frontdesk.admin.v1");
+        }
+    }
+
+    pub mod site {
+        pub mod v0 {
+            tonic::include_proto!("frontdesk.site.v0");
+        }
+    }
+
+    /// Provider callbacks, forwarded by the edge as they arrived (internal).
+    pub mod hooks {
+        pub mod v1 {
+            tonic::include_proto!("frontdesk.hooks.v1");
+        }
     }
 }
 
-pub mod site {
-    pub mod v0 {
-        tonic::include_proto!("frontdesk.site.v0");
-    }
-}
+pub use frontdesk::{admin, hooks, site, v1};
 
 /// Conventions between the gRPC core and the REST edge that the proto files cannot express.
 pub mod wire {
@@ -56,7 +69,9 @@ pub mod wire {
     /// `ErrorInfo` reason of a preflight whose credentials passed every check.
     pub const PREFLIGHT_PASSED: &str = "PREFLIGHT_PASSED";
     /// HTTP request headers the edge passes to the core as metadata of the same name.
-    pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", API_KEY];
+    pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", API_KEY, IDEMPOTENCY_KEY];
+    /// Request metadata: the `Idempotency-Key` header of a send.
+    pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
     /// Response metadata the edge copies to HTTP response headers under the same name.
     pub const FORWARDED_HEADERS: &[&str] = &[
         "ratelimit",

@@ -98,7 +98,12 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),
         agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy),
-        channels: ChannelsService::new(db.clone(), clock.clone(), sealer.clone()),
+        channels: ChannelsService::new(
+            db.clone(),
+            clock.clone(),
+            sealer.clone(),
+            &config.conversations.public_url,
+        ),
         entry_points: EntryPointsService::new(db.clone(), clock.clone()),
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),

@@ -70,6 +70,66 @@ pub struct CoreConfig {
 
     #[command(flatten)]
     pub webhooks: WebhookConfig,
+
+    #[command(flatten)]
+    pub conversations: ConversationConfig,
+
+    #[command(flatten)]
+    pub jobs: JobConfig,
+}
+
+/// Conversations and the channels that carry them.
+#[derive(Args, Clone, Debug)]
+pub struct ConversationConfig {
+    /// The address providers and browsers reach this service at: channel callback URLs
+    /// (`{FRONTDESK_PUBLIC_URL}/hooks/...`) are built from it, and Twilio's signatures are checked against it.
+    #[arg(long, env = "FRONTDESK_PUBLIC_URL", default_value = "http://localhost:8080")]
+    pub public_url: String,
+
+    /// Base URL of Twilio's REST API (the Messages API lives under it).
+    #[arg(long, env = "FRONTDESK_TWILIO_BASE_URL", default_value = "https://api.twilio.com")]
+    pub twilio_base_url: String,
+
+    /// A conversation with no message for this many hours closes by itself; the next message opens a new one.
+    #[arg(long, env = "FRONTDESK_CONVERSATION_IDLE_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=8760))]
+    pub idle_hours: u32,
+
+    /// Time limit of one call to a channel provider (a send); past it the send is retried.
+    #[arg(long = "provider-timeout", env = "FRONTDESK_PROVIDER_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub provider_timeout: Duration,
+
+    /// Waits before each retry of a send the provider could not take (429, 5xx, timeout, no connection),
+    /// each +-20%; after the last the message fails with `provider_unavailable`.
+    #[arg(
+        long = "send-retry-schedule",
+        env = "FRONTDESK_SEND_RETRY_SCHEDULE",
+        default_value = "1s,5s,30s,2m,10m",
+        value_parser = parse_duration_list
+    )]
+    pub send_retry_schedule: DurationList,
+}
+
+/// The durable job engine (sends, and later AI replies, imports and broadcasts). Durations are written
+/// `500ms`, `5s`, `5m`, `2h` or `3d`.
+#[derive(Args, Clone, Debug)]
+pub struct JobConfig {
+    /// Jobs running at once in this process.
+    #[arg(long = "job-concurrency", env = "FRONTDESK_JOB_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+
+    /// Jobs of one lane (one channel's sends) running at once in this process, so a provider that hangs
+    /// holds only its lane's share.
+    #[arg(long = "job-lane-concurrency", env = "FRONTDESK_JOB_LANE_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub lane_concurrency: u32,
+
+    /// How long a claimed job belongs to its worker without a renewal; the worker renews it every third of
+    /// this while the job runs, so a job whose worker died runs again within this. At least 1s.
+    #[arg(long = "job-lease", env = "FRONTDESK_JOB_LEASE", default_value = "5s", value_parser = parse_duration)]
+    pub lease: Duration,
+
+    /// How often idle workers look for due jobs (a job enqueued in this process wakes them at once).
+    #[arg(long = "job-poll-interval", env = "FRONTDESK_JOB_POLL_INTERVAL", default_value = "50ms", value_parser = parse_positive_duration)]
+    pub poll_interval: Duration,
 }
 
 /// The webhook delivery engine. Durations are written `500ms`, `5s`, `5m`, `2h` or `3d`.

@@ -10,6 +10,7 @@ mod m20261122_000004_webhooks;
 mod m20261122_000005_agents_routing;
 mod m20261122_000006_webhook_retention;
 mod m20261123_000007_webhook_claims;
+mod m20261123_000008_conversations;
 
 pub struct Migrator;
 
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000005_agents_routing::Migration),
             Box::new(m20261122_000006_webhook_retention::Migration),
             Box::new(m20261123_000007_webhook_claims::Migration),
+            Box::new(m20261123_000008_conversations::Migration),
         ]
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use frontdesk_api::admin::v1::{
     Account, CreateAccountRequest, CreatedAccount, CreditsRequest, CreditsResult, DeleteAccountRequest,
-    GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, SetTestClockRequest, TestClock, UpdateAccountRequest,
-    admin_server::Admin,
+    GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, Job, JobList, ListJobsRequest, RetryJobRequest,
+    SetTestClockRequest, TestClock, UpdateAccountRequest, admin_server::Admin,
 };
 use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
@@ -20,6 +20,7 @@ use crate::{
     access::{key_store, scopes::Scopes},
     clock::{Clock, SteerableClock},
     error::{ApiError, ApiResult, FieldViolation},
+    jobs,
     plan::Plan,
     store::entities::accounts,
     timestamps,
@@ -191,6 +192,36 @@ impl Admin for AdminService {
             now: Some(timestamps::to_proto(clock.now())),
             offset_ms: clock.offset().num_milliseconds(),
         }))
+    }
+
+    async fn list_jobs(&self, request: Request<ListJobsRequest>) -> Result<Response<JobList>, Status> {
+        let r = request.into_inner();
+        if !(0..=200).contains(&r.limit) {
+            return Err(ApiError::field("limit", "must be between 1 and 200").into());
+        }
+        let limit = if r.limit == 0 { 50 } else { r.limit };
+        let now_ms = self.clock.now().timestamp_millis();
+        let rows = jobs::admin::list(&self.db, r.failed, &r.kind, limit.unsigned_abs().into())
+            .await
+            .map_err(ApiError::from)?;
+        let stats = jobs::admin::stats(&self.db, now_ms).await.map_err(ApiError::from)?;
+        Ok(Response::new(JobList {
+            jobs: rows.iter().map(|job| jobs::admin::job_message(job, now_ms)).collect(),
+            pending: stats.pending,
+            due: stats.due,
+            failed: stats.failed,
+            oldest_due_age_seconds: stats.oldest_due_age_seconds,
+        }))
+    }
+
+    async fn retry_job(&self, request: Request<RetryJobRequest>) -> Result<Response<Job>, Status> {
+        let now = self.clock.now();
+        let job = jobs::admin::retry(&self.db, &request.into_inner().id, now)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::not_found("failed job"))?;
+        tracing::info!(job = job.id, kind = job.kind, "failed job queued again by an operator");
+        Ok(Response::new(jobs::admin::job_message(&job, now.timestamp_millis())))
     }
 
     async fn issue_api_key(&self, request: Request<IssueApiKeyRequest>) -> Result<Response<IssuedApiKey>, Status> {

@@ -49,12 +49,29 @@ pub struct ChannelsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
     sealer: Sealer,
+    /// `FRONTDESK_PUBLIC_URL` without a trailing `/`.
+    public_url: Arc<str>,
 }
 
 impl ChannelsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sealer: Sealer) -> Self {
-        Self { db, clock, sealer }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sealer: Sealer, public_url: &str) -> Self {
+        Self {
+            db,
+            clock,
+            sealer,
+            public_url: public_url.trim_end_matches('/').into(),
+        }
     }
+}
+
+/// Where the channel's provider sends its callbacks; "" for channels that have none (webchat).
+pub fn webhook_url(public_url: &str, channel: &channels::Model) -> String {
+    let route = match channel.provider.as_str() {
+        "twilio" => "twilio",
+        "whatsapp_cloud" | "meta" => "meta",
+        _ => return String::new(),
+    };
+    format!("{}/hooks/{route}/{}", public_url.trim_end_matches('/'), channel.id)
 }
 
 /// The account's connected channel of this name.
@@ -77,8 +94,11 @@ pub async fn require_connected(db: &impl ConnectionTrait, account_id: &str, name
     }
 }
 
-fn channel_message(m: &channels::Model) -> Channel {
+fn channel_message(public_url: &str, m: &channels::Model) -> Channel {
     Channel {
+        id: m.id.clone(),
+        webhook_url: webhook_url(public_url, m),
+        verify_token: m.verify_token.clone(),
         name: m.name.clone(),
         r#type: m.kind.clone(),
         provider: m.provider.clone(),
@@ -162,9 +182,19 @@ impl ChannelsService {
                 r.name
             )));
         }
-        let id = format!("chn_{}", crate::ids::base62(16));
+        let id = format!("ch_{}", crate::ids::base62(20));
         let config: std::collections::BTreeMap<&String, &String> = r.config.iter().collect();
+        // Meta verifies a callback URL with a token the business types into its console.
+        let verify_token = match provider.as_str() {
+            "whatsapp_cloud" | "meta" => r
+                .config
+                .get("verify_token")
+                .cloned()
+                .unwrap_or_else(|| crate::ids::base62(24)),
+            _ => String::new(),
+        };
         let row = channels::Model {
+            verify_token,
             config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
             configured_keys: to_json_text(&config.keys().collect::<Vec<_>>()),
             id,
@@ -204,7 +234,8 @@ impl Channels for ChannelsService {
     async fn list_channels(&self, request: Request<ListChannelsRequest>) -> Result<Response<ChannelList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "chn_")?;
+        // `ch_` ids, and `chn_` ones of channels connected before the ids grew.
+        let page = Page::checked(r.limit, &r.cursor, "ch")?;
         let select = channels::Entity::find().filter(channels::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(
             &self.db,
@@ -215,7 +246,12 @@ impl Channels for ChannelsService {
         )
         .await
         .map_err(ApiError::from)?;
-        let (channels, next_cursor) = paging::render(&rows, more, |c| (c.created_at, c.id.as_str()), channel_message);
+        let (channels, next_cursor) = paging::render(
+            &rows,
+            more,
+            |c| (c.created_at, c.id.as_str()),
+            |c| channel_message(&self.public_url, c),
+        );
         Ok(Response::new(ChannelList {
             success: true,
             next_cursor,
@@ -231,7 +267,7 @@ impl Channels for ChannelsService {
         let channel = self.connect(&account_id, request.into_inner()).await?;
         Ok(Response::new(ChannelAnswer {
             success: true,
-            channel: Some(channel_message(&channel)),
+            channel: Some(channel_message(&self.public_url, &channel)),
         }))
     }
 

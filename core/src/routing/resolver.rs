@@ -33,6 +33,14 @@ pub enum Route {
 }
 
 impl Route {
+    /// The agent that answers, if any.
+    pub fn agent_id(&self) -> Option<&str> {
+        match self {
+            Self::EntryPoint { agent_id, .. } | Self::ChannelDefault { agent_id } => Some(agent_id),
+            Self::NoRoute => None,
+        }
+    }
+
     pub fn reason(&self) -> &'static str {
         match self {
             Self::EntryPoint { .. } => "entry_point",

@@ -1,7 +1,9 @@
 //! Persistence: the SeaORM connection (SQLite or PostgreSQL by URL), migrations, and the entities.
 
 pub mod entities;
+pub mod leases;
 pub mod settings;
+pub mod sql;
 
 use std::time::Duration;
 

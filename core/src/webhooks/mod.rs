@@ -2,7 +2,6 @@
 //! Standard Webhooks signatures, retries and automatic disabling.
 
 pub mod dispatch;
-pub mod schedule;
 pub mod secret;
 pub mod service;
 pub mod signing;

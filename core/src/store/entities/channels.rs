@@ -14,6 +14,8 @@ pub struct Model {
     pub provider: String,
     pub config: String,
     pub configured_keys: String,
+    /// What the business types into Meta's console to verify the callback URL; "" for other providers.
+    pub verify_token: String,
     pub created_at: DateTimeUtc,
 }
 

@@ -6,10 +6,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::claim::Claimed;
-use crate::{
-    integrations::outbound::OutboundPolicy,
-    webhooks::{schedule::parse_retry_after, signing},
-};
+use crate::{integrations::outbound::OutboundPolicy, retry::parse_retry_after, webhooks::signing};
 
 /// Most of an answer's body read (and discarded) so its connection can be reused.
 const MAX_DRAINED_BODY: usize = 64 * 1024;

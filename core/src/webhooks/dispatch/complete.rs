@@ -16,10 +16,7 @@ use sea_orm::{
 };
 
 use super::attempt::{AttemptResult, Outcome};
-use crate::{
-    store::entities::webhook_attempts,
-    webhooks::{schedule::RetrySchedule, store},
-};
+use crate::{retry::RetrySchedule, store::entities::webhook_attempts, webhooks::store};
 
 /// Rows per batched UPDATE or INSERT.
 const CHUNK: usize = 500;

@@ -11,7 +11,6 @@ mod claim;
 mod complete;
 mod fanout;
 mod in_flight;
-mod lease;
 mod prune;
 
 use std::{
@@ -20,7 +19,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use tokio::{
     sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
     task::JoinHandle,
@@ -32,14 +31,25 @@ use self::{
     complete::{Rules, record},
     in_flight::{Caps, InFlight},
 };
-use super::schedule::RetrySchedule;
 use crate::{
     clock::Clock, config::WebhookConfig, integrations::outbound::OutboundPolicy, secrets::Sealer, shutdown::Shutdown,
+};
+use crate::{
+    retry::RetrySchedule,
+    store::{
+        leases::{self, Queue},
+        sql::{placeholders, skip_locked},
+    },
 };
 
 /// A result on its way to the recorder, with the slot it holds until it is committed.
 type Finished = (AttemptResult, OwnedSemaphorePermit);
 
+/// The deliveries' work queue, for leases.
+const DELIVERIES: Queue = Queue {
+    table: "webhook_deliveries",
+    due_column: "next_attempt_ms",
+};
 /// Events fanned out per transaction.
 const FAN_OUT_BATCH: u64 = 500;
 /// Results written per transaction at most.
@@ -54,23 +64,6 @@ const PRUNE_BATCH: u64 = 1_000;
 const SCAN_RESTART: Duration = Duration::from_secs(24 * 3600);
 /// Wait before retrying after a database error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
-
-/// `$first, $first+1, ...` (`count` of them): numbered placeholders, which both SQLite and PostgreSQL read.
-fn placeholders(first: usize, count: usize) -> String {
-    (first..first + count)
-        .map(|n| format!("${n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The suffix that makes a subquery's row selection skip rows another transaction holds: replicas then take
-/// disjoint work instead of queueing behind each other. SQLite has one writer at a time and no row locks.
-fn skip_locked(backend: DbBackend) -> &'static str {
-    match backend {
-        DbBackend::Postgres => " FOR UPDATE SKIP LOCKED",
-        _ => "",
-    }
-}
 
 pub struct Dispatcher {
     db: DatabaseConnection,
@@ -257,7 +250,7 @@ async fn claim_loop(
     if finished.is_err() {
         let tokens = dispatcher.in_flight.tokens();
         let now_ms = dispatcher.clock.now().timestamp_millis();
-        match lease::release(&dispatcher.db, &tokens, now_ms).await {
+        match leases::release(&dispatcher.db, DELIVERIES, &tokens, now_ms).await {
             Ok(()) => tracing::info!(claims = tokens.len(), "released unfinished webhook deliveries"),
             Err(err) => {
                 tracing::warn!(error = %err, "releasing unfinished webhook deliveries failed; their leases will end")
@@ -306,7 +299,7 @@ async fn renew_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, in_flight: Ar
     loop {
         let tokens = in_flight.tokens();
         if !tokens.is_empty()
-            && let Err(err) = lease::renew(&db, &tokens, clock.now().timestamp_millis() + lease_ms).await
+            && let Err(err) = leases::renew(&db, DELIVERIES, &tokens, clock.now().timestamp_millis() + lease_ms).await
         {
             tracing::warn!(error = %err, "renewing webhook delivery leases failed");
         }

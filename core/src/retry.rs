@@ -1,5 +1,5 @@
-//! When a failed delivery is tried again: the configured schedule, each wait +-20% so retries of many
-//! deliveries spread out, and a receiver's `Retry-After` honoured up to twice the scheduled wait.
+//! When failed work is tried again (webhook deliveries, jobs): a configured schedule, each wait +-20% so retries
+//! of many spread out, and a receiver's `Retry-After` honoured up to twice the scheduled wait.
 
 use std::time::Duration;
 

@@ -1,0 +1,150 @@
+//! Claims due jobs for this worker. One statement takes the oldest due jobs of the kinds this process runs,
+//! passing over lanes already at their cap (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas claim
+//! disjoint rows): it moves `run_at_ms` to the end of a lease and stamps a fresh claim token. Of what it took,
+//! those within the lane caps are kept and the rest released at once, due now. The try count does not move:
+//! a job whose worker died is claimed again when its lease ends, as the same try, so a crash of ours never
+//! spends one.
+
+use std::collections::HashMap;
+
+use rand::Rng;
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+
+use super::{Job, in_flight::InFlight};
+use crate::store::sql::{placeholders, skip_locked};
+
+/// What one claim took.
+#[derive(Default)]
+pub struct Claim {
+    pub jobs: Vec<Job>,
+    /// Fewer due jobs than wanted were found: the queue is drained, or what is left waits for a lane to
+    /// come back under its cap (which wakes the claim loop).
+    pub idle: bool,
+}
+
+pub async fn claim(
+    db: &DatabaseConnection,
+    in_flight: &InFlight,
+    kinds: &[&'static str],
+    limit: usize,
+    now_ms: i64,
+    lease_ms: i64,
+) -> Result<Claim, DbErr> {
+    let token = rand::rng().random::<i64>();
+    let taken = take(db, &in_flight.full_lanes(), kinds, limit, token, now_ms, lease_ms).await?;
+    let idle = taken.len() < limit;
+    let (jobs, excess) = within_caps(taken, in_flight.lane_cap(), |lane| in_flight.load(lane));
+    if !excess.is_empty() {
+        release(db, &excess, token, now_ms).await?;
+    }
+    Ok(Claim { jobs, idle })
+}
+
+async fn take(
+    db: &DatabaseConnection,
+    full_lanes: &[String],
+    kinds: &[&'static str],
+    limit: usize,
+    token: i64,
+    now_ms: i64,
+    lease_ms: i64,
+) -> Result<Vec<Job>, DbErr> {
+    let backend = db.get_database_backend();
+    let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
+    let kind_list = placeholders(values.len() + 1, kinds.len());
+    values.extend(kinds.iter().map(|k| Value::from(*k)));
+    let mut exclude = String::new();
+    if !full_lanes.is_empty() {
+        exclude = format!(
+            " AND lane NOT IN ({})",
+            placeholders(values.len() + 1, full_lanes.len())
+        );
+        values.extend(full_lanes.iter().map(|lane| Value::from(lane.as_str())));
+    }
+    let sql = format!(
+        "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE id IN \
+         (SELECT id FROM jobs WHERE status = 'pending' AND run_at_ms <= $3 AND kind IN ({kind_list}){exclude} \
+         ORDER BY run_at_ms LIMIT {limit}{lock}) \
+         RETURNING id, account_id, kind, lane, payload, attempts, max_attempts",
+        lock = skip_locked(backend)
+    );
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let attempts: i32 = row.try_get_by_index(5)?;
+            Ok(Job {
+                id: row.try_get_by_index(0)?,
+                account_id: row.try_get_by_index(1)?,
+                kind: row.try_get_by_index(2)?,
+                lane: row.try_get_by_index(3)?,
+                payload: row.try_get_by_index(4)?,
+                attempt: attempts + 1,
+                max_attempts: row.try_get_by_index(6)?,
+                token,
+            })
+        })
+        .collect()
+}
+
+/// Gives up claimed jobs beyond the caps: due at once, with no try spent.
+async fn release(db: &DatabaseConnection, excess: &[Job], token: i64, now_ms: i64) -> Result<(), DbErr> {
+    let sql = format!(
+        "UPDATE jobs SET run_at_ms = $1, claim_token = NULL WHERE claim_token = $2 AND id IN ({})",
+        placeholders(3, excess.len())
+    );
+    let mut values: Vec<Value> = vec![now_ms.into(), token.into()];
+    values.extend(excess.iter().map(|job| Value::from(job.id.as_str())));
+    db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+        .await?;
+    Ok(())
+}
+
+/// The jobs that fit their lane's cap given what `load` says is running; and the rest.
+pub fn within_caps(mut jobs: Vec<Job>, cap: u32, load: impl Fn(&str) -> u32) -> (Vec<Job>, Vec<Job>) {
+    // RETURNING keeps no particular order.
+    jobs.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut taken: HashMap<String, u32> = HashMap::new();
+    jobs.into_iter().partition(|job| {
+        if job.lane.is_empty() {
+            return true;
+        }
+        let count = taken.entry(job.lane.clone()).or_insert_with(|| load(&job.lane));
+        *count += 1;
+        *count <= cap
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, lane: &str) -> Job {
+        Job {
+            id: id.into(),
+            account_id: "acc".into(),
+            kind: "k".into(),
+            lane: lane.into(),
+            payload: "{}".into(),
+            attempt: 1,
+            max_attempts: 3,
+            token: 7,
+        }
+    }
+
+    #[test]
+    fn a_lane_takes_no_more_than_its_cap_counting_what_runs() {
+        let jobs = vec![
+            job("a", "slow"),
+            job("b", "slow"),
+            job("c", "fast"),
+            job("d", ""),
+            job("e", "slow"),
+        ];
+        let (kept, rest) = within_caps(jobs, 2, |lane| u32::from(lane == "slow"));
+        let ids = |v: &[Job]| v.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&kept), ["a", "c", "d"]);
+        assert_eq!(ids(&rest), ["b", "e"]);
+    }
+}

@@ -1,0 +1,110 @@
+//! Records the outcomes of finished runs, a batch per transaction: for each job still held by the claim that
+//! ran it, its effect is written and the job deleted (done), rescheduled (retry, deferred) or kept as failed,
+//! all in one commit. A job whose claim was lost meanwhile (its lease ended and another worker took it) is
+//! left alone, effect and all: the other worker's run decides.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Statement, Value};
+
+use super::{Job, Outcome};
+use crate::store::sql::placeholders;
+
+/// A run that ended, on its way to the recorder.
+pub struct Finished {
+    pub job: Job,
+    pub outcome: Outcome,
+}
+
+/// Writes the outcomes of `batch` in one transaction.
+pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<Utc>) -> Result<(), DbErr> {
+    let txn = crate::store::begin_write(db).await?;
+    let held = still_held(&txn, batch).await?;
+    let mut done = Vec::new();
+    for finished in batch.iter().filter(|f| held.contains(&(f.job.id.clone(), f.job.token))) {
+        let job = &finished.job;
+        match &finished.outcome {
+            Outcome::Done(effect) => {
+                if let Some(effect) = effect {
+                    effect.write(&txn, now).await?;
+                }
+                done.push(job.id.as_str());
+            }
+            Outcome::Fail { error, effect } => {
+                if let Some(effect) = effect {
+                    effect.write(&txn, now).await?;
+                }
+                fail(&txn, job, error, now).await?;
+            }
+            Outcome::Retry { error, .. } if job.is_last_attempt() => fail(&txn, job, error, now).await?,
+            Outcome::Retry { error, after } => {
+                let run_at = now.timestamp_millis() + millis(*after);
+                let sql = "UPDATE jobs SET attempts = attempts + 1, run_at_ms = $1, claim_token = NULL, \
+                           last_error = $2, updated_at = $3 WHERE id = $4";
+                execute(
+                    &txn,
+                    sql,
+                    vec![run_at.into(), error.as_str().into(), now.into(), job.id.as_str().into()],
+                )
+                .await?;
+            }
+            Outcome::Defer { until_ms } => {
+                let sql = "UPDATE jobs SET run_at_ms = $1, claim_token = NULL, updated_at = $2 WHERE id = $3";
+                execute(&txn, sql, vec![(*until_ms).into(), now.into(), job.id.as_str().into()]).await?;
+            }
+        }
+    }
+    if !done.is_empty() {
+        let sql = format!("DELETE FROM jobs WHERE id IN ({})", placeholders(1, done.len()));
+        execute(&txn, &sql, done.into_iter().map(Value::from).collect()).await?;
+    }
+    txn.commit().await
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+async fn fail(txn: &DatabaseTransaction, job: &Job, error: &str, now: DateTime<Utc>) -> Result<(), DbErr> {
+    tracing::warn!(
+        job = job.id,
+        kind = job.kind,
+        attempts = job.attempt,
+        error,
+        "job failed for good"
+    );
+    let sql = "UPDATE jobs SET status = 'failed', attempts = attempts + 1, claim_token = NULL, last_error = $1, \
+               updated_at = $2 WHERE id = $3";
+    execute(txn, sql, vec![error.into(), now.into(), job.id.as_str().into()]).await
+}
+
+/// The (id, token) pairs of the batch that still carry their claim, locked until the commit on PostgreSQL so
+/// no other worker's release or claim slips in between.
+async fn still_held(
+    txn: &DatabaseTransaction,
+    batch: &[Finished],
+) -> Result<std::collections::HashSet<(String, i64)>, DbErr> {
+    let backend = txn.get_database_backend();
+    let lock = match backend {
+        sea_orm::DbBackend::Postgres => " FOR UPDATE",
+        _ => "",
+    };
+    let sql = format!(
+        "SELECT id, claim_token FROM jobs WHERE claim_token IS NOT NULL AND id IN ({}){lock}",
+        placeholders(1, batch.len())
+    );
+    let values = batch.iter().map(|f| Value::from(f.job.id.as_str()));
+    let rows = txn
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get_by_index(0)?, row.try_get_by_index(1)?)))
+        .collect()
+}
+
+async fn execute(txn: &DatabaseTransaction, sql: &str, values: Vec<Value>) -> Result<(), DbErr> {
+    txn.execute_raw(Statement::from_sql_and_values(txn.get_database_backend(), sql, values))
+        .await?;
+    Ok(())
+}

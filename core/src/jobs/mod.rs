@@ -1,0 +1,167 @@
+//! The durable job engine: every piece of work that outlives a request (a send to a provider, and later an AI
+//! reply, a knowledge import, a broadcast) is a row in `jobs`, written in the same transaction as the change
+//! that caused it, so the work exists exactly when the change committed. Workers in every core process claim
+//! due jobs without a coordinator (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite's single writer in
+//! process), hold them under a renewed lease, and record each outcome together with the job's own effects in
+//! one transaction, fenced by the claim's token: a job whose worker died is taken over when its lease ends,
+//! and an outcome from a worker that lost its claim is dropped. Failed runs retry with back-off and jitter;
+//! a job that used up its tries is kept, with its last error, for operators (`frontdesk admin jobs`).
+
+pub mod admin;
+mod claim;
+mod complete;
+mod engine;
+mod in_flight;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement};
+use tokio::sync::Notify;
+
+pub use engine::JobEngine;
+
+/// A job to write, in the caller's transaction.
+#[derive(Clone, Debug)]
+pub struct NewJob {
+    /// The account the work belongs to; "" for housekeeping.
+    pub account_id: String,
+    pub kind: &'static str,
+    /// Jobs of one lane share a concurrency cap (a channel's sends); "" for none.
+    pub lane: String,
+    pub payload: serde_json::Value,
+    /// When it may run first, Unix milliseconds.
+    pub run_at_ms: i64,
+    /// Runs before it fails for good.
+    pub max_attempts: i32,
+    /// At most one job holds a key; a second enqueue with it writes nothing.
+    pub unique_key: Option<String>,
+}
+
+/// Writes `job` on `db` (a transaction, so it commits with the change that caused it). Returns its id, or
+/// `None` when its `unique_key` is taken.
+pub async fn enqueue(db: &impl ConnectionTrait, job: NewJob, now: DateTime<Utc>) -> Result<Option<String>, DbErr> {
+    let id = format!("job_{}", crate::ids::base62(16));
+    let conflict = if job.unique_key.is_some() {
+        " ON CONFLICT (unique_key) DO NOTHING"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
+         claim_token, last_error, unique_key, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7, NULL, NULL, $8, $9, $9){conflict}"
+    );
+    let values = [
+        id.clone().into(),
+        job.account_id.into(),
+        job.kind.into(),
+        job.lane.into(),
+        job.payload.to_string().into(),
+        job.max_attempts.max(1).into(),
+        job.run_at_ms.into(),
+        job.unique_key.into(),
+        now.into(),
+    ];
+    let written = db
+        .execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+        .await?;
+    Ok((written.rows_affected() > 0).then_some(id))
+}
+
+/// A claimed job, as its handler sees it.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub id: String,
+    pub account_id: String,
+    pub kind: String,
+    pub lane: String,
+    /// The arguments, JSON.
+    pub payload: String,
+    /// This run's number: runs recorded so far, plus one.
+    pub attempt: i32,
+    pub max_attempts: i32,
+    /// The claim's token: the outcome is written only while the job still carries it.
+    pub token: i64,
+}
+
+impl Job {
+    /// No try is left after this one.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
+    }
+}
+
+/// What a run wants written, in the transaction that records its outcome: the job's effect and its
+/// completion commit together, so a crash in between neither loses the effect nor repeats it.
+#[async_trait::async_trait]
+pub trait Effect: Send + Sync {
+    async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr>;
+}
+
+/// How a run ended.
+pub enum Outcome {
+    /// Finished: the job is deleted and the effect written.
+    Done(Option<Box<dyn Effect>>),
+    /// Try again after `after`, spending a try; when none is left the job fails with `error` instead.
+    Retry { error: String, after: Duration },
+    /// Failed for good: the job is kept as `failed` with `error`, and the effect written.
+    Fail {
+        error: String,
+        effect: Option<Box<dyn Effect>>,
+    },
+    /// Not run now (pacing, a recurring job's next turn): due again at `until_ms`, no try spent.
+    Defer { until_ms: i64 },
+}
+
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Done(_) => "done",
+            Self::Retry { .. } => "retry",
+            Self::Fail { .. } => "failed",
+            Self::Defer { .. } => "deferred",
+        }
+    }
+}
+
+/// The code that runs one kind of job.
+#[async_trait::async_trait]
+pub trait Handler: Send + Sync {
+    async fn run(&self, job: &Job) -> Outcome;
+}
+
+/// Handlers by job kind; a process claims only the kinds it has a handler for.
+#[derive(Clone, Default)]
+pub struct Handlers(HashMap<&'static str, Arc<dyn Handler>>);
+
+impl Handlers {
+    pub fn with(mut self, kind: &'static str, handler: Arc<dyn Handler>) -> Self {
+        self.0.insert(kind, handler);
+        self
+    }
+
+    fn get(&self, kind: &str) -> Option<Arc<dyn Handler>> {
+        self.0.get(kind).cloned()
+    }
+
+    fn kinds(&self) -> Vec<&'static str> {
+        let mut kinds: Vec<&'static str> = self.0.keys().copied().collect();
+        kinds.sort_unstable();
+        kinds
+    }
+}
+
+/// Wakes this process's workers after a commit that enqueued jobs due now (others find them by polling).
+#[derive(Clone, Default)]
+pub struct Wake(Arc<Notify>);
+
+impl Wake {
+    pub fn notify(&self) {
+        self.0.notify_one();
+    }
+
+    async fn notified(&self) {
+        self.0.notified().await;
+    }
+}

@@ -1,0 +1,23 @@
+//! A contact's id on a social channel (`kind`: whatsapp, messenger, instagram, webchat), unique on the account.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "contact_identities")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub account_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub kind: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub external_id: String,
+    pub contact_id: String,
+    /// The name of the channel it was first seen on.
+    pub channel: String,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

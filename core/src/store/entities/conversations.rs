@@ -1,0 +1,33 @@
+//! A conversation between a contact and the account on one channel; at most one is open per contact and
+//! channel (a unique index over open ones).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "conversations")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub contact_id: String,
+    /// The channel's name, as the API shows it.
+    pub channel: String,
+    /// The connected channel's row id (a channel reconnected under the same name is another channel).
+    pub channel_id: String,
+    pub channel_type: String,
+    pub agent_id: String,
+    /// `open` or `closed`.
+    pub status: String,
+    pub handoff: bool,
+    pub handoff_reason: String,
+    pub unread_count: i32,
+    pub last_message_at: DateTimeUtc,
+    pub broadcast_id: String,
+    pub created_at: DateTimeUtc,
+    pub closed_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,38 @@
+//! One durable job (`crate::jobs`). `run_at_ms` (Unix milliseconds) is when a worker may next claim it; a
+//! claim pushes it to the end of the claim's lease, renewed while the worker runs it, so a job whose worker
+//! died is claimed again when the lease runs out. Finished jobs are deleted; a job that used up its tries
+//! stays as `failed` with its last error, for operators.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "jobs")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    /// The account the work belongs to; "" for the engine's own housekeeping.
+    pub account_id: String,
+    pub kind: String,
+    /// What shares a concurrency cap (a channel's sends); "" for none.
+    pub lane: String,
+    /// The job's arguments, JSON.
+    pub payload: String,
+    /// `pending` or `failed`.
+    pub status: String,
+    /// Runs whose outcome was recorded.
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub run_at_ms: i64,
+    /// The token of the claim holding the job (it runs, or its outcome is being written).
+    pub claim_token: Option<i64>,
+    pub last_error: Option<String>,
+    /// At most one job per key (a recurring housekeeping job, say).
+    pub unique_key: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

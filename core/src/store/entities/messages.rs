@@ -1,0 +1,43 @@
+//! One message of a conversation. `seq` orders a conversation's messages; `attachments`, `reactions` and
+//! `edits` are JSON arrays. `(channel_id, provider_message_id)` is unique, so a provider's retry of an
+//! inbound message stores nothing new and a status callback finds its message.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "messages")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub seq: i64,
+    pub id: String,
+    pub account_id: String,
+    pub conversation_id: String,
+    pub contact_id: String,
+    pub channel_id: String,
+    /// `inbound` or `outbound`.
+    pub direction: String,
+    /// `contact`, `agent`, `api` or `system`.
+    pub author: String,
+    pub text: String,
+    pub attachments: String,
+    /// Inbound `received`; outbound `queued`, `sent`, `delivered`, `read` or `failed`.
+    pub status: String,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub provider_message_id: Option<String>,
+    pub reactions: String,
+    pub edited: bool,
+    pub edits: String,
+    pub removed: bool,
+    pub reply_to: String,
+    pub broadcast_id: String,
+    pub created_at: DateTimeUtc,
+    pub sent_at: Option<DateTimeUtc>,
+    pub delivered_at: Option<DateTimeUtc>,
+    pub read_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
