@@ -22,18 +22,27 @@ use crate::{
     agents::service::AgentsService,
     broadcasts::BroadcastsService,
     campaigns::{CampaignsService, sunset::Sunset},
+    channels::registry::Adapters,
     clock::{Clock, SteerableClock, SystemClock},
     config::{CoreConfig, PaymentConfig, PaymentProviderKind},
+    conversations::{
+        idle::{self, Housekeeping},
+        receipts::{self, LateReceipts},
+    },
     deals::{pipelines::PipelinesService, service::DealsService},
     grpc::{self, Services},
+    hooks::ChannelHooksService,
     ids,
     integrations::{
         http,
         outbound::OutboundPolicy,
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
+    jobs::{self, Handlers, JobEngine, Wake},
     kb_groups::KbGroupsService,
+    messaging::{accept::Sender, deliver::{self, Deliver}, service::MessagesService},
     plan::Plan,
+    retry::RetrySchedule,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     secrets,
     site::{health::HealthService, payments::PaymentsService},
@@ -46,11 +55,12 @@ const LOCAL_KEY_ID: &str = "rzp_test_local";
 /// Settings key of the `local` provider's generated key secret.
 const LOCAL_SECRET_SETTING: &str = "local_payment_key_secret";
 
-/// The assembled core: its gRPC routes, its database, and the webhook engine ready to start.
+/// The assembled core: its gRPC routes, its database, and the webhook and job engines ready to start.
 pub struct Core {
     pub routes: Routes,
     pub db: DatabaseConnection,
     pub dispatcher: Dispatcher,
+    pub jobs: JobEngine,
 }
 
 /// Connects and migrates the database, then builds every service into one set of gRPC routes.
@@ -84,6 +94,40 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     if sealed > 0 {
         tracing::info!(sealed, "webhook signing secrets stored in plaintext are now sealed");
     }
+    let wake_jobs = Wake::default();
+    let conversations = &config.conversations;
+    let adapters = Arc::new(Adapters::new(
+        sealer.clone(),
+        &conversations.twilio_base_url,
+        http::client(conversations.provider_timeout)?,
+    ));
+    let send_schedule = conversations.send_retry_schedule.0.clone();
+    let send_attempts = i32::try_from(send_schedule.len()).unwrap_or(0) + 1;
+    let sender = Sender::new(db.clone(), clock.clone(), wake_jobs.clone(), send_attempts);
+    let handlers = Handlers::default()
+        .with(
+            deliver::KIND,
+            Arc::new(Deliver::new(
+                db.clone(),
+                clock.clone(),
+                adapters.clone(),
+                RetrySchedule::new(send_schedule),
+                &conversations.public_url,
+            )),
+        )
+        .with(
+            idle::KIND,
+            Arc::new(Housekeeping::new(db.clone(), clock.clone(), conversations.idle_hours)),
+        )
+        .with(
+            receipts::LATE_KIND,
+            Arc::new(LateReceipts {
+                db: db.clone(),
+                clock: clock.clone(),
+            }),
+        );
+    // The recurring housekeeping job exists once, whichever replica starts first.
+    jobs::enqueue(&db, idle::job(clock.now()), clock.now()).await?;
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
@@ -108,6 +152,14 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
+        messages: MessagesService::new(db.clone(), sender),
+        hooks: ChannelHooksService::new(
+            db.clone(),
+            clock.clone(),
+            adapters,
+            &conversations.public_url,
+            wake_jobs.clone(),
+        ),
         admin: AdminService::new(db.clone(), clock.clone(), test_clock),
         admin_token: AdminToken::new(config.admin_token.clone()),
         guard: Arc::new(Guard::new(db.clone(), limiter)?),
@@ -115,7 +167,8 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     };
     Ok(Core {
         routes: grpc::routes(services).await?,
-        dispatcher: Dispatcher::new(db.clone(), clock, config.webhooks.clone(), policy, sealer, wake),
+        dispatcher: Dispatcher::new(db.clone(), clock.clone(), config.webhooks.clone(), policy, sealer, wake),
+        jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs),
         db,
     })
 }

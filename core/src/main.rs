@@ -98,24 +98,36 @@ async fn run(command: Command) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals();
     match command {
         Command::Serve { core, edge } => {
-            let app::Core { routes, db, dispatcher } = app::build_core(&core).await?;
+            let app::Core {
+                routes,
+                db,
+                dispatcher,
+                jobs,
+            } = app::build_core(&core).await?;
             app::bootstrap_first_account(&db, &core.database_url).await?;
             let router =
                 frontdesk_edge::router(Transport::in_process(routes.clone()), metrics(), edge.request_timeout)?;
             let grpc_listener = TcpListener::bind(core.grpc_addr).await?;
             let http_listener = TcpListener::bind(edge.http_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
+            let workers = jobs.spawn(shutdown.clone())?;
             tokio::try_join!(grpc::serve(routes, grpc_listener, shutdown.clone().wait()), async {
                 Ok(frontdesk_edge::serve(router, http_listener, edge.header_timeout, shutdown.wait()).await?)
             },)?;
-            let _ = deliveries.await;
+            let _ = tokio::join!(deliveries, workers);
         }
         Command::Core { core } => {
-            let app::Core { routes, dispatcher, .. } = app::build_core(&core).await?;
+            let app::Core {
+                routes,
+                dispatcher,
+                jobs,
+                ..
+            } = app::build_core(&core).await?;
             let listener = TcpListener::bind(core.grpc_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
+            let workers = jobs.spawn(shutdown.clone())?;
             grpc::serve(routes, listener, shutdown.wait()).await?;
-            let _ = deliveries.await;
+            let _ = tokio::join!(deliveries, workers);
         }
         Command::Edge { core_url, edge } => {
             let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics(), edge.request_timeout)?;

@@ -7,6 +7,7 @@ mod error;
 pub mod json_out;
 mod openapi;
 mod path_template;
+mod provider_hooks;
 mod request;
 pub mod request_id;
 mod response;
@@ -78,6 +79,7 @@ pub fn router(
         let filter = MethodFilter::try_from(binding.http_method.clone()).map_err(|e| StartError(e.to_string()))?;
         let path = binding.template.axum_path.clone();
         let route = Arc::new(Route {
+            raw_body: binding.method.output().full_name() == "google.api.HttpBody",
             binding,
             response,
             plans: plans.clone(),
@@ -94,6 +96,11 @@ pub fn router(
     for (path, routes) in paths {
         router = router.route(&path, routes);
     }
+    let hooks = transport.clone();
+    router = router.route(
+        "/hooks/{*rest}",
+        axum::routing::any(move |request: Request| provider_hooks::forward(hooks.clone(), call_timeout, request)),
+    );
     if let Some(render) = metrics {
         router = router.route(
             "/metrics",
@@ -179,6 +186,8 @@ async fn accept_failed(err: std::io::Error) {
 /// What one route needs per request: its binding, how to write its answer, and its time limit.
 struct Route {
     binding: Binding,
+    /// The answer is a `google.api.HttpBody`: its bytes are the response body, its `content_type` the header.
+    raw_body: bool,
     response: PlanId,
     plans: Arc<Plans>,
     call_timeout: Duration,
@@ -237,6 +246,7 @@ async fn transcode(
     }
     let answer = transport.unary(binding.grpc_path.clone(), call).await;
     let result = match (answer, preflight) {
+        (Ok(answer), None) if route.raw_body => response::http_body(answer),
         (Ok(answer), None) => response::success(&route.plans, route.response, binding.naming, answer),
         (Err(status), Some(error)) if is_preflight_pass(&status) => {
             let mut response = error.into_response_with_id(&id);

@@ -40,6 +40,23 @@ pub fn success(
     Ok(response)
 }
 
+/// An answer of type `google.api.HttpBody`: its data as the body, under its content type.
+pub fn http_body(response: tonic::Response<Bytes>) -> Result<Response, HttpError> {
+    use prost::Message;
+    let (metadata, encoded, _) = response.into_parts();
+    let body = frontdesk_api::google::api::HttpBody::decode(encoded).map_err(|e| {
+        tracing::error!(error = %e, "an HttpBody answer does not decode");
+        HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    })?;
+    let mut response = (StatusCode::OK, body.data).into_response();
+    let headers = response.headers_mut();
+    if let Ok(content_type) = HeaderValue::from_str(&body.content_type) {
+        headers.insert(header::CONTENT_TYPE, content_type);
+    }
+    forward_headers(&metadata, headers);
+    Ok(response)
+}
+
 /// Copies the response metadata the edge forwards (rate limits, deprecation, ...) to HTTP headers.
 pub fn forward_headers(metadata: &MetadataMap, headers: &mut HeaderMap) {
     for name in wire::FORWARDED_HEADERS {

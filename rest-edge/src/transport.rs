@@ -2,13 +2,12 @@
 //! or a tonic channel to a remote core. Calls carry dynamic messages, so the edge needs no generated types.
 
 use std::convert::Infallible;
-use std::{future::Future, pin::Pin};
+use std::{future::Future, marker::PhantomData, pin::Pin};
 
 use bytes::{Buf, Bytes};
 use frontdesk_api::wire;
 use http::{Uri, uri::PathAndQuery};
 use prost::Message;
-use prost_reflect::DynamicMessage;
 use tonic::{
     Status,
     body::Body,
@@ -64,10 +63,10 @@ impl Transport {
     /// One unary call of the method at `path`; the answer stays encoded (`wire_json` writes it as JSON
     /// without decoding it). The future is boxed so that its `Send`-ness is proven here, once, rather than at
     /// every generic call site.
-    pub fn unary(
+    pub fn unary<M: Message + Send + 'static>(
         &self,
         path: PathAndQuery,
-        request: tonic::Request<DynamicMessage>,
+        request: tonic::Request<M>,
     ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<Bytes>, Status>> + Send + 'static>> {
         let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone())
             .max_decoding_message_size(wire::MAX_MESSAGE_BYTES);
@@ -75,7 +74,9 @@ impl Transport {
             grpc.ready()
                 .await
                 .map_err(|e| Status::unavailable(format!("core unavailable: {e}")))?;
-            grpc.unary(request, path, DynamicCodec).await.map_err(deadline_exceeded)
+            grpc.unary(request, path, DynamicCodec::<M>(PhantomData))
+                .await
+                .map_err(deadline_exceeded)
         })
     }
 }
@@ -94,17 +95,18 @@ fn deadline_exceeded(status: Status) -> Status {
     status
 }
 
-/// Protobuf codec sending messages known only by descriptor and receiving the encoded answer as is.
-struct DynamicCodec;
+/// Protobuf codec sending a message (one known only by descriptor, or a generated one) and receiving the
+/// encoded answer as is.
+struct DynamicCodec<M>(PhantomData<M>);
 
-impl Codec for DynamicCodec {
-    type Encode = DynamicMessage;
+impl<M: Message + Send + 'static> Codec for DynamicCodec<M> {
+    type Encode = M;
     type Decode = Bytes;
-    type Encoder = DynamicEncoder;
+    type Encoder = DynamicEncoder<M>;
     type Decoder = EncodedDecoder;
 
     fn encoder(&mut self) -> Self::Encoder {
-        DynamicEncoder
+        DynamicEncoder(PhantomData)
     }
 
     fn decoder(&mut self) -> Self::Decoder {
@@ -112,10 +114,10 @@ impl Codec for DynamicCodec {
     }
 }
 
-struct DynamicEncoder;
+struct DynamicEncoder<M>(PhantomData<M>);
 
-impl Encoder for DynamicEncoder {
-    type Item = DynamicMessage;
+impl<M: Message> Encoder for DynamicEncoder<M> {
+    type Item = M;
     type Error = Status;
 
     fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {

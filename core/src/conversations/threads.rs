@@ -112,3 +112,19 @@ pub async fn open_or_start(
     .await?;
     Ok((row, true))
 }
+
+/// Records a message on the conversation: its time as the latest activity, and one more unread message when
+/// it came from the contact.
+pub async fn touch(db: &impl ConnectionTrait, conversation_id: &str, at: DateTime<Utc>, inbound: bool) -> Result<(), DbErr> {
+    let mut update = conversations::Entity::update_many()
+        .col_expr(conversations::Column::LastMessageAt, Expr::value(at))
+        .filter(conversations::Column::Id.eq(conversation_id));
+    if inbound {
+        update = update.col_expr(
+            conversations::Column::UnreadCount,
+            Expr::col(conversations::Column::UnreadCount).add(1),
+        );
+    }
+    update.exec(db).await?;
+    Ok(())
+}

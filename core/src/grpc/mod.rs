@@ -11,12 +11,13 @@ use std::sync::Arc;
 use frontdesk_api::{
     FILE_DESCRIPTOR_SET,
     admin::v1::admin_server::AdminServer,
+    hooks::v1::channel_hooks_server::ChannelHooksServer,
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
     v1::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, deals_server::DealsServer,
-        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, pipelines_server::PipelinesServer,
-        webhooks_server::WebhooksServer,
+        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, messages_server::MessagesServer,
+        pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
     },
     wire,
 };
@@ -33,7 +34,9 @@ use crate::{
         sunset::{self, Sunset},
     },
     deals::{pipelines::PipelinesService, service::DealsService},
+    hooks::ChannelHooksService,
     kb_groups::KbGroupsService,
+    messaging::service::MessagesService,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
     webhooks::service::WebhooksService,
@@ -53,6 +56,8 @@ pub struct Services {
     pub kb_groups: KbGroupsService,
     pub broadcasts: BroadcastsService,
     pub campaigns: CampaignsService,
+    pub messages: MessagesService,
+    pub hooks: ChannelHooksService,
     pub admin: AdminService,
     pub admin_token: AdminToken,
     pub guard: Arc<Guard>,
@@ -73,6 +78,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<KbGroupsServer<KbGroupsService>>().await;
     reporter.set_serving::<BroadcastsServer<BroadcastsService>>().await;
     reporter.set_serving::<CampaignsServer<CampaignsService>>().await;
+    reporter.set_serving::<MessagesServer<MessagesService>>().await;
+    reporter.set_serving::<ChannelHooksServer<ChannelHooksService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
@@ -97,6 +104,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(KbGroupsServer::new(services.kb_groups)))
         .add_service(sized!(BroadcastsServer::new(services.broadcasts)))
         .add_service(sized!(CampaignsServer::new(services.campaigns)))
+        .add_service(sized!(MessagesServer::new(services.messages)))
+        .add_service(sized!(ChannelHooksServer::new(services.hooks)))
         .add_service(InterceptedService::new(admin, move |request| {
             admin_token.check(request)
         }))

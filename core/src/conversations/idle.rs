@@ -1,0 +1,108 @@
+//! Closes conversations with no message for `FRONTDESK_CONVERSATION_IDLE_HOURS` (`conversation.closed`; the
+//! contact's next message opens a new one), and forgets idempotency keys past their 24 hours. One recurring
+//! housekeeping job does both, on whichever replica claims it, once a minute (at once again while it finds
+//! full batches).
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, sea_query::Expr};
+
+use super::render;
+use crate::{
+    clock::Clock,
+    events::{self, EventType},
+    jobs::{Handler, Job, NewJob, Outcome},
+    messaging::idempotency,
+    store::entities::conversations,
+};
+
+pub const KIND: &str = "housekeeping";
+/// Conversations closed, and keys forgotten, per transaction.
+const BATCH: u64 = 200;
+/// How often the job runs when it finds nothing more to do.
+const INTERVAL: Duration = Duration::from_secs(60);
+
+/// The recurring job; enqueued at start-up by every replica, stored once (its unique key).
+pub fn job(now: DateTime<Utc>) -> NewJob {
+    NewJob {
+        account_id: String::new(),
+        kind: KIND,
+        lane: String::new(),
+        payload: serde_json::json!({}),
+        run_at_ms: now.timestamp_millis(),
+        max_attempts: i32::MAX,
+        unique_key: Some(KIND.to_owned()),
+    }
+}
+
+pub struct Housekeeping {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    idle: chrono::Duration,
+}
+
+impl Housekeeping {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, idle_hours: u32) -> Self {
+        Self {
+            db,
+            clock,
+            idle: chrono::Duration::hours(i64::from(idle_hours)),
+        }
+    }
+
+    /// Closes up to `BATCH` idle conversations; returns how many.
+    async fn close_idle(&self, now: DateTime<Utc>) -> Result<u64, DbErr> {
+        let txn = crate::store::begin_write(&self.db).await?;
+        let idle: Vec<String> = conversations::Entity::find()
+            .select_only()
+            .column(conversations::Column::Id)
+            .filter(conversations::Column::Status.eq("open"))
+            .filter(conversations::Column::LastMessageAt.lt(now - self.idle))
+            .order_by_asc(conversations::Column::LastMessageAt)
+            .limit(BATCH)
+            .into_tuple()
+            .all(&txn)
+            .await?;
+        if idle.is_empty() {
+            return Ok(0);
+        }
+        let closed = conversations::Entity::update_many()
+            .col_expr(conversations::Column::Status, Expr::value("closed"))
+            .col_expr(conversations::Column::ClosedAt, Expr::value(now))
+            .filter(conversations::Column::Id.is_in(idle))
+            .filter(conversations::Column::Status.eq("open"))
+            .exec_with_returning(&txn)
+            .await?;
+        for conversation in &closed {
+            let data = render::conversation_data(conversation);
+            events::record(&txn, &conversation.account_id, EventType::ConversationClosed, data, now).await?;
+        }
+        txn.commit().await?;
+        Ok(closed.len() as u64)
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Housekeeping {
+    async fn run(&self, _job: &Job) -> Outcome {
+        let now = self.clock.now();
+        let work = async {
+            let closed = self.close_idle(now).await?;
+            let forgotten = idempotency::prune(&self.db, now, BATCH).await?;
+            Ok::<_, DbErr>(closed == BATCH || forgotten == BATCH)
+        };
+        match work.await {
+            Ok(more) => {
+                let wait = if more { Duration::ZERO } else { INTERVAL };
+                Outcome::Defer {
+                    until_ms: now.timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0),
+                }
+            }
+            Err(err) => Outcome::Retry {
+                error: err.to_string(),
+                after: INTERVAL,
+            },
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Storing a message that arrived from a contact, in one transaction: the contact (created from the sender's
+//! phone or channel id when new), sms opt-out keywords, the open conversation (opened with the agent routing
+//! picks from the first text and referral), the message (once per provider message id: a provider's retry
+//! stores nothing new), the conversation's unread count and latest activity, and `message.received`.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{DatabaseConnection, EntityTrait, sea_query::OnConflict};
+
+use super::{
+    lookup, render,
+    threads::{self, Opening},
+};
+use crate::{
+    channels::{InboundMessage, Sender},
+    contacts::store::{self as contacts, FoundOrCreated, NewContact, NewIdentity},
+    error::{ApiError, ApiResult},
+    events::{self, EventType},
+    routing::resolver::Inbound,
+    site::checkout::E164Phone,
+    store::{
+        entities::{channels, messages},
+        to_json_text,
+    },
+};
+
+use super::render::StoredAttachment;
+
+/// Keywords that opt a contact out of sms, and back in (carriers' standard set; matched on the whole text).
+const STOP_WORDS: &[&str] = &["STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"];
+const START_WORDS: &[&str] = &["START", "UNSTOP", "YES"];
+
+/// The stored message, or `None` when the provider's message id was stored before (a retry).
+pub async fn receive(
+    db: &DatabaseConnection,
+    channel: &channels::Model,
+    inbound: &InboundMessage,
+    now: DateTime<Utc>,
+) -> ApiResult<Option<messages::Model>> {
+    if lookup::by_provider_id(db, &channel.id, &inbound.provider_message_id)
+        .await?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let account_id = channel.account_id.as_str();
+    let txn = crate::store::begin_write(db).await?;
+    let new = match &inbound.sender {
+        Sender::Phone(phone) => NewContact {
+            name: inbound.sender_name.clone(),
+            phone: Some(E164Phone::parse(phone).ok_or_else(|| ApiError::field("From", "is not an E.164 number"))?),
+            ..NewContact::default()
+        },
+        Sender::Identity { kind, external_id } => NewContact {
+            name: inbound.sender_name.clone(),
+            identities: vec![NewIdentity {
+                kind: (*kind).to_owned(),
+                external_id: external_id.clone(),
+                channel: channel.name.clone(),
+            }],
+            ..NewContact::default()
+        },
+    };
+    let contact = match contacts::find_or_create(&txn, account_id, new, now).await? {
+        FoundOrCreated::Found(contact) | FoundOrCreated::Created(contact) => contact,
+    };
+    if channel.kind == "sms" {
+        let word = inbound.text.trim().to_uppercase();
+        if STOP_WORDS.contains(&word.as_str()) && !contact.opted_out {
+            contacts::set_opted_out(&txn, account_id, &contact.id, true, now).await?;
+        } else if START_WORDS.contains(&word.as_str()) && contact.opted_out {
+            contacts::set_opted_out(&txn, account_id, &contact.id, false, now).await?;
+        }
+    }
+    let opening = Opening {
+        inbound: Inbound {
+            text: &inbound.text,
+            referral: &inbound.referral,
+            url: "",
+        },
+        broadcast_id: "",
+        agent_id: None,
+    };
+    let (conversation, _) = threads::open_or_start(&txn, account_id, &contact.id, channel, opening, now).await?;
+    let attachments: Vec<StoredAttachment> = inbound
+        .attachments
+        .iter()
+        .map(|a| StoredAttachment {
+            url: a.url.clone(),
+            content_type: a.content_type.clone(),
+            filename: a.filename.clone(),
+        })
+        .collect();
+    let message = messages::Model {
+        seq: 0,
+        id: format!("msg_{}", crate::ids::base62(16)),
+        account_id: account_id.to_owned(),
+        conversation_id: conversation.id.clone(),
+        contact_id: contact.id.clone(),
+        channel_id: channel.id.clone(),
+        direction: "inbound".to_owned(),
+        author: "contact".to_owned(),
+        text: inbound.text.clone(),
+        attachments: to_json_text(&attachments),
+        status: "received".to_owned(),
+        error_code: None,
+        error_message: None,
+        provider_message_id: Some(inbound.provider_message_id.clone()),
+        reactions: "[]".to_owned(),
+        edited: false,
+        edits: "[]".to_owned(),
+        removed: false,
+        reply_to: String::new(),
+        broadcast_id: String::new(),
+        created_at: now,
+        sent_at: None,
+        delivered_at: None,
+        read_at: None,
+    };
+    let mut active = messages::ActiveModel::from(message.clone());
+    active.seq = sea_orm::ActiveValue::NotSet;
+    let stored = messages::Entity::insert(active)
+        .on_conflict(OnConflict::new().do_nothing().to_owned())
+        .exec_without_returning(&txn)
+        .await?;
+    if stored == 0 {
+        // The same provider message arrived twice at once; the other request stored it.
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    threads::touch(&txn, &conversation.id, now, true).await?;
+    events::record(&txn, account_id, EventType::MessageReceived, render::message_data(&message), now).await?;
+    txn.commit().await?;
+    Ok(Some(message))
+}

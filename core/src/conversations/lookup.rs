@@ -1,0 +1,39 @@
+//! Message lookups, always scoped: by account for the API, by channel for provider callbacks (a provider's
+//! message id means something only on the channel it came through).
+
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter};
+
+use crate::store::entities::messages;
+
+/// The account's message with this id.
+pub async fn message(db: &impl ConnectionTrait, account_id: &str, id: &str) -> Result<Option<messages::Model>, DbErr> {
+    messages::Entity::find()
+        .filter(messages::Column::Id.eq(id))
+        .filter(messages::Column::AccountId.eq(account_id))
+        .one(db)
+        .await
+}
+
+/// The message the provider knows as `provider_message_id` on the channel.
+pub async fn by_provider_id(
+    db: &impl ConnectionTrait,
+    channel_id: &str,
+    provider_message_id: &str,
+) -> Result<Option<messages::Model>, DbErr> {
+    messages::Entity::find()
+        .filter(messages::Column::ChannelId.eq(channel_id))
+        .filter(messages::Column::ProviderMessageId.eq(provider_message_id))
+        .one(db)
+        .await
+}
+
+/// Whether `message_id` is a message of the account's contact.
+pub async fn belongs_to(db: &impl ConnectionTrait, account_id: &str, message_id: &str, contact_id: &str) -> Result<bool, DbErr> {
+    let count = messages::Entity::find()
+        .filter(messages::Column::Id.eq(message_id))
+        .filter(messages::Column::AccountId.eq(account_id))
+        .filter(messages::Column::ContactId.eq(contact_id))
+        .count(db)
+        .await?;
+    Ok(count > 0)
+}

@@ -1,0 +1,187 @@
+//! Provider status reports for outbound messages (sent, delivered, read, failed), applied through the
+//! status machine under a row lock, so concurrent reports for one message apply one after the other. Each
+//! state passed emits its event with the message as it stood then. A report for a message the provider
+//! knows but we have not yet recorded as handed over (its callback outran our commit) is kept as a job and
+//! applied once the message is there.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QuerySelect,
+};
+
+use super::{
+    render,
+    status::{Status, steps},
+};
+use crate::{
+    channels::{ProviderStatus, StatusUpdate},
+    events,
+    store::entities::messages,
+};
+
+/// What a report did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The message moved through these states.
+    Moved(Vec<Status>),
+    /// Late, repeated or not allowed: nothing changed.
+    Unchanged,
+    /// No message on the channel has this provider id (yet).
+    Unknown,
+}
+
+pub async fn apply(
+    db: &DatabaseConnection,
+    channel_id: &str,
+    update: &StatusUpdate,
+    now: DateTime<Utc>,
+) -> Result<Applied, DbErr> {
+    let txn = crate::store::begin_write(db).await?;
+    let mut select = messages::Entity::find()
+        .filter(messages::Column::ChannelId.eq(channel_id))
+        .filter(messages::Column::ProviderMessageId.eq(&update.provider_message_id));
+    if txn.get_database_backend() == DbBackend::Postgres {
+        select = select.lock_exclusive();
+    }
+    let Some(before) = select.one(&txn).await? else {
+        return Ok(Applied::Unknown);
+    };
+    let current = Status::parse(&before.status);
+    let reported = match &update.status {
+        ProviderStatus::Sent => Status::Sent,
+        ProviderStatus::Delivered => Status::Delivered,
+        ProviderStatus::Read => Status::Read,
+        ProviderStatus::Failed { .. } => Status::Failed,
+    };
+    let Some(current) = current.filter(|_| before.direction == "outbound") else {
+        return Ok(Applied::Unchanged);
+    };
+    let passed = steps(current, reported);
+    if passed.is_empty() {
+        return Ok(Applied::Unchanged);
+    }
+    let mut message = before.clone();
+    for step in &passed {
+        message.status = step.as_str().to_owned();
+        match step {
+            Status::Sent => message.sent_at = message.sent_at.or(Some(now)),
+            Status::Delivered => message.delivered_at = Some(now),
+            Status::Read => message.read_at = Some(now),
+            Status::Failed => {
+                if let ProviderStatus::Failed { code, message: text } = &update.status {
+                    message.error_code = Some(code.clone());
+                    message.error_message = Some(text.clone());
+                }
+            }
+            Status::Queued => {}
+        }
+        if let Some(event) = step.event() {
+            events::record(&txn, &message.account_id, event, render::message_data(&message), now).await?;
+        }
+    }
+    message.clone().into_active_model().reset_all().update(&txn).await?;
+    txn.commit().await?;
+    Ok(Applied::Moved(passed))
+}
+
+/// A report for a message not recorded yet, kept as a job and applied once the message is there.
+pub const LATE_KIND: &str = "apply_receipt";
+/// Waits between looks for the message (its send's outcome commits within a lease at worst).
+const LATE_WAITS: [std::time::Duration; 5] = [
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_secs(5),
+    std::time::Duration::from_secs(15),
+    std::time::Duration::from_secs(60),
+];
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LateReport {
+    channel_id: String,
+    provider_message_id: String,
+    status: String,
+    code: String,
+    message: String,
+}
+
+impl LateReport {
+    fn new(channel_id: &str, update: &StatusUpdate) -> Self {
+        let (status, code, message) = match &update.status {
+            ProviderStatus::Sent => ("sent", "", ""),
+            ProviderStatus::Delivered => ("delivered", "", ""),
+            ProviderStatus::Read => ("read", "", ""),
+            ProviderStatus::Failed { code, message } => ("failed", code.as_str(), message.as_str()),
+        };
+        Self {
+            channel_id: channel_id.to_owned(),
+            provider_message_id: update.provider_message_id.clone(),
+            status: status.to_owned(),
+            code: code.to_owned(),
+            message: message.to_owned(),
+        }
+    }
+
+    fn update(&self) -> Option<StatusUpdate> {
+        let status = match self.status.as_str() {
+            "sent" => ProviderStatus::Sent,
+            "delivered" => ProviderStatus::Delivered,
+            "read" => ProviderStatus::Read,
+            "failed" => ProviderStatus::Failed {
+                code: self.code.clone(),
+                message: self.message.clone(),
+            },
+            _ => return None,
+        };
+        Some(StatusUpdate {
+            provider_message_id: self.provider_message_id.clone(),
+            status,
+        })
+    }
+}
+
+/// The job that applies `update` later.
+pub fn late_job(account_id: &str, channel_id: &str, update: &StatusUpdate, now: DateTime<Utc>) -> crate::jobs::NewJob {
+    crate::jobs::NewJob {
+        account_id: account_id.to_owned(),
+        kind: LATE_KIND,
+        lane: String::new(),
+        payload: serde_json::json!(LateReport::new(channel_id, update)),
+        run_at_ms: now.timestamp_millis() + 1_000,
+        max_attempts: i32::try_from(LATE_WAITS.len()).unwrap_or(1) + 1,
+        unique_key: None,
+    }
+}
+
+pub struct LateReceipts {
+    pub db: DatabaseConnection,
+    pub clock: std::sync::Arc<dyn crate::clock::Clock>,
+}
+
+#[async_trait::async_trait]
+impl crate::jobs::Handler for LateReceipts {
+    async fn run(&self, job: &crate::jobs::Job) -> crate::jobs::Outcome {
+        use crate::jobs::Outcome;
+        let Some((report, update)) = serde_json::from_str::<LateReport>(&job.payload)
+            .ok()
+            .and_then(|report| report.update().map(|update| (report, update)))
+        else {
+            return Outcome::Fail {
+                error: "unreadable payload".to_owned(),
+                effect: None,
+            };
+        };
+        let wait = LATE_WAITS[usize::try_from(job.attempt - 1).unwrap_or(0).min(LATE_WAITS.len() - 1)];
+        match apply(&self.db, &report.channel_id, &update, self.clock.now()).await {
+            Ok(Applied::Unknown) => Outcome::Retry {
+                error: "no message has this provider id yet".to_owned(),
+                after: wait,
+            },
+            Ok(_) => Outcome::Done(None),
+            Err(err) => Outcome::Retry {
+                error: err.to_string(),
+                after: wait,
+            },
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Provider callbacks (`/hooks/{provider}/{channelId}[/status]`), forwarded by the edge as they arrived. The
+//! provider's signature is the only credential: a missing or wrong one is 401 and nothing is stored or logged
+//! of the body. A verified callback's messages and status reports are stored before the answer (the
+//! provider's retry of a message stores nothing new); everything after the commit (sends, AI replies,
+//! webhooks) runs from jobs and the outbox.
+
+use std::sync::Arc;
+
+use frontdesk_api::{
+    hooks::v1::{ProviderRequest, ProviderResponse, channel_hooks_server::ChannelHooks},
+    wire,
+};
+use sea_orm::{DatabaseConnection, EntityTrait};
+use tonic::{Request, Response, Status};
+
+use crate::{
+    channels::{RawRequest, registry::Adapters},
+    clock::Clock,
+    conversations::{inbound, receipts},
+    jobs::{self, Wake},
+    store::entities::channels,
+};
+
+#[derive(Clone)]
+pub struct ChannelHooksService {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    adapters: Arc<Adapters>,
+    /// `FRONTDESK_PUBLIC_URL` without a trailing `/`: what providers call, so what they sign.
+    public_url: Arc<str>,
+    wake: Wake,
+}
+
+impl ChannelHooksService {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        adapters: Arc<Adapters>,
+        public_url: &str,
+        wake: Wake,
+    ) -> Self {
+        Self {
+            db,
+            clock,
+            adapters,
+            public_url: public_url.trim_end_matches('/').into(),
+            wake,
+        }
+    }
+}
+
+/// `/hooks/{route}/{channel_id}[/{suffix}]`.
+struct HookPath<'a> {
+    route: &'a str,
+    channel_id: &'a str,
+    suffix: &'a str,
+}
+
+fn hook_path(path: &str) -> Option<HookPath<'_>> {
+    let rest = path.strip_prefix("/hooks/")?;
+    let (route, rest) = rest.split_once('/')?;
+    let (channel_id, suffix) = rest.split_once('/').unwrap_or((rest, ""));
+    (!channel_id.is_empty()).then_some(HookPath {
+        route,
+        channel_id,
+        suffix,
+    })
+}
+
+/// The hook route of a provider.
+fn route_of(provider: &str) -> &'static str {
+    match provider {
+        "twilio" => "twilio",
+        "whatsapp_cloud" | "meta" => "meta",
+        _ => "",
+    }
+}
+
+/// An error answer in the API's error shape.
+fn refusal(status: u16, code: &str, message: &str, request_id: &str) -> ProviderResponse {
+    let body = serde_json::json!({
+        "success": false,
+        "error": {"code": code, "message": message, "request_id": request_id},
+    });
+    ProviderResponse {
+        status: u32::from(status),
+        content_type: "application/json".to_owned(),
+        body: body.to_string().into_bytes(),
+    }
+}
+
+impl ChannelHooksService {
+    async fn handle(&self, r: ProviderRequest, request_id: &str) -> Result<ProviderResponse, Status> {
+        let not_found = || refusal(404, "not_found", "no such channel callback", request_id);
+        let Some(path) = hook_path(&r.path) else {
+            return Ok(not_found());
+        };
+        let channel = channels::Entity::find_by_id(path.channel_id)
+            .one(&self.db)
+            .await
+            .map_err(crate::error::ApiError::from)?;
+        let Some(channel) = channel.filter(|c| route_of(&c.provider) == path.route) else {
+            return Ok(not_found());
+        };
+        let ready = match self.adapters.for_channel(&channel) {
+            Ok(ready) => ready,
+            Err(err) => {
+                tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
+                return Ok(refusal(503, "unavailable", "the channel cannot take callbacks", request_id));
+            }
+        };
+        let query = if r.query.is_empty() { String::new() } else { format!("?{}", r.query) };
+        let raw = RawRequest {
+            method: r.method,
+            public_url: format!("{}{}{query}", self.public_url, r.path),
+            path_suffix: path.suffix.to_owned(),
+            headers: r.headers.into_iter().map(|h| (h.name.to_ascii_lowercase(), h.value)).collect(),
+            body: r.body.into(),
+        };
+        if let Err(err) = ready.adapter.verify(&raw) {
+            metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "bad_signature").increment(1);
+            tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
+            return Ok(refusal(401, "invalid_signature", "the provider signature is missing or wrong", request_id));
+        }
+        let parsed = match ready.adapter.parse(&raw) {
+            Ok(parsed) => parsed,
+            Err(err) => return Ok(refusal(400, "invalid_argument", &err.to_string(), request_id)),
+        };
+        let now = self.clock.now();
+        for message in &parsed.messages {
+            inbound::receive(&self.db, &channel, message, now).await?;
+        }
+        let mut late = false;
+        for update in &parsed.statuses {
+            let applied = receipts::apply(&self.db, &channel.id, update, now)
+                .await
+                .map_err(crate::error::ApiError::from)?;
+            if applied == receipts::Applied::Unknown {
+                let job = receipts::late_job(&channel.account_id, &channel.id, update, now);
+                jobs::enqueue(&self.db, job, now).await.map_err(crate::error::ApiError::from)?;
+                late = true;
+            }
+        }
+        if late {
+            self.wake.notify();
+        }
+        metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "accepted").increment(1);
+        let reply = ready.adapter.acknowledge();
+        Ok(ProviderResponse {
+            status: u32::from(reply.status),
+            content_type: reply.content_type.to_owned(),
+            body: reply.body.into_bytes(),
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl ChannelHooks for ChannelHooksService {
+    async fn receive(&self, request: Request<ProviderRequest>) -> Result<Response<ProviderResponse>, Status> {
+        let request_id = request
+            .metadata()
+            .get(wire::REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Response::new(self.handle(request.into_inner(), &request_id).await?))
+    }
+}

@@ -1,0 +1,77 @@
+//! Which connected channel a send goes out on: the one the caller names; else the channel of the contact's
+//! latest conversation; else the first connected channel (oldest first) that can reach the contact: sms and
+//! whatsapp need a phone, messenger, instagram and webchat an identity of their type.
+
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use tonic::Code;
+
+use crate::{
+    conversations::threads,
+    error::{ApiError, ApiResult},
+    store::entities::{channels, contact_identities, contacts},
+};
+
+/// A contact as channel choice sees it.
+pub struct Reach<'a> {
+    pub contact: &'a contacts::Model,
+    pub identities: &'a [contact_identities::Model],
+}
+
+impl Reach<'_> {
+    pub fn reaches(&self, channel_type: &str) -> bool {
+        match channel_type {
+            "sms" | "whatsapp" => self.contact.phone.is_some(),
+            kind => self.identities.iter().any(|i| i.kind == kind),
+        }
+    }
+}
+
+pub async fn choose(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    named: Option<&str>,
+    reach: &Reach<'_>,
+) -> ApiResult<channels::Model> {
+    let connected = channels::Entity::find()
+        .filter(channels::Column::AccountId.eq(account_id))
+        .order_by_asc(channels::Column::CreatedAt)
+        .order_by_asc(channels::Column::Id)
+        .all(db)
+        .await?;
+    if let Some(name) = named {
+        let channel = connected
+            .into_iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{name}`")))?;
+        if !reach.reaches(&channel.kind) {
+            return Err(no_channel(format!(
+                "the contact cannot be reached on `{name}`: a {} channel needs {}",
+                channel.kind,
+                needs(&channel.kind)
+            )));
+        }
+        return Ok(channel);
+    }
+    let latest = threads::latest_channel(db, account_id, &reach.contact.id).await?;
+    let usable = |c: &channels::Model| reach.reaches(&c.kind);
+    if let Some(latest) = latest
+        && let Some(channel) = connected.iter().find(|c| c.name == latest && usable(c))
+    {
+        return Ok(channel.clone());
+    }
+    connected
+        .into_iter()
+        .find(usable)
+        .ok_or_else(|| no_channel("no connected channel can reach this contact".to_owned()))
+}
+
+fn needs(channel_type: &str) -> &'static str {
+    match channel_type {
+        "sms" | "whatsapp" => "a phone number",
+        _ => "the contact's id on that channel",
+    }
+}
+
+fn no_channel(message: String) -> ApiError {
+    ApiError::new(Code::InvalidArgument, "no_channel", message)
+}

@@ -1,0 +1,289 @@
+//! The `deliver_message` job: hands a queued outbound message to its channel's provider, paced per channel,
+//! and records what the provider said together with the job's completion: `sent` with the provider's id, a
+//! failure with the provider's own code (4xx other than 429), or a retry with back-off (429, 5xx, timeout,
+//! no connection) until the schedule is used up and the message fails with `provider_unavailable`.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
+    sea_query::Expr,
+};
+use serde::{Deserialize, Serialize};
+
+use super::pacing::{Pacer, Slot};
+use crate::{
+    channels::{Outbound, SendOutcome, registry::Adapters},
+    clock::Clock,
+    conversations::{
+        render::{self, StoredAttachment},
+        status::Status,
+    },
+    events,
+    jobs::{Effect, Handler, Job, NewJob, Outcome},
+    retry::RetrySchedule,
+    routing::channels::webhook_url,
+    store::{
+        entities::{channels, contact_identities, contacts, messages},
+        from_json_text,
+    },
+};
+
+pub const KIND: &str = "deliver_message";
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    message_id: String,
+}
+
+/// The job that delivers `message` on the channel `channel_id` (its lane, so one channel's provider holds
+/// only its lane's share of the workers).
+pub fn job(account_id: &str, message: &messages::Model, channel_id: &str, max_attempts: i32, now: DateTime<Utc>) -> NewJob {
+    NewJob {
+        account_id: account_id.to_owned(),
+        kind: KIND,
+        lane: channel_id.to_owned(),
+        payload: serde_json::json!(Payload {
+            message_id: message.id.clone()
+        }),
+        run_at_ms: now.timestamp_millis(),
+        max_attempts,
+        unique_key: None,
+    }
+}
+
+pub struct Deliver {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    adapters: Arc<Adapters>,
+    pacer: Pacer,
+    schedule: RetrySchedule,
+    /// `{FRONTDESK_PUBLIC_URL}` without a trailing `/`.
+    public_url: String,
+}
+
+impl Deliver {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        adapters: Arc<Adapters>,
+        schedule: RetrySchedule,
+        public_url: &str,
+    ) -> Self {
+        Self {
+            db,
+            clock,
+            adapters,
+            pacer: Pacer::default(),
+            schedule,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// What the send needs: the message (still queued), its channel and the contact's address on it.
+    async fn load(&self, message_id: &str) -> Result<Loaded, DbErr> {
+        let Some(message) = messages::Entity::find()
+            .filter(messages::Column::Id.eq(message_id))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(Loaded::Gone);
+        };
+        if Status::parse(&message.status) != Some(Status::Queued) {
+            return Ok(Loaded::Gone);
+        }
+        let Some(channel) = channels::Entity::find_by_id(&message.channel_id).one(&self.db).await? else {
+            return Ok(Loaded::Cancelled(message, "the channel was disconnected"));
+        };
+        let Some(contact) = contacts::Entity::find_by_id(&message.contact_id).one(&self.db).await? else {
+            return Ok(Loaded::Gone);
+        };
+        let address = match channel.kind.as_str() {
+            "sms" | "whatsapp" => contact.phone.clone(),
+            kind => contact_identities::Entity::find()
+                .filter(contact_identities::Column::ContactId.eq(&contact.id))
+                .filter(contact_identities::Column::Kind.eq(kind))
+                .one(&self.db)
+                .await?
+                .map(|identity| identity.external_id),
+        };
+        if channel.kind == "sms" && contact.opted_out {
+            return Ok(Loaded::Cancelled(message, "the contact opted out of sms"));
+        }
+        Ok(match address {
+            Some(address) => Loaded::Ready(message, channel, address),
+            None => Loaded::Cancelled(message, "the contact has no address on this channel"),
+        })
+    }
+}
+
+enum Loaded {
+    /// Erased, or no longer queued (sent by an earlier run whose job completion was lost, removed).
+    Gone,
+    Cancelled(messages::Model, &'static str),
+    Ready(messages::Model, channels::Model, String),
+}
+
+#[async_trait::async_trait]
+impl Handler for Deliver {
+    async fn run(&self, job: &Job) -> Outcome {
+        let payload: Payload = match serde_json::from_str(&job.payload) {
+            Ok(payload) => payload,
+            Err(err) => return fail(format!("unreadable payload: {err}"), None),
+        };
+        let (message, channel, address) = match self.load(&payload.message_id).await {
+            Ok(Loaded::Ready(message, channel, address)) => (message, channel, address),
+            Ok(Loaded::Gone) => return Outcome::Done(None),
+            Ok(Loaded::Cancelled(message, why)) => return fail(why.to_owned(), Some(failed(&message.id, "cancelled", why))),
+            Err(err) => return retry(&self.schedule, job, format!("database: {err}"), None).into(),
+        };
+        let ready = match self.adapters.for_channel(&channel) {
+            Ok(ready) => ready,
+            Err(err) => {
+                let why = err.to_string();
+                return fail(why.clone(), Some(failed(&message.id, "cancelled", &why)));
+            }
+        };
+        match self.pacer.slot(&channel.id, ready.per_second, tokio::time::Instant::now()) {
+            Slot::At(at) => tokio::time::sleep_until(at).await,
+            Slot::Later(wait) => {
+                let until_ms = self.clock.now().timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0);
+                return Outcome::Defer { until_ms };
+            }
+        }
+        let attachments: Vec<StoredAttachment> = from_json_text(&message.attachments);
+        let attachments: Vec<crate::channels::Attachment> = attachments
+            .into_iter()
+            .map(|a| crate::channels::Attachment {
+                url: a.url,
+                content_type: a.content_type,
+                filename: a.filename,
+            })
+            .collect();
+        let status_callback = format!("{}/status", webhook_url(&self.public_url, &channel));
+        let outbound = Outbound {
+            to: &address,
+            text: &message.text,
+            attachments: &attachments,
+            status_callback: &status_callback,
+        };
+        match ready.adapter.send(&outbound).await {
+            SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
+                message_id: message.id,
+                provider_message_id,
+            }))),
+            SendOutcome::Rejected { code, message: text } => {
+                fail(format!("provider refused: {code} {text}"), Some(failed(&message.id, &code, &text)))
+            }
+            SendOutcome::Unavailable { reason, retry_after } => {
+                retry(&self.schedule, job, reason, retry_after).or_fail_with(&message.id)
+            }
+        }
+    }
+}
+
+fn fail(error: String, effect: Option<Box<dyn Effect>>) -> Outcome {
+    Outcome::Fail { error, effect }
+}
+
+fn failed(message_id: &str, code: &str, text: &str) -> Box<dyn Effect> {
+    Box::new(MarkFailed {
+        message_id: message_id.to_owned(),
+        code: code.to_owned(),
+        text: text.to_owned(),
+    })
+}
+
+/// A retry after the schedule's wait for this try; past the schedule, a failure.
+fn retry(schedule: &RetrySchedule, job: &Job, error: String, retry_after: Option<std::time::Duration>) -> Retry {
+    match schedule.wait_after(job.attempt, retry_after) {
+        Some(after) if !job.is_last_attempt() => Retry::Again(Outcome::Retry { error, after }),
+        _ => Retry::UsedUp(error),
+    }
+}
+
+enum Retry {
+    Again(Outcome),
+    UsedUp(String),
+}
+
+impl Retry {
+    /// Used-up retries fail the message with `provider_unavailable`.
+    fn or_fail_with(self, message_id: &str) -> Outcome {
+        match self {
+            Self::Again(outcome) => outcome,
+            Self::UsedUp(error) => {
+                let effect = failed(message_id, "provider_unavailable", &error);
+                fail(error, Some(effect))
+            }
+        }
+    }
+}
+
+impl From<Retry> for Outcome {
+    /// Used-up retries of work that has no message to fail (the database was unreachable) fail the job alone.
+    fn from(retry: Retry) -> Self {
+        match retry {
+            Retry::Again(outcome) => outcome,
+            Retry::UsedUp(error) => fail(error, None),
+        }
+    }
+}
+
+/// The provider took the message: `sent`, with its id (`message.sent`).
+struct MarkSent {
+    message_id: String,
+    provider_message_id: String,
+}
+
+#[async_trait::async_trait]
+impl Effect for MarkSent {
+    async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
+        let changed = messages::Entity::update_many()
+            .col_expr(messages::Column::Status, Expr::value("sent"))
+            .col_expr(messages::Column::ProviderMessageId, Expr::value(&self.provider_message_id))
+            .col_expr(messages::Column::SentAt, Expr::value(now))
+            .filter(messages::Column::Id.eq(&self.message_id))
+            .filter(messages::Column::Status.eq("queued"))
+            .exec_with_returning(txn)
+            .await?;
+        for message in &changed {
+            record(txn, message, Status::Sent, now).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The message failed for good, before it was delivered (`message.failed`).
+struct MarkFailed {
+    message_id: String,
+    code: String,
+    text: String,
+}
+
+#[async_trait::async_trait]
+impl Effect for MarkFailed {
+    async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
+        let changed = messages::Entity::update_many()
+            .col_expr(messages::Column::Status, Expr::value("failed"))
+            .col_expr(messages::Column::ErrorCode, Expr::value(&self.code))
+            .col_expr(messages::Column::ErrorMessage, Expr::value(&self.text))
+            .filter(messages::Column::Id.eq(&self.message_id))
+            .filter(messages::Column::Status.is_in(["queued", "sent"]))
+            .exec_with_returning(txn)
+            .await?;
+        for message in &changed {
+            record(txn, message, Status::Failed, now).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the event of `message` reaching `status`.
+pub async fn record(db: &impl ConnectionTrait, message: &messages::Model, status: Status, now: DateTime<Utc>) -> Result<(), DbErr> {
+    if let Some(event) = status.event() {
+        events::record(db, &message.account_id, event, render::message_data(message), now).await?;
+    }
+    Ok(())
+}

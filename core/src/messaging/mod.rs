@@ -1,0 +1,12 @@
+//! Sending: a send request becomes a checked `Outgoing`, is accepted in one transaction (contact, channel,
+//! conversation, `queued` message, delivery job, idempotency key) and answered at once; the
+//! `deliver_message` job then hands it to the provider, paced per channel.
+
+pub mod accept;
+mod channel_choice;
+pub mod deliver;
+pub mod idempotency;
+pub mod outgoing;
+pub mod pacing;
+mod recipient;
+pub mod service;

@@ -1,0 +1,101 @@
+//! The `Messages` gRPC service: the two send calls (202 with the message id) and reading one message.
+
+use frontdesk_api::{
+    v1::{
+        CorrectMessageRequest, GetMessageRequest, MessageAccepted, MessageAnswer, ReactToMessageRequest,
+        RemoveMessageRequest, SendMessageRequest, SendToContactRequest, messages_server::Messages,
+    },
+    wire,
+};
+use sea_orm::DatabaseConnection;
+use tonic::{Request, Response, Status, metadata::MetadataValue};
+
+use super::{
+    accept::{Author, Sender},
+    idempotency::Answered,
+    outgoing::Outgoing,
+};
+use crate::{
+    conversations::{lookup, render},
+    error::ApiError,
+    requests::account_of,
+};
+
+#[derive(Clone)]
+pub struct MessagesService {
+    db: DatabaseConnection,
+    sender: Sender,
+}
+
+impl MessagesService {
+    pub fn new(db: DatabaseConnection, sender: Sender) -> Self {
+        Self { db, sender }
+    }
+}
+
+/// The `Idempotency-Key` header (REST) or metadata (gRPC).
+fn header_key<T>(request: &Request<T>) -> Option<String> {
+    request
+        .metadata()
+        .get(wire::IDEMPOTENCY_KEY)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// 202 with the accepted message.
+fn accepted(answered: Answered) -> Response<MessageAccepted> {
+    let mut response = Response::new(MessageAccepted {
+        success: true,
+        message_id: answered.message_id,
+        status: "queued".to_owned(),
+        contact_id: answered.contact_id,
+    });
+    response
+        .metadata_mut()
+        .insert(wire::HTTP_CODE, MetadataValue::from_static("202"));
+    response
+}
+
+#[tonic::async_trait]
+impl Messages for MessagesService {
+    async fn send_message(&self, request: Request<SendMessageRequest>) -> Result<Response<MessageAccepted>, Status> {
+        let account_id = account_of(&request)?;
+        let key = header_key(&request);
+        let outgoing = Outgoing::to_contact(request.into_inner(), key)?;
+        Ok(accepted(self.sender.accept(&account_id, outgoing, Author::Api).await?))
+    }
+
+    async fn send_to_contact(
+        &self,
+        request: Request<SendToContactRequest>,
+    ) -> Result<Response<MessageAccepted>, Status> {
+        let account_id = account_of(&request)?;
+        let key = header_key(&request);
+        let outgoing = Outgoing::to_anyone(request.into_inner(), key)?;
+        Ok(accepted(self.sender.accept(&account_id, outgoing, Author::Api).await?))
+    }
+
+    async fn get_message(&self, request: Request<GetMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        let message = lookup::message(&self.db, &account_id, &request.into_inner().message_id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::not_found("message"))?;
+        Ok(Response::new(MessageAnswer {
+            success: true,
+            message: Some(render::message(&message)),
+        }))
+    }
+
+    async fn correct_message(&self, _request: Request<CorrectMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn remove_message(&self, _request: Request<RemoveMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn react_to_message(&self, _request: Request<ReactToMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+}
