@@ -7,6 +7,7 @@ pub mod agents;
 pub mod app;
 pub mod broadcasts;
 pub mod campaigns;
+pub mod channels;
 pub mod clock;
 pub mod config;
 pub mod conversations;

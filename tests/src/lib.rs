@@ -10,6 +10,7 @@ pub mod platform;
 pub mod razorpay;
 pub mod redis_server;
 pub mod server;
+pub mod twilio;
 pub mod webhook_receiver;
 
 pub use db::Db;

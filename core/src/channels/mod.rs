@@ -1,0 +1,165 @@
+//! Channel adapters: each messaging provider (Twilio SMS first) behind one trait. An adapter only verifies a
+//! provider callback's signature, parses it into provider-neutral shapes, answers it the way the provider
+//! expects, and sends a message through the provider's API, classifying the answer. No domain rules live here:
+//! what a message means for a conversation is decided by the caller.
+
+pub mod twilio;
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+
+pub use twilio::TwilioAdapter;
+
+/// A provider callback exactly as it arrived: what an adapter needs to verify and parse it.
+#[derive(Clone, Debug)]
+pub struct RawRequest {
+    pub method: String,
+    /// The URL the provider called and signed: the public base URL + path + `?query` when there is one.
+    pub public_url: String,
+    /// What follows the channel's hook path: `""` for messages, `"status"` for Twilio's status callbacks.
+    pub path_suffix: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl RawRequest {
+    /// The first value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// What one callback carries: new messages, delivery updates of sent ones, or both.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inbound {
+    pub messages: Vec<InboundMessage>,
+    pub statuses: Vec<StatusUpdate>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboundMessage {
+    pub provider_message_id: String,
+    pub sender: Sender,
+    /// Our address on the channel: the phone number or page id the message was sent to.
+    pub recipient: String,
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+    /// The sender's display name when the provider gives one, else empty.
+    pub sender_name: String,
+    /// The ad or link that started the conversation when the provider says, else empty.
+    pub referral: String,
+}
+
+/// Who wrote a message, as the provider identifies them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// A phone number, E.164 as the provider gave it.
+    Phone(String),
+    /// An account on a platform: `kind` is `whatsapp`, `messenger`, `instagram` or `webchat`.
+    Identity { kind: &'static str, external_id: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    pub url: String,
+    pub content_type: String,
+    /// Empty when the provider does not name the file.
+    pub filename: String,
+}
+
+/// A change in the delivery of a message we sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusUpdate {
+    pub provider_message_id: String,
+    pub status: ProviderStatus,
+}
+
+/// The delivery states that matter to a conversation; a provider's intermediate states produce no update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderStatus {
+    Sent,
+    Delivered,
+    Read,
+    Failed { code: String, message: String },
+}
+
+/// One message to send.
+#[derive(Clone, Copy, Debug)]
+pub struct Outbound<'a> {
+    /// A phone number (E.164) or the provider's id of the recipient.
+    pub to: &'a str,
+    pub text: &'a str,
+    pub attachments: &'a [Attachment],
+    /// Absolute URL the provider calls with delivery updates; empty for none.
+    pub status_callback: &'a str,
+}
+
+/// How a provider answered a send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendOutcome {
+    Accepted {
+        provider_message_id: String,
+    },
+    /// The provider refused the message itself (a 4xx other than 429): retrying cannot help. `code` is the
+    /// provider's own error code (Twilio's `21211`), or the HTTP status when it gave none.
+    Rejected {
+        code: String,
+        message: String,
+    },
+    /// Throttled, failing, slow, unreachable or not understood: worth retrying, after `retry_after` if given.
+    Unavailable {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+}
+
+/// What the provider gets back from a callback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+/// Why a callback is not from the provider; the caller answers 401 and stores nothing.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SignatureError {
+    #[error("the signature header is missing")]
+    Missing,
+    #[error("the signature does not match")]
+    Mismatch,
+}
+
+/// Why a signed callback cannot be read; the caller answers 400 with this text, which never quotes the body.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("missing field {0}")]
+    MissingField(String),
+    #[error("field {field} is {reason}")]
+    InvalidField { field: String, reason: &'static str },
+    #[error("unknown callback path {0:?}")]
+    UnknownPath(String),
+}
+
+/// Why a channel's stored configuration cannot make an adapter.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("channel config lacks {0}")]
+    Missing(&'static str),
+    #[error("channel config {key} is {reason}")]
+    Invalid { key: &'static str, reason: &'static str },
+}
+
+#[async_trait::async_trait]
+pub trait ChannelAdapter: Send + Sync {
+    /// Checks that the provider signed this request; `Err` when the signature is missing or wrong.
+    fn verify(&self, request: &RawRequest) -> Result<(), SignatureError>;
+    /// Reads a verified request into provider-neutral shapes.
+    fn parse(&self, request: &RawRequest) -> Result<Inbound, ParseError>;
+    /// The answer the provider expects once a callback is taken.
+    fn acknowledge(&self) -> Reply;
+    /// Sends one message through the provider's API.
+    async fn send(&self, message: &Outbound<'_>) -> SendOutcome;
+}
