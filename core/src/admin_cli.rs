@@ -3,8 +3,8 @@
 
 use clap::{Args, Subcommand};
 use frontdesk_api::admin::v1::{
-    Account, CreateAccountRequest, CreditsRequest, DeleteAccountRequest, GetAccountRequest, IssueApiKeyRequest,
-    UpdateAccountRequest, admin_client::AdminClient,
+    Account, CreateAccountRequest, CreditsRequest, DeleteAccountRequest, GetAccountRequest, IssueApiKeyRequest, Job,
+    ListJobsRequest, RetryJobRequest, UpdateAccountRequest, admin_client::AdminClient,
 };
 use serde_json::{Value, json};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
@@ -86,6 +86,23 @@ enum AdminCommand {
     DeleteAccount {
         #[arg(long)]
         account: String,
+    },
+    /// The durable job queue's figures and its jobs: waiting and running ones by when they run next, or with
+    /// `--failed` those that used up their tries, latest first, with their last error.
+    Jobs {
+        #[arg(long)]
+        failed: bool,
+        /// Only jobs of this kind (`deliver_message`, ...).
+        #[arg(long, default_value = "")]
+        kind: String,
+        /// At most this many jobs (1 to 200).
+        #[arg(long, default_value_t = 50)]
+        limit: i32,
+    },
+    /// Put a failed job back in the queue, due now, its tries counted from 0.
+    RetryJob {
+        /// The job's id (`job_...`).
+        id: String,
     },
 }
 
@@ -222,6 +239,39 @@ async fn call(client: &mut Client, command: AdminCommand) -> Result<Value, tonic
                 .await?
                 .into_inner(),
         ),
+        AdminCommand::Jobs { failed, kind, limit } => {
+            let list = client
+                .list_jobs(ListJobsRequest { failed, kind, limit })
+                .await?
+                .into_inner();
+            json!({
+                "pending": list.pending,
+                "due": list.due,
+                "failed": list.failed,
+                "oldest_due_age_seconds": list.oldest_due_age_seconds,
+                "jobs": list.jobs.into_iter().map(job_json).collect::<Vec<_>>(),
+            })
+        }
+        AdminCommand::RetryJob { id } => job_json(client.retry_job(RetryJobRequest { id }).await?.into_inner()),
+    })
+}
+
+fn job_json(job: Job) -> Value {
+    let time = |t: Option<prost_types::Timestamp>| {
+        t.and_then(|t| chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0)))
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    };
+    json!({
+        "id": job.id,
+        "account_id": job.account_id,
+        "kind": job.kind,
+        "status": job.status,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "run_at": time(job.run_at),
+        "last_error": job.last_error,
+        "created_at": time(job.created_at),
+        "updated_at": time(job.updated_at),
     })
 }
 
@@ -265,18 +315,38 @@ fn account_json(a: Account) -> Value {
     })
 }
 
-/// One `name  value` line per field; the API key last, with a reminder that it is shown once.
+/// One `name  value` line per field (a list of jobs as a table after them); the API key last, with a reminder
+/// that it is shown once.
 fn print_text(output: &Value) {
     let Some(fields) = output.as_object() else {
         return;
     };
-    for (name, value) in fields.iter().filter(|(name, _)| *name != "api_key") {
+    for (name, value) in fields
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "api_key" | "jobs"))
+    {
         let value = match value {
             Value::String(s) => s.clone(),
             Value::Null => "-".to_owned(),
             other => other.to_string(),
         };
         println!("{:<18} {value}", name.replace('_', " "));
+    }
+    if let Some(jobs) = output.get("jobs").and_then(Value::as_array) {
+        println!();
+        for job in jobs {
+            let text = |key: &str| job[key].as_str().unwrap_or("-").to_owned();
+            println!(
+                "{}  {:<16} {:<8} {}/{}  {}  {}",
+                text("id"),
+                text("kind"),
+                text("status"),
+                job["attempts"],
+                job["max_attempts"],
+                text("run_at"),
+                text("last_error")
+            );
+        }
     }
     if let Some(key) = output.get("api_key").and_then(Value::as_str) {
         println!("{:<18} {key}    (shown once: store it now)", "api key");

@@ -25,6 +25,7 @@ use crate::{
     channels::registry::Adapters,
     clock::{Clock, SteerableClock, SystemClock},
     config::{CoreConfig, PaymentConfig, PaymentProviderKind},
+    contacts::service::ContactsService,
     conversations::{
         idle::{self, Housekeeping},
         receipts::{self, LateReceipts},
@@ -40,7 +41,11 @@ use crate::{
     },
     jobs::{self, Handlers, JobEngine, Wake},
     kb_groups::KbGroupsService,
-    messaging::{accept::Sender, deliver::{self, Deliver}, service::MessagesService},
+    messaging::{
+        accept::Sender,
+        deliver::{self, Deliver},
+        service::MessagesService,
+    },
     plan::Plan,
     retry::RetrySchedule,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
@@ -152,6 +157,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
+        contacts: ContactsService::new(db.clone(), clock.clone()),
         messages: MessagesService::new(db.clone(), sender),
         hooks: ChannelHooksService::new(
             db.clone(),

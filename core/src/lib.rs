@@ -10,6 +10,7 @@ pub mod campaigns;
 pub mod channels;
 pub mod clock;
 pub mod config;
+pub mod contacts;
 pub mod conversations;
 pub mod deals;
 pub mod error;

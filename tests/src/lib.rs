@@ -10,6 +10,7 @@ pub mod platform;
 pub mod razorpay;
 pub mod redis_server;
 pub mod server;
+pub mod sms;
 pub mod twilio;
 pub mod webhook_receiver;
 

@@ -3,6 +3,7 @@
 //! expects, and sends a message through the provider's API, classifying the answer. No domain rules live here:
 //! what a message means for a conversation is decided by the caller.
 
+pub mod registry;
 pub mod twilio;
 
 use std::time::Duration;

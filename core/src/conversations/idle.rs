@@ -6,7 +6,9 @@
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, sea_query::Expr};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, sea_query::Expr,
+};
 
 use super::render;
 use crate::{

@@ -12,11 +12,13 @@ use super::{
 };
 use crate::{
     channels::{InboundMessage, Sender},
-    contacts::store::{self as contacts, FoundOrCreated, NewContact, NewIdentity},
+    contacts::{
+        E164Phone, IdentityKind, NewIdentity,
+        store::{self as contacts, NewContact},
+    },
     error::{ApiError, ApiResult},
     events::{self, EventType},
     routing::resolver::Inbound,
-    site::checkout::E164Phone,
     store::{
         entities::{channels, messages},
         to_json_text,
@@ -53,16 +55,15 @@ pub async fn receive(
         Sender::Identity { kind, external_id } => NewContact {
             name: inbound.sender_name.clone(),
             identities: vec![NewIdentity {
-                kind: (*kind).to_owned(),
+                kind: IdentityKind::parse(kind)
+                    .ok_or_else(|| ApiError::internal("an adapter named an unknown identity kind"))?,
                 external_id: external_id.clone(),
                 channel: channel.name.clone(),
             }],
             ..NewContact::default()
         },
     };
-    let contact = match contacts::find_or_create(&txn, account_id, new, now).await? {
-        FoundOrCreated::Found(contact) | FoundOrCreated::Created(contact) => contact,
-    };
+    let (contact, _) = contacts::find_or_create(&txn, account_id, new, now).await?;
     if channel.kind == "sms" {
         let word = inbound.text.trim().to_uppercase();
         if STOP_WORDS.contains(&word.as_str()) && !contact.opted_out {
@@ -128,7 +129,14 @@ pub async fn receive(
         return Ok(None);
     }
     threads::touch(&txn, &conversation.id, now, true).await?;
-    events::record(&txn, account_id, EventType::MessageReceived, render::message_data(&message), now).await?;
+    events::record(
+        &txn,
+        account_id,
+        EventType::MessageReceived,
+        render::message_data(&message),
+        now,
+    )
+    .await?;
     txn.commit().await?;
     Ok(Some(message))
 }

@@ -28,7 +28,12 @@ pub async fn by_provider_id(
 }
 
 /// Whether `message_id` is a message of the account's contact.
-pub async fn belongs_to(db: &impl ConnectionTrait, account_id: &str, message_id: &str, contact_id: &str) -> Result<bool, DbErr> {
+pub async fn belongs_to(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    message_id: &str,
+    contact_id: &str,
+) -> Result<bool, DbErr> {
     let count = messages::Entity::find()
         .filter(messages::Column::Id.eq(message_id))
         .filter(messages::Column::AccountId.eq(account_id))

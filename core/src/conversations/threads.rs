@@ -3,7 +3,10 @@
 //! the loser's insert does nothing and it reads the winner's.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, sea_query::OnConflict};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    sea_query::{Expr, ExprTrait, OnConflict},
+};
 
 use super::render;
 use crate::{
@@ -115,7 +118,12 @@ pub async fn open_or_start(
 
 /// Records a message on the conversation: its time as the latest activity, and one more unread message when
 /// it came from the contact.
-pub async fn touch(db: &impl ConnectionTrait, conversation_id: &str, at: DateTime<Utc>, inbound: bool) -> Result<(), DbErr> {
+pub async fn touch(
+    db: &impl ConnectionTrait,
+    conversation_id: &str,
+    at: DateTime<Utc>,
+    inbound: bool,
+) -> Result<(), DbErr> {
     let mut update = conversations::Entity::update_many()
         .col_expr(conversations::Column::LastMessageAt, Expr::value(at))
         .filter(conversations::Column::Id.eq(conversation_id));

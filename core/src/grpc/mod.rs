@@ -15,9 +15,9 @@ use frontdesk_api::{
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
     v1::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
-        campaigns_server::CampaignsServer, channels_server::ChannelsServer, deals_server::DealsServer,
-        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, messages_server::MessagesServer,
-        pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
+        campaigns_server::CampaignsServer, channels_server::ChannelsServer, contacts_server::ContactsServer,
+        deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
+        messages_server::MessagesServer, pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
     },
     wire,
 };
@@ -33,6 +33,7 @@ use crate::{
         CampaignsService,
         sunset::{self, Sunset},
     },
+    contacts::service::ContactsService,
     deals::{pipelines::PipelinesService, service::DealsService},
     hooks::ChannelHooksService,
     kb_groups::KbGroupsService,
@@ -56,6 +57,7 @@ pub struct Services {
     pub kb_groups: KbGroupsService,
     pub broadcasts: BroadcastsService,
     pub campaigns: CampaignsService,
+    pub contacts: ContactsService,
     pub messages: MessagesService,
     pub hooks: ChannelHooksService,
     pub admin: AdminService,
@@ -78,6 +80,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<KbGroupsServer<KbGroupsService>>().await;
     reporter.set_serving::<BroadcastsServer<BroadcastsService>>().await;
     reporter.set_serving::<CampaignsServer<CampaignsService>>().await;
+    reporter.set_serving::<ContactsServer<ContactsService>>().await;
     reporter.set_serving::<MessagesServer<MessagesService>>().await;
     reporter.set_serving::<ChannelHooksServer<ChannelHooksService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
@@ -104,6 +107,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(KbGroupsServer::new(services.kb_groups)))
         .add_service(sized!(BroadcastsServer::new(services.broadcasts)))
         .add_service(sized!(CampaignsServer::new(services.campaigns)))
+        .add_service(sized!(ContactsServer::new(services.contacts)))
         .add_service(sized!(MessagesServer::new(services.messages)))
         .add_service(sized!(ChannelHooksServer::new(services.hooks)))
         .add_service(InterceptedService::new(admin, move |request| {

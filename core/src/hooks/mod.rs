@@ -106,21 +106,39 @@ impl ChannelHooksService {
             Ok(ready) => ready,
             Err(err) => {
                 tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
-                return Ok(refusal(503, "unavailable", "the channel cannot take callbacks", request_id));
+                return Ok(refusal(
+                    503,
+                    "unavailable",
+                    "the channel cannot take callbacks",
+                    request_id,
+                ));
             }
         };
-        let query = if r.query.is_empty() { String::new() } else { format!("?{}", r.query) };
+        let query = if r.query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", r.query)
+        };
         let raw = RawRequest {
             method: r.method,
             public_url: format!("{}{}{query}", self.public_url, r.path),
             path_suffix: path.suffix.to_owned(),
-            headers: r.headers.into_iter().map(|h| (h.name.to_ascii_lowercase(), h.value)).collect(),
+            headers: r
+                .headers
+                .into_iter()
+                .map(|h| (h.name.to_ascii_lowercase(), h.value))
+                .collect(),
             body: r.body.into(),
         };
         if let Err(err) = ready.adapter.verify(&raw) {
             metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "bad_signature").increment(1);
             tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
-            return Ok(refusal(401, "invalid_signature", "the provider signature is missing or wrong", request_id));
+            return Ok(refusal(
+                401,
+                "invalid_signature",
+                "the provider signature is missing or wrong",
+                request_id,
+            ));
         }
         let parsed = match ready.adapter.parse(&raw) {
             Ok(parsed) => parsed,
@@ -137,7 +155,9 @@ impl ChannelHooksService {
                 .map_err(crate::error::ApiError::from)?;
             if applied == receipts::Applied::Unknown {
                 let job = receipts::late_job(&channel.account_id, &channel.id, update, now);
-                jobs::enqueue(&self.db, job, now).await.map_err(crate::error::ApiError::from)?;
+                jobs::enqueue(&self.db, job, now)
+                    .await
+                    .map_err(crate::error::ApiError::from)?;
                 late = true;
             }
         }

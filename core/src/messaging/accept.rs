@@ -82,7 +82,13 @@ impl Sender {
         }
     }
 
-    async fn store(&self, account_id: &str, outgoing: &Outgoing, author: Author, now: DateTime<Utc>) -> ApiResult<Stored> {
+    async fn store(
+        &self,
+        account_id: &str,
+        outgoing: &Outgoing,
+        author: Author,
+        now: DateTime<Utc>,
+    ) -> ApiResult<Stored> {
         let txn = crate::store::begin_write(&self.db).await?;
         let resolved = recipient::resolve(&txn, account_id, &outgoing.recipient, &outgoing.name, now).await?;
         let reach = Reach {
@@ -99,7 +105,8 @@ impl Sender {
             ));
         }
         if !outgoing.reply_to.is_empty()
-            && !crate::conversations::lookup::belongs_to(&txn, account_id, &outgoing.reply_to, &resolved.contact.id).await?
+            && !crate::conversations::lookup::belongs_to(&txn, account_id, &outgoing.reply_to, &resolved.contact.id)
+                .await?
         {
             return Err(ApiError::field("reply_to", "is not a message of this contact"));
         }
@@ -140,7 +147,12 @@ impl Sender {
         active.seq = sea_orm::ActiveValue::NotSet;
         messages::Entity::insert(active).exec_without_returning(&txn).await?;
         threads::touch(&txn, &conversation.id, now, false).await?;
-        jobs::enqueue(&txn, deliver::job(account_id, &message, &channel.id, self.send_attempts, now), now).await?;
+        jobs::enqueue(
+            &txn,
+            deliver::job(account_id, &message, &channel.id, self.send_attempts, now),
+            now,
+        )
+        .await?;
         let answered = Answered {
             message_id: message.id.clone(),
             contact_id: resolved.contact.id.clone(),

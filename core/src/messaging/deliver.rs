@@ -39,7 +39,13 @@ struct Payload {
 
 /// The job that delivers `message` on the channel `channel_id` (its lane, so one channel's provider holds
 /// only its lane's share of the workers).
-pub fn job(account_id: &str, message: &messages::Model, channel_id: &str, max_attempts: i32, now: DateTime<Utc>) -> NewJob {
+pub fn job(
+    account_id: &str,
+    message: &messages::Model,
+    channel_id: &str,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+) -> NewJob {
     NewJob {
         account_id: account_id.to_owned(),
         kind: KIND,
@@ -135,7 +141,9 @@ impl Handler for Deliver {
         let (message, channel, address) = match self.load(&payload.message_id).await {
             Ok(Loaded::Ready(message, channel, address)) => (message, channel, address),
             Ok(Loaded::Gone) => return Outcome::Done(None),
-            Ok(Loaded::Cancelled(message, why)) => return fail(why.to_owned(), Some(failed(&message.id, "cancelled", why))),
+            Ok(Loaded::Cancelled(message, why)) => {
+                return fail(why.to_owned(), Some(failed(&message.id, "cancelled", why)));
+            }
             Err(err) => return retry(&self.schedule, job, format!("database: {err}"), None).into(),
         };
         let ready = match self.adapters.for_channel(&channel) {
@@ -145,7 +153,10 @@ impl Handler for Deliver {
                 return fail(why.clone(), Some(failed(&message.id, "cancelled", &why)));
             }
         };
-        match self.pacer.slot(&channel.id, ready.per_second, tokio::time::Instant::now()) {
+        match self
+            .pacer
+            .slot(&channel.id, ready.per_second, tokio::time::Instant::now())
+        {
             Slot::At(at) => tokio::time::sleep_until(at).await,
             Slot::Later(wait) => {
                 let until_ms = self.clock.now().timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0);
@@ -173,9 +184,10 @@ impl Handler for Deliver {
                 message_id: message.id,
                 provider_message_id,
             }))),
-            SendOutcome::Rejected { code, message: text } => {
-                fail(format!("provider refused: {code} {text}"), Some(failed(&message.id, &code, &text)))
-            }
+            SendOutcome::Rejected { code, message: text } => fail(
+                format!("provider refused: {code} {text}"),
+                Some(failed(&message.id, &code, &text)),
+            ),
             SendOutcome::Unavailable { reason, retry_after } => {
                 retry(&self.schedule, job, reason, retry_after).or_fail_with(&message.id)
             }
@@ -242,7 +254,10 @@ impl Effect for MarkSent {
     async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
         let changed = messages::Entity::update_many()
             .col_expr(messages::Column::Status, Expr::value("sent"))
-            .col_expr(messages::Column::ProviderMessageId, Expr::value(&self.provider_message_id))
+            .col_expr(
+                messages::Column::ProviderMessageId,
+                Expr::value(&self.provider_message_id),
+            )
             .col_expr(messages::Column::SentAt, Expr::value(now))
             .filter(messages::Column::Id.eq(&self.message_id))
             .filter(messages::Column::Status.eq("queued"))
@@ -281,7 +296,12 @@ impl Effect for MarkFailed {
 }
 
 /// Writes the event of `message` reaching `status`.
-pub async fn record(db: &impl ConnectionTrait, message: &messages::Model, status: Status, now: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn record(
+    db: &impl ConnectionTrait,
+    message: &messages::Model,
+    status: Status,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     if let Some(event) = status.event() {
         events::record(db, &message.account_id, event, render::message_data(message), now).await?;
     }

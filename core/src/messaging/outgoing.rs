@@ -2,13 +2,12 @@
 //! not depend on the channel (those that do come once the channel is chosen: `Outgoing::fits`).
 
 use frontdesk_api::v1::{Attachment, SendMessageRequest, SendToContactRequest, Template};
-use prost::Message as _;
 use sha2::{Digest, Sha256};
 
 use crate::{
+    contacts::{E164Phone, Email},
     conversations::render::StoredAttachment,
     error::{ApiError, ApiResult},
-    site::checkout::{E164Phone, Email},
     validate::Violations,
 };
 
@@ -18,8 +17,6 @@ const MAX_SMS_CHARS: usize = 1_600;
 const MAX_ATTACHMENTS: usize = 10;
 const MAX_URL_CHARS: usize = 2_048;
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
-/// Identity types a social-channel id belongs to.
-pub const IDENTITY_TYPES: &[&str] = &["whatsapp", "messenger", "instagram", "webchat"];
 
 /// Who a send goes to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +25,10 @@ pub enum Recipient {
     Phone(E164Phone),
     Email(Email),
     /// A social-channel id on the channel named `channel`.
-    Identity { channel: String, external_id: String },
+    Identity {
+        channel: String,
+        external_id: String,
+    },
 }
 
 /// A checked send.
@@ -54,10 +54,13 @@ impl Outgoing {
         let mut v = Violations::new();
         v.check(!r.contact_id.is_empty(), "contact_id", "is required");
         let key = idempotency_key(&mut v, &r.idempotency_key, header_key);
-        let fingerprint = fingerprint(b"send-message", &SendMessageRequest {
-            idempotency_key: String::new(),
-            ..r.clone()
-        });
+        let fingerprint = fingerprint(
+            b"send-message",
+            &SendMessageRequest {
+                idempotency_key: String::new(),
+                ..r.clone()
+            },
+        );
         let common = Common::check(&mut v, r.text, r.channel, &r.attachments, r.template, r.reply_to);
         v.finish()?;
         Ok(common.into_outgoing(Recipient::Contact(r.contact_id), String::new(), key, fingerprint))
@@ -67,10 +70,13 @@ impl Outgoing {
     pub fn to_anyone(r: SendToContactRequest, header_key: Option<String>) -> ApiResult<Self> {
         let mut v = Violations::new();
         let key = idempotency_key(&mut v, &r.idempotency_key, header_key);
-        let fingerprint = fingerprint(b"send", &SendToContactRequest {
-            idempotency_key: String::new(),
-            ..r.clone()
-        });
+        let fingerprint = fingerprint(
+            b"send",
+            &SendToContactRequest {
+                idempotency_key: String::new(),
+                ..r.clone()
+            },
+        );
         v.text("name", &r.name, false, 200);
         let named = [
             !r.contact_id.is_empty(),
@@ -243,13 +249,19 @@ mod tests {
     #[test]
     fn text_and_attachments_are_checked() {
         assert_eq!(fields(Outgoing::to_contact(send(""), None).unwrap_err()), ["text"]);
-        assert_eq!(fields(Outgoing::to_contact(send(&"x".repeat(4_097)), None).unwrap_err()), ["text"]);
+        assert_eq!(
+            fields(Outgoing::to_contact(send(&"x".repeat(4_097)), None).unwrap_err()),
+            ["text"]
+        );
         let mut r = send("hi");
         r.attachments = vec![Attachment {
             url: "ftp://example.com/a.png".into(),
             ..Attachment::default()
         }];
-        assert_eq!(fields(Outgoing::to_contact(r, None).unwrap_err()), ["attachments[0].url"]);
+        assert_eq!(
+            fields(Outgoing::to_contact(r, None).unwrap_err()),
+            ["attachments[0].url"]
+        );
         let long = Outgoing::to_contact(send(&"x".repeat(1_601)), None).unwrap();
         assert_eq!(fields(long.fits("sms").unwrap_err()), ["text"]);
         assert!(long.fits("webchat").is_ok());
@@ -283,9 +295,15 @@ mod tests {
         r.idempotency_key = "k1".into();
         let a = Outgoing::to_contact(r.clone(), None).unwrap();
         let b = Outgoing::to_contact(send("hi"), Some("k1".into())).unwrap();
-        assert_eq!((a.idempotency_key.as_deref(), b.idempotency_key.as_deref()), (Some("k1"), Some("k1")));
+        assert_eq!(
+            (a.idempotency_key.as_deref(), b.idempotency_key.as_deref()),
+            (Some("k1"), Some("k1"))
+        );
         assert_eq!(a.fingerprint, b.fingerprint);
-        assert_ne!(a.fingerprint, Outgoing::to_contact(send("other"), None).unwrap().fingerprint);
+        assert_ne!(
+            a.fingerprint,
+            Outgoing::to_contact(send("other"), None).unwrap().fingerprint
+        );
         assert_eq!(
             fields(Outgoing::to_contact(r, Some("k2".into())).unwrap_err()),
             ["idempotency_key"]

@@ -69,7 +69,10 @@ mod tests {
         assert_eq!(slots[0], Slot::At(now));
         assert_eq!(slots[1], Slot::At(now + Duration::from_millis(100)));
         assert_eq!(slots[20], Slot::At(now + Duration::from_secs(2)));
-        assert!(matches!(pacer.slot("ch", 10.0, now), Slot::Later(_)), "beyond two seconds");
+        assert!(
+            matches!(pacer.slot("ch", 10.0, now), Slot::Later(_)),
+            "beyond two seconds"
+        );
         assert_eq!(pacer.slot("other", 10.0, now), Slot::At(now), "channels pace apart");
     }
 

@@ -4,19 +4,21 @@
 use chrono::{DateTime, Utc};
 use sea_orm::ConnectionTrait;
 
-use super::outgoing::{IDENTITY_TYPES, Recipient};
+use super::outgoing::Recipient;
 use crate::{
-    contacts::store::{self as contacts, FoundOrCreated, NewContact},
+    contacts::{
+        IdentityKind, NewIdentity,
+        store::{self as contacts, NewContact},
+    },
     error::{ApiError, ApiResult},
     routing::channels::connected,
     store::entities::{contact_identities, contacts as contact_rows},
 };
 
-/// The contact with its identities, and whether this send created it.
+/// The contact with its identities.
 pub struct Resolved {
     pub contact: contact_rows::Model,
     pub identities: Vec<contact_identities::Model>,
-    pub created: bool,
 }
 
 pub async fn resolve(
@@ -26,11 +28,12 @@ pub async fn resolve(
     name: &str,
     now: DateTime<Utc>,
 ) -> ApiResult<Resolved> {
-    let found = match recipient {
-        Recipient::Contact(id) => FoundOrCreated::Found(
+    let (contact, _created) = match recipient {
+        Recipient::Contact(id) => (
             contacts::find(db, account_id, id)
                 .await?
                 .ok_or_else(|| ApiError::not_found("contact"))?,
+            false,
         ),
         Recipient::Phone(phone) => {
             let new = NewContact {
@@ -52,16 +55,18 @@ pub async fn resolve(
             let row = connected(db, account_id, channel)
                 .await?
                 .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{channel}`")))?;
-            if !IDENTITY_TYPES.contains(&row.kind.as_str()) || row.kind == "whatsapp" {
-                return Err(ApiError::field(
-                    "external_id",
-                    format!("a {} channel reaches contacts by phone, not by id", row.kind),
-                ));
-            }
+            let kind = IdentityKind::parse(&row.kind)
+                .filter(|kind| *kind != IdentityKind::Whatsapp)
+                .ok_or_else(|| {
+                    ApiError::field(
+                        "external_id",
+                        format!("a {} channel reaches contacts by phone, not by id", row.kind),
+                    )
+                })?;
             let new = NewContact {
                 name: name.to_owned(),
-                identities: vec![contacts::NewIdentity {
-                    kind: row.kind.clone(),
+                identities: vec![NewIdentity {
+                    kind,
                     external_id: external_id.clone(),
                     channel: row.name.clone(),
                 }],
@@ -70,14 +75,6 @@ pub async fn resolve(
             contacts::find_or_create(db, account_id, new, now).await?
         }
     };
-    let (contact, created) = match found {
-        FoundOrCreated::Found(contact) => (contact, false),
-        FoundOrCreated::Created(contact) => (contact, true),
-    };
-    let identities = contacts::identities_of(db, account_id, std::slice::from_ref(&contact.id)).await?;
-    Ok(Resolved {
-        contact,
-        identities,
-        created,
-    })
+    let identities = contacts::identities(db, account_id, &contact.id).await?;
+    Ok(Resolved { contact, identities })
 }

@@ -87,7 +87,10 @@ impl Messages for MessagesService {
         }))
     }
 
-    async fn correct_message(&self, _request: Request<CorrectMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+    async fn correct_message(
+        &self,
+        _request: Request<CorrectMessageRequest>,
+    ) -> Result<Response<MessageAnswer>, Status> {
         Err(Status::unimplemented("not yet"))
     }
 
@@ -95,7 +98,10 @@ impl Messages for MessagesService {
         Err(Status::unimplemented("not yet"))
     }
 
-    async fn react_to_message(&self, _request: Request<ReactToMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+    async fn react_to_message(
+        &self,
+        _request: Request<ReactToMessageRequest>,
+    ) -> Result<Response<MessageAnswer>, Status> {
         Err(Status::unimplemented("not yet"))
     }
 }

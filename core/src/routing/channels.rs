@@ -37,7 +37,7 @@ const PROVIDERS: &[(&str, &str)] = &[
 /// Provider -> the configuration keys it cannot work without.
 const REQUIRED_KEYS: &[(&str, &[&str])] = &[
     ("builtin", &[]),
-    ("twilio", &["account_sid", "auth_token", "from_number"]),
+    ("twilio", &["account_sid", "auth_token"]),
     ("whatsapp_cloud", &["phone_number_id", "access_token"]),
     ("meta", &["page_id", "access_token"]),
 ];
@@ -142,6 +142,12 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
             format!("is required by {provider}"),
         );
     }
+    let has = |key: &str| r.config.get(key).is_some_and(|value| !value.trim().is_empty());
+    v.check(
+        provider != "twilio" || has("from_number") || has("messaging_service_sid"),
+        "config.from_number",
+        "twilio needs from_number or messaging_service_sid",
+    );
     v.check(
         r.config.len() <= MAX_KEYS,
         "config",

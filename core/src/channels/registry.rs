@@ -1,0 +1,80 @@
+//! The adapter of each connected channel, built from its sealed configuration on first use and kept (a
+//! channel's configuration never changes: reconnecting makes a new channel with a new id).
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use super::{ChannelAdapter, ConfigError, TwilioAdapter};
+use crate::{secrets::Sealer, store::entities::channels};
+
+/// An adapter ready to use, with the channel's send pace.
+#[derive(Clone)]
+pub struct Ready {
+    pub adapter: Arc<dyn ChannelAdapter>,
+    /// `max_per_second` of the channel's config (default 10).
+    pub per_second: f64,
+}
+
+/// Why a channel has no adapter.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("the channel's stored configuration cannot be opened with this FRONTDESK_SECRET_KEY")]
+    Unsealable,
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("the {0} provider sends nothing yet")]
+    Unsupported(String),
+}
+
+pub struct Adapters {
+    sealer: Sealer,
+    twilio_base_url: String,
+    http: reqwest::Client,
+    built: Mutex<HashMap<String, Ready>>,
+}
+
+impl Adapters {
+    pub fn new(sealer: Sealer, twilio_base_url: &str, http: reqwest::Client) -> Self {
+        Self {
+            sealer,
+            twilio_base_url: twilio_base_url.trim_end_matches('/').to_owned(),
+            http,
+            built: Mutex::default(),
+        }
+    }
+
+    pub fn for_channel(&self, channel: &channels::Model) -> Result<Ready, AdapterError> {
+        if let Some(ready) = self
+            .built
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&channel.id)
+        {
+            return Ok(ready.clone());
+        }
+        let config = self.config(channel)?;
+        let adapter: Arc<dyn ChannelAdapter> = match channel.provider.as_str() {
+            "twilio" => Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, self.http.clone())?),
+            other => return Err(AdapterError::Unsupported(other.to_owned())),
+        };
+        let ready = Ready {
+            adapter,
+            per_second: crate::messaging::pacing::per_second(config.get("max_per_second").map(String::as_str)),
+        };
+        self.built
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(channel.id.clone(), ready.clone());
+        Ok(ready)
+    }
+
+    fn config(&self, channel: &channels::Model) -> Result<BTreeMap<String, String>, AdapterError> {
+        let opened = self
+            .sealer
+            .open(&channel.id, &channel.config)
+            .map_err(|_| AdapterError::Unsealable)?;
+        serde_json::from_slice(&opened).map_err(|_| AdapterError::Unsealable)
+    }
+}

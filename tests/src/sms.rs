@@ -1,0 +1,101 @@
+//! An SMS set-up for conversation tests: the service started against a fake Twilio, with a public URL the
+//! tests sign Twilio's callbacks for, fast job and webhook engines, and an sms channel connected.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{
+    Db, Server,
+    platform::Platform,
+    twilio::{self, FakeTwilio, HookAnswer},
+};
+
+/// What Twilio is told to call; callbacks are signed for it (the service sits behind a proxy at this name).
+pub const PUBLIC_URL: &str = "https://frontdesk.test";
+
+/// Short retries, leases and polls, loopback webhook receivers allowed.
+pub const FAST: &[(&str, &str)] = &[
+    ("FRONTDESK_PUBLIC_URL", PUBLIC_URL),
+    ("FRONTDESK_ALLOW_PRIVATE_URLS", "true"),
+    ("FRONTDESK_SEND_RETRY_SCHEDULE", "200ms,200ms,200ms"),
+    ("FRONTDESK_PROVIDER_TIMEOUT", "2s"),
+    ("FRONTDESK_JOB_LEASE", "2s"),
+    ("FRONTDESK_JOB_POLL_INTERVAL", "20ms"),
+    ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s"),
+    ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
+];
+
+/// The service on `db` talking to `twilio`, with `extra` environment on top of `FAST`.
+pub async fn start(db: &Db, twilio: &FakeTwilio, extra: &[(&str, &str)]) -> Server {
+    let mut env: Vec<(&str, &str)> = FAST.to_vec();
+    env.push(("FRONTDESK_TWILIO_BASE_URL", &twilio.base_url));
+    env.extend_from_slice(extra);
+    Server::start(db, &env).await
+}
+
+/// A connected sms channel of the account.
+pub struct SmsChannel {
+    pub id: String,
+    pub name: String,
+    /// `{PUBLIC_URL}/hooks/twilio/{id}`.
+    pub webhook_url: String,
+    auth_token: String,
+    /// Where the test reaches the hook: the server's own address.
+    local_url: String,
+}
+
+impl SmsChannel {
+    /// Connects channel `name` with `twilio`'s credentials (and `max_per_second`, when given).
+    pub async fn connect(platform: &Platform<'_>, twilio: &FakeTwilio, name: &str, per_second: Option<u32>) -> Self {
+        let mut config = twilio.channel_config();
+        if let Some(rate) = per_second {
+            config["max_per_second"] = json!(rate.to_string());
+        }
+        let body = json!({"name": name, "type": "sms", "config": config});
+        let channel = platform.ok("POST", "/v1/channels", Some(body)).await["channel"].clone();
+        let id = channel["id"].as_str().expect("channel id").to_owned();
+        Self {
+            webhook_url: channel["webhook_url"].as_str().expect("webhook_url").to_owned(),
+            local_url: platform.server.url(&format!("/hooks/twilio/{id}")),
+            name: name.to_owned(),
+            id,
+            auth_token: twilio.auth_token.clone(),
+        }
+    }
+
+    /// Plays Twilio delivering an inbound SMS `body` from `from` (message id `sid`).
+    pub async fn inbound(&self, sid: &str, from: &str, body: &str) -> HookAnswer {
+        let form = twilio::inbound_message(sid, from, twilio::FROM_NUMBER, body, &[]);
+        twilio::post_signed(&self.local_url, &self.webhook_url, &self.auth_token, &form).await
+    }
+
+    /// Plays Twilio's status callback for message `sid`.
+    pub async fn status(&self, sid: &str, status: &str, error_code: Option<&str>) -> HookAnswer {
+        let form = twilio::status_callback(sid, status, error_code);
+        let local = format!("{}/status", self.local_url);
+        let public = format!("{}/status", self.webhook_url);
+        twilio::post_signed(&local, &public, &self.auth_token, &form).await
+    }
+
+    /// The hook's local address, for requests the test builds itself.
+    pub fn local_url(&self) -> &str {
+        &self.local_url
+    }
+}
+
+/// Polls message `id` until `done` holds for it; the message.
+pub async fn message_when(platform: &Platform<'_>, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let message = platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"].clone();
+        if done(&message) {
+            return message;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "message {id} never got there: {message}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

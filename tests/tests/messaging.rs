@@ -1,0 +1,600 @@
+//! Sending and receiving over SMS through the real binary, with a local server speaking Twilio's REST
+//! protocol (Basic auth and form fields checked) and Twilio's callbacks signed as Twilio signs them; on
+//! SQLite and PostgreSQL + Redis. The round trip send -> sent -> delivered -> read with its signed webhook
+//! events, late callbacks, idempotency under concurrency, provider errors and retries, inbound messages
+//! stored once, bad signatures, bad input, tenant isolation, and a SIGKILL with 1,000 sends in flight.
+
+use std::time::Duration;
+
+use frontdesk_api::v1::{GetMessageRequest, SendToContactRequest, messages_client::MessagesClient};
+use frontdesk_tests::{
+    Db, on_both_databases,
+    platform::{Platform, assert_invalid, assert_not_found},
+    sms::{self, SmsChannel, message_when},
+    twilio::{self, FakeTwilio, new_message_sid},
+    webhook_receiver::{Delivery, Receiver},
+};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Subscribes a receiver to `events`; returns the signing secret.
+async fn subscribe(platform: &Platform<'_>, receiver: &Receiver, events: &[&str]) -> String {
+    let body = json!({"name": "hooks", "url": receiver.url, "events": events});
+    platform.ok("POST", "/v1/webhooks", Some(body)).await["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `(type, data.id, data.status)` of each delivery.
+fn summary(deliveries: &[Delivery]) -> Vec<(String, String, String)> {
+    deliveries
+        .iter()
+        .map(|d| {
+            (
+                d.json["type"].as_str().unwrap_or_default().to_owned(),
+                d.json["data"]["id"].as_str().unwrap_or_default().to_owned(),
+                d.json["data"]["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn send(platform: &Platform<'_>, body: Value) -> Value {
+    let answer = platform.send("POST", "/v1/contacts/send", Some(body)).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    assert_eq!(answer.body["status"], "queued");
+    answer.body
+}
+
+on_both_databases!(round_trip_with_signed_events, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    assert!(
+        channel.id.starts_with("ch_") && channel.id.len() == 23,
+        "{}",
+        channel.id
+    );
+    assert_eq!(
+        channel.webhook_url,
+        format!("{}/hooks/twilio/{}", sms::PUBLIC_URL, channel.id)
+    );
+    let receiver = Receiver::start().await;
+    let secret = subscribe(&platform, &receiver, &["*"]).await;
+
+    let accepted = send(
+        &platform,
+        json!({"phone": "+15550100001", "text": "Hello from the desk"}),
+    )
+    .await;
+    let id = accepted["message_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("msg_") && accepted["contact_id"].as_str().unwrap().starts_with("ct_"));
+
+    // Twilio's Messages API got it, with Basic auth and the form fields of its protocol.
+    let sent = twilio.wait_for_created(1, WAIT).await;
+    let request = &sent[0];
+    assert!(request.authorized);
+    assert_eq!(request.account_sid, twilio::ACCOUNT_SID);
+    assert_eq!(request.to(), "+15550100001");
+    assert_eq!(request.field("From"), Some(twilio::FROM_NUMBER));
+    assert_eq!(request.body(), "Hello from the desk");
+    assert_eq!(
+        request.field("StatusCallback"),
+        Some(format!("{}/status", channel.webhook_url).as_str())
+    );
+    let sid = request.sid.clone().expect("created");
+
+    let message = message_when(&platform, &id, |m| m["status"] == "sent").await;
+    assert_eq!(message["provider_message_id"], sid.as_str());
+    assert_eq!(message["direction"], "outbound");
+    assert_eq!(message["author"], "api");
+    assert!(message["sent_at"].is_string() && message["delivered_at"].is_null());
+
+    for status in ["delivered", "read"] {
+        let answer = channel.status(&sid, status, None).await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(answer.content_type.starts_with("text/xml"), "{}", answer.content_type);
+        assert!(answer.body.contains("<Response/>"));
+    }
+    let message = message_when(&platform, &id, |m| m["status"] == "read").await;
+    assert!(message["delivered_at"].is_string() && message["read_at"].is_string());
+
+    let events = receiver
+        .wait_until(WAIT, |d| summary(d).iter().any(|(t, _, _)| t == "message.read"))
+        .await;
+    assert!(events.iter().all(|d| d.verifies(&secret)), "every delivery is signed");
+    let of_message: Vec<(String, String, String)> = summary(&events)
+        .into_iter()
+        .filter(|(_, data_id, _)| *data_id == id)
+        .collect();
+    let kinds: Vec<(&str, &str)> = of_message.iter().map(|(t, _, s)| (t.as_str(), s.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("message.sent", "sent"),
+            ("message.delivered", "delivered"),
+            ("message.read", "read")
+        ]
+    );
+    let types: Vec<String> = summary(&events).into_iter().map(|(t, _, _)| t).collect();
+    assert!(types.contains(&"contact.created".to_owned()) && types.contains(&"conversation.created".to_owned()));
+
+    // A late callback changes nothing and emits nothing.
+    let before = receiver.deliveries().len();
+    assert_eq!(channel.status(&sid, "delivered", None).await.status, 200);
+    assert_eq!(channel.status(&sid, "sent", None).await.status, 200);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"]["status"],
+        "read"
+    );
+    assert_eq!(receiver.deliveries().len(), before, "no event for a late callback");
+
+    // A report that skips a state passes through it: read straight after sent emits delivered, then read.
+    let second = send(&platform, json!({"phone": "+15550100001", "text": "Second"})).await;
+    let second_id = second["message_id"].as_str().unwrap().to_owned();
+    let sid2 = twilio.wait_for_created(2, WAIT).await[1].sid.clone().unwrap();
+    message_when(&platform, &second_id, |m| m["status"] == "sent").await;
+    channel.status(&sid2, "read", None).await;
+    let events = receiver
+        .wait_until(WAIT, |d| {
+            summary(d)
+                .iter()
+                .any(|(t, data_id, _)| t == "message.read" && *data_id == second_id)
+        })
+        .await;
+    // Both events, each with the message as it stood at its step (deliveries to one endpoint run side by
+    // side, so their arrival order is not the events' order).
+    let mut kinds: Vec<(String, String)> = summary(&events)
+        .into_iter()
+        .filter(|(_, data_id, _)| *data_id == second_id)
+        .map(|(t, _, status)| (t, status))
+        .collect();
+    kinds.sort();
+    let expected = [("message.delivered", "delivered"), ("message.read", "read"), ("message.sent", "sent")];
+    assert_eq!(kinds, expected.map(|(t, s)| (t.to_owned(), s.to_owned())));
+    let delivered = events
+        .iter()
+        .find(|d| d.json["type"] == "message.delivered" && d.json["data"]["id"] == second_id.as_str())
+        .unwrap();
+    assert!(delivered.json["data"]["read_at"].is_null() && delivered.json["data"]["delivered_at"].is_string());
+
+    // The same through gRPC: the message as the API shows it.
+    let mut grpc = MessagesClient::connect(server.grpc.clone()).await.unwrap();
+    let read = grpc
+        .get_message(platform.grpc(GetMessageRequest { message_id: id.clone() }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.message.unwrap().status, "read");
+});
+
+on_both_databases!(idempotent_sends_go_out_once, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    let body = json!({"phone": "+15550100002", "text": "Only once"}).to_string();
+    let url = server.url("/v1/contacts/send");
+    let calls = (0..20).map(|_| {
+        let (url, body, key) = (url.clone(), body.clone(), platform.key.clone());
+        tokio::spawn(async move {
+            frontdesk_tests::call_with(
+                "POST",
+                &url,
+                &[("x-api-key", &key), ("idempotency-key", "order-42")],
+                Some(&body),
+            )
+            .await
+        })
+    });
+    let answers = futures_join(calls).await;
+    let ids: std::collections::HashSet<String> = answers
+        .iter()
+        .map(|a| {
+            assert_eq!(a.status, 202, "{}", a.body);
+            a.body["message_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "every repeat answers the first message: {ids:?}");
+    twilio.wait_for_created(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(twilio.created(), 1, "sent once");
+
+    // The key in the body works the same; another request under the key is a conflict.
+    let again = send(
+        &platform,
+        json!({"phone": "+15550100002", "text": "Only once", "idempotency_key": "order-42"}),
+    )
+    .await;
+    assert!(ids.contains(again["message_id"].as_str().unwrap()));
+    let other = platform
+        .send(
+            "POST",
+            "/v1/contacts/send",
+            Some(json!({"phone": "+15550100002", "text": "Something else", "idempotency_key": "order-42"})),
+        )
+        .await;
+    assert_eq!(
+        (other.status, other.code()),
+        (409, "idempotency_conflict"),
+        "{}",
+        other.body
+    );
+});
+
+/// Awaits every task, in order.
+async fn futures_join<T>(tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for task in tasks.collect::<Vec<_>>() {
+        out.push(task.await.expect("task"));
+    }
+    out
+}
+
+on_both_databases!(provider_errors_retry_or_fail, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    let receiver = Receiver::start().await;
+    let secret = subscribe(&platform, &receiver, &["message.failed"]).await;
+
+    // A 500 is retried; the next answer creates the message.
+    twilio.then(&[500]);
+    let retried = send(&platform, json!({"phone": "+15550100003", "text": "Try again"})).await;
+    let retried_id = retried["message_id"].as_str().unwrap();
+    message_when(&platform, retried_id, |m| m["status"] == "sent").await;
+    assert_eq!(twilio.sent_with_body("Try again").len(), 2);
+
+    // A 400 fails the message at once with Twilio's own code.
+    twilio.then_error(400, 21211, "The 'To' number +15550100004 is not a valid phone number.");
+    let refused = send(&platform, json!({"phone": "+15550100004", "text": "Nope"})).await;
+    let refused_id = refused["message_id"].as_str().unwrap();
+    let message = message_when(&platform, refused_id, |m| m["status"] == "failed").await;
+    assert_eq!(message["error"]["code"], "21211");
+    assert!(
+        message["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a valid phone number")
+    );
+    assert_eq!(twilio.sent_with_body("Nope").len(), 1, "a 4xx is not retried");
+    let failed = receiver.wait_for(1, WAIT).await;
+    assert!(failed[0].verifies(&secret));
+    assert_eq!(failed[0].json["data"]["id"], refused_id);
+    assert_eq!(failed[0].json["data"]["error"]["code"], "21211");
+
+    // A provider that keeps failing: every retry is used, then `provider_unavailable`.
+    twilio.answer(503);
+    let down = send(&platform, json!({"phone": "+15550100005", "text": "Down"})).await;
+    let message = message_when(&platform, down["message_id"].as_str().unwrap(), |m| {
+        m["status"] == "failed"
+    })
+    .await;
+    assert_eq!(message["error"]["code"], "provider_unavailable");
+    assert_eq!(
+        twilio.sent_with_body("Down").len(),
+        4,
+        "the first try and three retries"
+    );
+    twilio.answer(201);
+
+    // Garbage in a 2xx is retried too, never a crash.
+    twilio.then_raw(200, "<html>not json</html>");
+    let garbled = send(&platform, json!({"phone": "+15550100006", "text": "Garbled"})).await;
+    message_when(&platform, garbled["message_id"].as_str().unwrap(), |m| {
+        m["status"] == "sent"
+    })
+    .await;
+
+    // A failed report from Twilio fails a sent message with its error code; nothing moves it after.
+    let sid = twilio.sent_with_body("Try again")[1].sid.clone().unwrap();
+    let channel_id = platform.ok("GET", "/v1/channels", None).await["channels"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let form = twilio::status_callback(&sid, "undelivered", Some("30003"));
+    let local = server.url(&format!("/hooks/twilio/{channel_id}/status"));
+    let public = format!("{}/hooks/twilio/{channel_id}/status", sms::PUBLIC_URL);
+    assert_eq!(
+        twilio::post_signed(&local, &public, &twilio.auth_token, &form)
+            .await
+            .status,
+        200
+    );
+    let message = message_when(&platform, retried_id, |m| m["status"] == "failed").await;
+    assert_eq!(message["error"]["code"], "30003");
+});
+
+on_both_databases!(inbound_is_verified_and_stored_once, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    let receiver = Receiver::start().await;
+    let secret = subscribe(&platform, &receiver, &["*"]).await;
+
+    let sid = new_message_sid();
+    let answer = channel.inbound(&sid, "+15550100010", "Do you open on Sundays?").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.content_type.starts_with("text/xml"));
+    // Twilio retries a message it got no answer for: the retry stores nothing new.
+    assert_eq!(
+        channel
+            .inbound(&sid, "+15550100010", "Do you open on Sundays?")
+            .await
+            .status,
+        200
+    );
+
+    receiver
+        .wait_until(WAIT, |d| summary(d).iter().any(|(t, _, _)| t == "message.received"))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let events = receiver.deliveries();
+    assert!(events.iter().all(|d| d.verifies(&secret)));
+    let received: Vec<&Delivery> = events.iter().filter(|d| d.json["type"] == "message.received").collect();
+    assert_eq!(received.len(), 1, "stored once");
+    let data = &received[0].json["data"];
+    assert_eq!(data["text"], "Do you open on Sundays?");
+    assert_eq!(
+        (
+            data["direction"].as_str(),
+            data["author"].as_str(),
+            data["status"].as_str()
+        ),
+        (Some("inbound"), Some("contact"), Some("received"))
+    );
+    assert_eq!(data["provider_message_id"], sid.as_str());
+    let created: Vec<&Delivery> = events.iter().filter(|d| d.json["type"] == "contact.created").collect();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].json["data"]["phone"], "+15550100010");
+    let message_id = data["id"].as_str().unwrap().to_owned();
+    let stored = platform.ok("GET", &format!("/v1/messages/{message_id}"), None).await;
+    assert_eq!(stored["message"]["contact_id"], created[0].json["data"]["id"]);
+
+    // A reply goes back on the same channel without naming it.
+    let reply = send(&platform, json!({"phone": "+15550100010", "text": "Yes, 10 to 4."})).await;
+    assert_eq!(reply["contact_id"], created[0].json["data"]["id"]);
+    assert_eq!(twilio.wait_for_created(1, WAIT).await[0].to(), "+15550100010");
+
+    let reply_id = reply["message_id"].as_str().unwrap().to_owned();
+    receiver
+        .wait_until(WAIT, |d| {
+            summary(d).iter().any(|(t, data_id, _)| t == "message.sent" && *data_id == reply_id)
+        })
+        .await;
+
+    // Missing or wrong signatures: 401, nothing stored.
+    let before = receiver.deliveries().len();
+    let form = twilio::inbound_message(&new_message_sid(), "+15550100011", twilio::FROM_NUMBER, "forged", &[]);
+    let unsigned = twilio::post_form(channel.local_url(), None, &form).await;
+    assert_eq!(unsigned.status, 401, "{}", unsigned.body);
+    let forged = twilio::post_signed(channel.local_url(), &channel.webhook_url, "not-the-token", &form).await;
+    assert_eq!(forged.status, 401);
+    let wrong_url = twilio::post_signed(
+        channel.local_url(),
+        "https://elsewhere.test/hooks",
+        &twilio.auth_token,
+        &form,
+    )
+    .await;
+    assert_eq!(wrong_url.status, 401);
+    let unknown = twilio::post_signed(
+        &server.url("/hooks/twilio/ch_00000000000000000000"),
+        &channel.webhook_url,
+        &twilio.auth_token,
+        &form,
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.deliveries().len(), before, "nothing stored, nothing emitted");
+    assert!(!server.logs().contains("forged"), "the refused body is never logged");
+
+    // STOP opts the contact out of sms; START opts back in.
+    channel.inbound(&new_message_sid(), "+15550100010", "STOP").await;
+    let refused = platform
+        .send(
+            "POST",
+            "/v1/contacts/send",
+            Some(json!({"phone": "+15550100010", "text": "Hi"})),
+        )
+        .await;
+    assert_eq!((refused.status, refused.code()), (400, "opted_out"), "{}", refused.body);
+    channel.inbound(&new_message_sid(), "+15550100010", "start").await;
+    send(&platform, json!({"phone": "+15550100010", "text": "Welcome back"})).await;
+});
+
+on_both_databases!(bad_input_and_tenancy, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+
+    // No channel can reach a phone yet.
+    let none = platform
+        .send(
+            "POST",
+            "/v1/contacts/send",
+            Some(json!({"phone": "+15550100020", "text": "Hi"})),
+        )
+        .await;
+    assert_eq!((none.status, none.code()), (400, "no_channel"), "{}", none.body);
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+
+    let cases = [
+        (json!({"phone": "+15550100020", "text": ""}), "text", "empty text"),
+        (
+            json!({"phone": "+15550100020", "text": "x".repeat(1_601)}),
+            "text",
+            "over sms's 1,600",
+        ),
+        (
+            json!({"phone": "+15550100020", "text": "x".repeat(4_097)}),
+            "text",
+            "over 4,096",
+        ),
+        (
+            json!({"phone": "+15550100020", "email": "a@example.com", "text": "Hi"}),
+            "contact_id",
+            "two identities",
+        ),
+        (json!({"text": "Hi"}), "contact_id", "no identity"),
+        (json!({"phone": "5550100020", "text": "Hi"}), "phone", "not E.164"),
+        (
+            json!({"email": "not-an-email", "text": "Hi"}),
+            "email",
+            "malformed e-mail",
+        ),
+        (
+            json!({"phone": "+15550100020", "text": "Hi", "channel": "fax"}),
+            "channel",
+            "unknown channel",
+        ),
+        (
+            json!({"phone": "+15550100020", "text": "Hi", "attachments": [{"url": "ftp://example.com/a.png"}]}),
+            "attachments[0].url",
+            "attachment not http(s)",
+        ),
+        (
+            json!({"phone": "+15550100020", "text": "Hi", "colour": "red"}),
+            "colour",
+            "unknown field",
+        ),
+    ];
+    for (body, field, case) in cases {
+        let answer = platform.send("POST", "/v1/contacts/send", Some(body)).await;
+        assert_invalid(&answer, field, case);
+    }
+    assert_eq!(twilio.arrived(), 0, "nothing refused reached the provider");
+
+    let sent = send(&platform, json!({"phone": "+15550100020", "text": "Hi"})).await;
+    let (message_id, contact_id) = (
+        sent["message_id"].as_str().unwrap(),
+        sent["contact_id"].as_str().unwrap(),
+    );
+    let by_id = platform
+        .send(
+            "POST",
+            &format!("/v1/contacts/{contact_id}/send-message"),
+            Some(json!({"text": "By id"})),
+        )
+        .await;
+    assert_eq!(by_id.status, 202, "{}", by_id.body);
+
+    // Another account sees none of it.
+    let other = Platform::new(&server).await;
+    assert_not_found(
+        &other.send("GET", &format!("/v1/messages/{message_id}"), None).await,
+        "message",
+    );
+    assert_not_found(
+        &other
+            .send(
+                "POST",
+                &format!("/v1/contacts/{contact_id}/send-message"),
+                Some(json!({"text": "x"})),
+            )
+            .await,
+        "contact",
+    );
+    assert_not_found(
+        &platform.send("GET", "/v1/messages/msg_0000000000000000", None).await,
+        "unknown",
+    );
+
+    // gRPC refuses the same way.
+    let mut grpc = MessagesClient::connect(server.grpc.clone()).await.unwrap();
+    let status = grpc
+        .send_to_contact(platform.grpc(SendToContactRequest {
+            phone: "+15550100020".into(),
+            ..SendToContactRequest::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+});
+
+/// Sends `burst {n}` to its own number with idempotency key `burst-{n}`; the answer, or `None` when the
+/// service could not be reached or did not answer.
+async fn burst_send(url: String, key: String, n: usize) -> Option<frontdesk_tests::Answer> {
+    let body = json!({"phone": format!("+1555020{n:04}"), "text": format!("burst {n}")}).to_string();
+    let request = frontdesk_tests::http_client()
+        .post(url)
+        .header("x-api-key", key)
+        .header("idempotency-key", format!("burst-{n}"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send();
+    let response = tokio::time::timeout(Duration::from_secs(10), request).await.ok()?.ok()?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.json().await.ok()?;
+    Some(frontdesk_tests::Answer { status, headers, body })
+}
+
+on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
+    const SENDS: usize = 1_000;
+    let twilio = FakeTwilio::start().await;
+    let mut server = sms::start(&db, &twilio, &[]).await;
+    let (account_id, key) = {
+        let platform = Platform::new(&server).await;
+        SmsChannel::connect(&platform, &twilio, "sms", Some(100)).await;
+        (platform.account_id, platform.key)
+    };
+    // Clients send the thousand, 50 at a time; the core is killed (SIGKILL) once 400 were accepted, while
+    // sends are being accepted, queued, paced and on the wire to the provider.
+    let url = server.url("/v1/contacts/send");
+    let sender = {
+        let (url, key) = (url.clone(), key.clone());
+        tokio::spawn(async move {
+            let mut accepted = 0;
+            for chunk in (0..SENDS).collect::<Vec<_>>().chunks(50) {
+                let calls: Vec<_> =
+                    chunk.iter().map(|n| tokio::spawn(burst_send(url.clone(), key.clone(), *n))).collect();
+                for call in calls {
+                    if call.await.unwrap().is_some_and(|a| a.status == 202) {
+                        accepted += 1;
+                    }
+                }
+            }
+            accepted
+        })
+    };
+    let started = std::time::Instant::now();
+    while twilio.created() < 50 && started.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.kill();
+    let delivered_before = twilio.created();
+    let accepted_before = sender.await.unwrap();
+    assert!(
+        accepted_before > delivered_before + 50,
+        "the kill must land with sends in flight: {accepted_before} accepted, {delivered_before} sent"
+    );
+
+    // After the restart the clients retry every send under its idempotency key: those accepted before the
+    // kill answer their first message, the rest are accepted now.
+    let server = server.restart().await;
+    let platform = Platform { server: &server, account_id, key: key.clone() };
+    let url = server.url("/v1/contacts/send");
+    let mut ids = std::collections::HashSet::new();
+    for n in 0..SENDS {
+        let answer = burst_send(url.clone(), key.clone(), n).await.expect("answered");
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        ids.insert(answer.body["message_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids.len(), SENDS, "one message per send, retries included");
+    twilio.wait_for_created(SENDS, Duration::from_secs(120)).await;
+    for id in &ids {
+        let message = message_when(&platform, id, |m| m["status"] != "queued").await;
+        assert_eq!(message["status"], "sent", "{message}");
+    }
+    let distinct: std::collections::HashSet<String> = twilio.sent().iter().map(|s| s.body().to_owned()).collect();
+    assert_eq!(distinct.len(), SENDS, "every send reached the provider");
+});
