@@ -114,21 +114,21 @@ pub struct ConversationConfig {
 #[derive(Args, Clone, Debug)]
 pub struct JobConfig {
     /// Jobs running at once in this process.
-    #[arg(long = "job-concurrency", env = "FRONTDESK_JOB_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(id = "job_concurrency", value_name = "CONCURRENCY", long = "job-concurrency", env = "FRONTDESK_JOB_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
 
     /// Jobs of one lane (one channel's sends) running at once in this process, so a provider that hangs
     /// holds only its lane's share.
-    #[arg(long = "job-lane-concurrency", env = "FRONTDESK_JOB_LANE_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(id = "job_lane_concurrency", value_name = "LANE_CONCURRENCY", long = "job-lane-concurrency", env = "FRONTDESK_JOB_LANE_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub lane_concurrency: u32,
 
     /// How long a claimed job belongs to its worker without a renewal; the worker renews it every third of
     /// this while the job runs, so a job whose worker died runs again within this. At least 1s.
-    #[arg(long = "job-lease", env = "FRONTDESK_JOB_LEASE", default_value = "5s", value_parser = parse_duration)]
+    #[arg(id = "job_lease", value_name = "LEASE", long = "job-lease", env = "FRONTDESK_JOB_LEASE", default_value = "5s", value_parser = parse_duration)]
     pub lease: Duration,
 
     /// How often idle workers look for due jobs (a job enqueued in this process wakes them at once).
-    #[arg(long = "job-poll-interval", env = "FRONTDESK_JOB_POLL_INTERVAL", default_value = "50ms", value_parser = parse_positive_duration)]
+    #[arg(id = "job_poll_interval", value_name = "POLL_INTERVAL", long = "job-poll-interval", env = "FRONTDESK_JOB_POLL_INTERVAL", default_value = "50ms", value_parser = parse_positive_duration)]
     pub poll_interval: Duration,
 }
 
