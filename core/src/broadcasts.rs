@@ -19,11 +19,11 @@ use tonic::{Request, Response, Status};
 use crate::{
     accounts, agents,
     clock::Clock,
+    contacts::E164Phone,
     error::{ApiError, ApiResult},
     paging::{self, Page},
     requests::{account_of, apply_mask},
     routing::channels::require_connected,
-    site::checkout::E164Phone,
     store::{self, entities::broadcasts, from_json_text, to_json_text},
     timestamps,
     validate::Violations,

@@ -9,6 +9,7 @@ pub mod broadcasts;
 pub mod campaigns;
 pub mod clock;
 pub mod config;
+pub mod contacts;
 pub mod conversations;
 pub mod deals;
 pub mod error;

@@ -5,13 +5,14 @@ use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryResult,
     Statement,
-    sea_query::{Expr, ExprTrait, Func, LikeExpr},
+    sea_query::{Expr, ExprTrait},
 };
 
 use crate::paging::Page;
 use crate::store::{
     column,
     entities::{deals, stages},
+    search,
 };
 
 /// The stage with this id on the account.
@@ -112,22 +113,11 @@ pub fn list_statement(backend: DbBackend, account_id: &str, filters: &Filters, p
         }
     }
     if !filters.tag.is_empty() {
-        // Tags are stored as a JSON array: look for the tag's JSON string, case-sensitively on both databases
-        // (SQLite's LIKE would ignore ASCII case).
-        let quoted = serde_json::to_string(&filters.tag).unwrap_or_default();
-        let has_tag = match backend {
-            DbBackend::Postgres => Expr::cust_with_values("strpos(\"tags\", $1) > 0", [quoted]),
-            _ => Expr::cust_with_values("instr(\"tags\", ?) > 0", [quoted]),
-        };
-        condition = condition.add(has_tag);
+        condition = condition.add(search::has_tag(backend, &filters.tag));
     }
     if !filters.q.is_empty() {
-        let needle = contains(&filters.q.to_lowercase());
-        let mut any = Condition::any();
-        for column in [deals::Column::Title, deals::Column::Company, deals::Column::Description] {
-            any = any.add(Expr::expr(Func::lower(Expr::col(column))).like(needle.clone()));
-        }
-        condition = condition.add(any);
+        let columns = [deals::Column::Title, deals::Column::Company, deals::Column::Description];
+        condition = condition.add(search::any_contains(columns, &filters.q));
     }
     if let Some(after) = filters.created_after {
         condition = condition.add(deals::Column::CreatedAt.gt(after));
@@ -167,10 +157,4 @@ fn deal_from_row(row: &QueryResult) -> Result<deals::Model, DbErr> {
         updated_at: column(row, 18)?,
         stage_entered_at: column(row, 19)?,
     })
-}
-
-/// `%text%` with LIKE's wildcards in `text` escaped.
-fn contains(text: &str) -> LikeExpr {
-    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-    LikeExpr::new(format!("%{escaped}%")).escape('\\')
 }

@@ -14,9 +14,9 @@ use frontdesk_api::{
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
     v1::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
-        campaigns_server::CampaignsServer, channels_server::ChannelsServer, deals_server::DealsServer,
-        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, pipelines_server::PipelinesServer,
-        webhooks_server::WebhooksServer,
+        campaigns_server::CampaignsServer, channels_server::ChannelsServer, contacts_server::ContactsServer,
+        deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
+        pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
     },
     wire,
 };
@@ -32,6 +32,7 @@ use crate::{
         CampaignsService,
         sunset::{self, Sunset},
     },
+    contacts::service::ContactsService,
     deals::{pipelines::PipelinesService, service::DealsService},
     kb_groups::KbGroupsService,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
@@ -49,6 +50,7 @@ pub struct Services {
     pub webhooks: WebhooksService,
     pub agents: AgentsService,
     pub channels: ChannelsService,
+    pub contacts: ContactsService,
     pub entry_points: EntryPointsService,
     pub kb_groups: KbGroupsService,
     pub broadcasts: BroadcastsService,
@@ -69,6 +71,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
     reporter.set_serving::<AgentsServer<AgentsService>>().await;
     reporter.set_serving::<ChannelsServer<ChannelsService>>().await;
+    reporter.set_serving::<ContactsServer<ContactsService>>().await;
     reporter.set_serving::<EntryPointsServer<EntryPointsService>>().await;
     reporter.set_serving::<KbGroupsServer<KbGroupsService>>().await;
     reporter.set_serving::<BroadcastsServer<BroadcastsService>>().await;
@@ -93,6 +96,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(WebhooksServer::new(services.webhooks)))
         .add_service(sized!(AgentsServer::new(services.agents)))
         .add_service(sized!(ChannelsServer::new(services.channels)))
+        .add_service(sized!(ContactsServer::new(services.contacts)))
         .add_service(sized!(EntryPointsServer::new(services.entry_points)))
         .add_service(sized!(KbGroupsServer::new(services.kb_groups)))
         .add_service(sized!(BroadcastsServer::new(services.broadcasts)))

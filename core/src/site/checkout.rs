@@ -1,8 +1,11 @@
 //! Domain types of the checkout: a create-order request is parsed into a `Checkout` at the service boundary,
 //! so the rest of the code never sees an unchecked plan, currency, phone or e-mail.
 
-use crate::error::{ApiError, ApiResult, FieldViolation};
 pub use crate::plan::Plan;
+use crate::{
+    contacts::{E164Phone, Email},
+    error::{ApiError, ApiResult, FieldViolation},
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Currency {
@@ -27,52 +30,6 @@ impl Currency {
             Self::Usd => "USD",
             Self::Aed => "AED",
         }
-    }
-}
-
-/// A phone number in E.164 form: `+`, then 8 to 15 digits, the first not 0.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct E164Phone(String);
-
-impl E164Phone {
-    pub fn parse(s: &str) -> Option<Self> {
-        let digits = s.strip_prefix('+')?;
-        let valid =
-            (8..=15).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0');
-        valid.then(|| Self(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// An e-mail address: one `@`, a non-empty local part, a dotted domain of letters, digits and hyphens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Email(String);
-
-impl Email {
-    pub fn parse(s: &str) -> Option<Self> {
-        let (local, domain) = s.split_once('@')?;
-        let local_ok = !local.is_empty()
-            && local.len() <= 64
-            && local
-                .bytes()
-                .all(|b| b.is_ascii_graphic() && !b"@()<>[]:;,\\\"".contains(&b));
-        let labels: Vec<&str> = domain.split('.').collect();
-        let domain_ok = labels.len() >= 2
-            && labels.iter().all(|l| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            });
-        (local_ok && domain_ok && s.len() <= 254).then(|| Self(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 }
 
@@ -206,33 +163,5 @@ mod tests {
         let err = Checkout::parse(input("", "", "", "")).unwrap_err();
         assert_eq!(err.fields[0].message, "is required");
         assert_eq!(fields(err), ["plan", "currency", "phone"]);
-    }
-
-    #[test]
-    fn e164_rules() {
-        for ok in ["+919812345678", "+14155550123", "+12345678", "+123456789012345"] {
-            assert!(E164Phone::parse(ok).is_some(), "{ok}");
-        }
-        for bad in [
-            "98123",
-            "+0123456789",
-            "+1234567",
-            "+1234567890123456",
-            "919812345678",
-            "+91 98123 45678",
-            "+",
-        ] {
-            assert!(E164Phone::parse(bad).is_none(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn email_rules() {
-        for ok in ["x@y.io", "first.last+tag@mail.example.com"] {
-            assert!(Email::parse(ok).is_some(), "{ok}");
-        }
-        for bad in ["x@", "@y.io", "x@y", "x y@z.io", "x@-y.io", "x@y..io", "x@@y.io"] {
-            assert!(Email::parse(bad).is_none(), "{bad}");
-        }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod entities;
 pub mod leases;
+pub mod search;
 pub mod settings;
 pub mod sql;
 
