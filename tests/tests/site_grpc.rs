@@ -3,7 +3,7 @@
 use frontdesk_api::site::v0::{
     CreateOrderRequest, HealthRequest, VerifyPaymentRequest, payments_client::PaymentsClient, site_client::SiteClient,
 };
-use frontdesk_tests::{Db, Server, checkout_signature, on_both_databases, razorpay::TEST_KEY_SECRET};
+use frontdesk_tests::{Db, Server, checkout_signature, on_both_databases, razorpay::TEST_KEY_SECRET, violated_fields};
 use tonic::Code;
 use tonic_types::StatusExt;
 
@@ -44,14 +44,7 @@ on_both_databases!(site_calls_over_grpc, |db: Db| async move {
     assert_eq!(status.code(), Code::InvalidArgument);
     let details = status.get_error_details();
     assert_eq!(details.error_info().unwrap().reason, "INVALID_ARGUMENT");
-    let fields: Vec<_> = details
-        .bad_request()
-        .unwrap()
-        .field_violations
-        .iter()
-        .map(|v| v.field.clone())
-        .collect();
-    assert_eq!(fields, ["plan", "phone"]);
+    assert_eq!(violated_fields(&status), ["plan", "phone"]);
 
     let verify = |payment: &str, signature: String| VerifyPaymentRequest {
         order_id: order.order_id.clone(),

@@ -1,6 +1,6 @@
 //! The site API over HTTP against the real binary (`serve`), on SQLite and on PostgreSQL.
 
-use frontdesk_tests::{Db, Server, call, checkout_signature, on_both_databases, razorpay::TEST_KEY_SECRET};
+use frontdesk_tests::{Db, Server, call, checkout_signature, join_all, on_both_databases, razorpay::TEST_KEY_SECRET};
 use serde_json::json;
 
 async fn create_order(server: &Server, body: serde_json::Value) -> frontdesk_tests::Answer {
@@ -347,7 +347,7 @@ on_both_databases!(concurrent_verifies_settle_one_payment, |db: Db| async move {
         let body = json!({"orderId": order_id, "paymentId": payment, "signature": signature}).to_string();
         async move { (payment, call("POST", &url, Some(&body)).await) }
     });
-    let results = futures_join_all(attempts).await;
+    let results = join_all(attempts).await;
     let winners: std::collections::HashSet<_> = results
         .iter()
         .filter(|(_, a)| a.status == 200)
@@ -369,16 +369,3 @@ on_both_databases!(concurrent_verifies_settle_one_payment, |db: Db| async move {
         .await;
     assert!(winners.contains(paid_with.as_deref().unwrap()));
 });
-
-/// Runs the futures concurrently on the test runtime.
-async fn futures_join_all<F: std::future::Future + Send + 'static>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.map(tokio::spawn).collect();
-    let mut outputs = Vec::new();
-    for handle in handles {
-        outputs.push(handle.await.expect("task"));
-    }
-    outputs
-}

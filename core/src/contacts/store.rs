@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect, sea_query::OnConflict,
+    QuerySelect, Select,
+    sea_query::{IntoCondition, OnConflict},
 };
 
 use super::{
@@ -75,16 +76,27 @@ pub enum CreateError {
 /// How often a create tries again when the row that was in its way is gone by the time it looks.
 const CREATE_ATTEMPTS: usize = 3;
 
+/// The account's contacts: where every lookup of contacts here starts, so none can forget the account.
+fn of_account(account_id: &str) -> Select<contacts::Entity> {
+    contacts::Entity::find().filter(contacts::Column::AccountId.eq(account_id))
+}
+
+/// The account's contact that `condition` picks out (it names a unique key).
+async fn one(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    condition: impl IntoCondition,
+) -> Result<Option<contacts::Model>, DbErr> {
+    of_account(account_id).filter(condition).one(db).await
+}
+
 /// The contact with this id on the account (another account's contact is as absent as a missing one).
 pub async fn find(
     db: &impl ConnectionTrait,
     account_id: &str,
     contact_id: &str,
 ) -> Result<Option<contacts::Model>, DbErr> {
-    contacts::Entity::find_by_id(contact_id)
-        .filter(contacts::Column::AccountId.eq(account_id))
-        .one(db)
-        .await
+    one(db, account_id, contacts::Column::Id.eq(contact_id)).await
 }
 
 /// `find`, and on PostgreSQL the row locked until the transaction ends, so that changes to one contact (an
@@ -95,8 +107,8 @@ pub async fn lock(
     account_id: &str,
     contact_id: &str,
 ) -> Result<Option<contacts::Model>, DbErr> {
-    contacts::Entity::find_by_id(contact_id)
-        .filter(contacts::Column::AccountId.eq(account_id))
+    of_account(account_id)
+        .filter(contacts::Column::Id.eq(contact_id))
         .lock_exclusive()
         .one(db)
         .await
@@ -107,11 +119,7 @@ pub async fn find_by_phone(
     account_id: &str,
     phone: &E164Phone,
 ) -> Result<Option<contacts::Model>, DbErr> {
-    contacts::Entity::find()
-        .filter(contacts::Column::AccountId.eq(account_id))
-        .filter(contacts::Column::Phone.eq(phone.as_str()))
-        .one(db)
-        .await
+    one(db, account_id, contacts::Column::Phone.eq(phone.as_str())).await
 }
 
 /// The contact with this e-mail address, in any letter case.
@@ -120,11 +128,7 @@ pub async fn find_by_email(
     account_id: &str,
     email: &Email,
 ) -> Result<Option<contacts::Model>, DbErr> {
-    contacts::Entity::find()
-        .filter(contacts::Column::AccountId.eq(account_id))
-        .filter(contacts::Column::Email.eq(email.folded().as_str()))
-        .one(db)
-        .await
+    one(db, account_id, contacts::Column::Email.eq(email.folded().as_str())).await
 }
 
 pub async fn find_by_identity(
@@ -196,7 +200,7 @@ pub async fn list(
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<contacts::Model>, bool), DbErr> {
-    let mut select = contacts::Entity::find().filter(contacts::Column::AccountId.eq(account_id));
+    let mut select = of_account(account_id);
     if !filters.q.is_empty() {
         let columns = [contacts::Column::Name, contacts::Column::Phone, contacts::Column::Email];
         select = select.filter(search::any_contains(columns, &filters.q));
@@ -482,7 +486,7 @@ pub async fn record(
 
 #[cfg(test)]
 mod tests {
-    use sea_orm::{DatabaseConnection, PaginatorTrait, TransactionTrait};
+    use sea_orm::{DatabaseConnection, PaginatorTrait};
 
     use super::*;
     use crate::store::entities::event_outbox;
@@ -557,7 +561,7 @@ mod tests {
     async fn a_taken_key_names_its_holder_and_leaves_the_transaction_usable() {
         let db = db().await;
         let first = create(&db, "acc_1", asha(), now()).await.unwrap();
-        let txn = db.begin().await.unwrap();
+        let txn = crate::store::begin_write(&db).await.unwrap();
         // Same identity, new phone and e-mail: nothing of the second contact may stay behind.
         let second = NewContact {
             name: "Someone else".into(),
@@ -596,6 +600,34 @@ mod tests {
             "another account may hold the same keys"
         );
         assert_eq!(contacts::Entity::find().count(&db).await.unwrap(), 2);
+        assert_eq!(events(&db).await, ["contact.created", "contact.created"]);
+    }
+
+    #[tokio::test]
+    async fn find_or_create_creates_once_and_then_finds_by_any_key() {
+        let db = db().await;
+        let (created, fresh) = find_or_create(&db, "acc_1", asha(), now()).await.unwrap();
+        assert!(fresh);
+        let lookups = [
+            NewContact {
+                phone: E164Phone::parse("+919812345678"),
+                ..Default::default()
+            },
+            NewContact {
+                email: Email::parse("ASHA@example.com"),
+                ..Default::default()
+            },
+            NewContact {
+                identities: asha().identities,
+                ..Default::default()
+            },
+        ];
+        for lookup in lookups {
+            let (found, fresh) = find_or_create(&db, "acc_1", lookup.clone(), now()).await.unwrap();
+            assert_eq!((found.id.as_str(), fresh), (created.id.as_str(), false), "{lookup:?}");
+        }
+        let (elsewhere, fresh) = find_or_create(&db, "acc_2", asha(), now()).await.unwrap();
+        assert!(fresh && elsewhere.id != created.id, "each account has its own contacts");
         assert_eq!(events(&db).await, ["contact.created", "contact.created"]);
     }
 
@@ -660,7 +692,7 @@ mod tests {
             .into_iter()
             .map(|m| m.contact_id)
             .collect();
-        assert_eq!(left, [kept.id.clone()]);
+        assert_eq!(left, [kept.id.as_str()]);
         assert_eq!(conversations::Entity::find().count(&db).await.unwrap(), 1);
         assert!(
             create(&db, "acc_1", asha(), now()).await.is_ok(),
@@ -668,4 +700,3 @@ mod tests {
         );
     }
 }
-

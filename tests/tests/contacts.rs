@@ -1,0 +1,549 @@
+//! Contacts over REST and gRPC against the real binary, on SQLite and on PostgreSQL with Redis: every
+//! operation, search, tag filter and paging, each bad input named, uniqueness of phone, e-mail and identity
+//! (409), tenant isolation and scopes, signed `contact.created` / `contact.updated` deliveries, and erasure.
+
+use std::time::Duration;
+
+use frontdesk_api::v1::{
+    ContactIdentity, CreateContactRequest, DeleteContactRequest, GetContactRequest, ListContactsRequest,
+    UpdateContactRequest, contacts_client::ContactsClient,
+};
+use frontdesk_tests::{
+    Db, Server, admin, call_with, join_all, on_both_databases,
+    platform::{assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp},
+    redis_server, violated_fields,
+    webhook_receiver::Receiver,
+};
+use serde_json::{Value, json};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+frontdesk_tests::platform_client!(Api);
+
+impl Api<'_> {
+    /// A new contact; its JSON.
+    async fn create(&self, body: Value) -> Value {
+        self.ok("POST", "/v1/contacts", Some(body)).await["contact"].clone()
+    }
+
+    /// A new contact; its id.
+    async fn contact(&self, body: Value) -> String {
+        self.create(body).await["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn patch(&self, id: &str, body: Value) -> Value {
+        self.ok("PATCH", &format!("/v1/contacts/{id}"), Some(body)).await["contact"].clone()
+    }
+
+    /// The ids the list at `/v1/contacts?query` answers.
+    async fn listed(&self, query: &str) -> Vec<String> {
+        self.ids(&format!("/v1/contacts?{query}"), "contacts", "id").await
+    }
+
+    /// Asserts that the list at `/v1/contacts?query` answers `expected`, in order.
+    async fn lists(&self, query: &str, expected: &[&String]) {
+        let expected: Vec<String> = expected.iter().map(|id| (*id).clone()).collect();
+        assert_eq!(self.listed(query).await, expected, "{query}");
+    }
+}
+
+/// Webhooks may reach the loopback receiver, retried quickly; PostgreSQL runs with Redis as in production.
+async fn start(db: &Db) -> Server {
+    let redis = redis_server::shared_url();
+    let mut env = vec![
+        ("FRONTDESK_ALLOW_PRIVATE_URLS", "true"),
+        ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "1s,1s,1s"),
+        ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
+    ];
+    if db.is_postgres() {
+        env.push(("REDIS_URL", redis.as_str()));
+    }
+    Server::start(db, &env).await
+}
+
+on_both_databases!(contacts_are_created_read_patched_and_erased, |db: Db| async move {
+    let server = start(&db).await;
+    let api = Api::new(&server).await;
+    let asha = api
+        .create(json!({
+            "name": "  Asha Rao ",
+            "phone": "+919812345678",
+            "email": "Asha.Rao@Example.com",
+            "identities": [{"type": "whatsapp", "external_id": "919812345678"}],
+            "tags": ["vip", "lead", "vip"],
+            "attributes": {"city": "Pune", "plan": "growth"},
+        }))
+        .await;
+    assert_id(&asha["id"], "ct_");
+    assert_eq!(asha["name"], "Asha Rao");
+    assert_eq!(asha["phone"], "+919812345678");
+    assert_eq!(
+        asha["email"], "asha.rao@example.com",
+        "e-mail addresses are kept in lower case"
+    );
+    assert_eq!(
+        asha["identities"],
+        json!([{"channel": "", "type": "whatsapp", "external_id": "919812345678"}])
+    );
+    assert_eq!(asha["tags"], json!(["vip", "lead"]), "a repeated tag counts once");
+    assert_eq!(asha["attributes"], json!({"city": "Pune", "plan": "growth"}));
+    assert_eq!(
+        (
+            asha["opted_out"].clone(),
+            asha["recap"].clone(),
+            asha["recap_at"].clone()
+        ),
+        (json!(false), json!(""), Value::Null)
+    );
+    assert_timestamp(&asha["created_at"], "created_at");
+    assert_eq!(asha["updated_at"], asha["created_at"]);
+    let id = asha["id"].as_str().unwrap();
+    assert_eq!(
+        api.ok("GET", &format!("/v1/contacts/{id}"), None).await["contact"],
+        asha
+    );
+
+    // Every field is present on a contact created with nothing but a name.
+    let bare = api.create(json!({"name": "Walk-in"})).await;
+    for (field, empty) in [
+        ("phone", json!("")),
+        ("email", json!("")),
+        ("identities", json!([])),
+        ("tags", json!([])),
+        ("attributes", json!({})),
+    ] {
+        assert_eq!(bare[field], empty, "{field}: {bare}");
+    }
+
+    // PATCH changes only what the body names; lists and maps are replaced whole.
+    let renamed = api.patch(id, json!({"name": "Asha R."})).await;
+    assert_eq!(renamed["name"], "Asha R.");
+    for unchanged in ["phone", "email", "identities", "tags", "attributes", "created_at"] {
+        assert_eq!(renamed[unchanged], asha[unchanged], "{unchanged}");
+    }
+    let replaced = api
+        .patch(
+            id,
+            json!({"tags": ["customer"], "attributes": {"city": "Mumbai"}, "opted_out": true,
+                   "identities": [{"type": "whatsapp", "external_id": "919812345678"},
+                                  {"type": "webchat", "external_id": "visitor-42"}]}),
+        )
+        .await;
+    assert_eq!(replaced["tags"], json!(["customer"]));
+    assert_eq!(replaced["attributes"], json!({"city": "Mumbai"}));
+    assert_eq!(replaced["opted_out"], true);
+    let kinds: Vec<&str> = replaced["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["whatsapp", "webchat"]);
+    let cleared = api
+        .patch(
+            id,
+            json!({"phone": "", "email": "", "identities": [], "attributes": {}}),
+        )
+        .await;
+    assert_eq!(
+        (
+            &cleared["phone"],
+            &cleared["email"],
+            &cleared["identities"],
+            &cleared["attributes"]
+        ),
+        (&json!(""), &json!(""), &json!([]), &json!({}))
+    );
+    assert_eq!(cleared["name"], "Asha R.");
+    // The recap is the service's to write, not the caller's.
+    let recap = api
+        .send("PATCH", &format!("/v1/contacts/{id}"), Some(json!({"recap": "hi"})))
+        .await;
+    assert_invalid(&recap, "recap", "recap is not writable");
+
+    // DELETE erases: the contact is gone and its phone is free for a new contact.
+    let phoned = api
+        .contact(json!({"phone": "+14155550123", "identities": [{"type": "messenger", "external_id": "psid-1"}]}))
+        .await;
+    let deleted = api.ok("DELETE", &format!("/v1/contacts/{phoned}"), None).await;
+    assert_eq!(deleted["id"], phoned.as_str());
+    for method in ["GET", "DELETE"] {
+        let gone = api.send(method, &format!("/v1/contacts/{phoned}"), None).await;
+        assert_not_found(&gone, &format!("{method} after delete"));
+    }
+    let again = api
+        .create(json!({"phone": "+14155550123", "identities": [{"type": "messenger", "external_id": "psid-1"}]}))
+        .await;
+    assert_ne!(again["id"], phoned.as_str());
+});
+
+on_both_databases!(the_list_searches_filters_and_pages, |db: Db| async move {
+    let server = start(&db).await;
+    let api = Api::new(&server).await;
+    let asha = api
+        .contact(json!({"name": "Asha Rao", "phone": "+919812345678", "tags": ["vip"]}))
+        .await;
+    let ben = api
+        .contact(json!({"name": "Ben Okafor", "email": "ben@okafor.io", "tags": ["VIP", "lead"]}))
+        .await;
+    let cara = api
+        .contact(json!({"name": "Cara 100% Real", "phone": "+14155550123", "tags": ["lead"]}))
+        .await;
+    let dev = api
+        .contact(json!({"name": "Dev", "email": "dev_rao@mail.example.com"}))
+        .await;
+    let other = Api::new(&server).await;
+    other.contact(json!({"name": "Asha Rao elsewhere"})).await;
+
+    api.lists("", &[&dev, &cara, &ben, &asha]).await;
+    for (query, expected) in [
+        ("q=asha", vec![&asha]),
+        ("q=RAO", vec![&dev, &asha]),
+        ("q=98123", vec![&asha]),
+        ("q=%2B1415", vec![&cara]),
+        ("q=OKAFOR.IO", vec![&ben]),
+        ("q=100%25", vec![&cara]),
+        ("q=_", vec![&dev]),
+        ("q=nobody", vec![]),
+        ("tag=vip", vec![&asha]),
+        ("tag=VIP", vec![&ben]),
+        ("tag=lead", vec![&cara, &ben]),
+        ("tag=vi", vec![]),
+        ("tag=lead&q=ben", vec![&ben]),
+    ] {
+        api.lists(query, &expected).await;
+    }
+
+    let mut seen = Vec::new();
+    let mut path = "/v1/contacts?limit=3".to_owned();
+    loop {
+        let page = api.ok("GET", &path, None).await;
+        let contacts = page["contacts"].as_array().unwrap();
+        assert!(contacts.len() <= 3);
+        seen.extend(contacts.iter().map(|c| c["id"].as_str().unwrap().to_owned()));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/contacts?limit=3&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        [dev.clone(), cara.clone(), ben.clone(), asha.clone()],
+        "newest first"
+    );
+    assert_eq!(
+        api.ok("GET", "/v1/contacts?limit=4", None).await["next_cursor"],
+        Value::Null
+    );
+    assert_invalid(&api.send("GET", "/v1/contacts?limit=0", None).await, "limit", "limit 0");
+    assert_invalid(
+        &api.send("GET", "/v1/contacts?limit=201", None).await,
+        "limit",
+        "limit 201",
+    );
+    assert_invalid(
+        &api.send("GET", "/v1/contacts?cursor=xyz", None).await,
+        "cursor",
+        "garbage cursor",
+    );
+});
+
+on_both_databases!(bad_input_is_a_400_naming_the_field, |db: Db| async move {
+    let server = start(&db).await;
+    let api = Api::new(&server).await;
+    let many_tags: Vec<String> = (0..51).map(|i| format!("t{i}")).collect();
+    let many_attributes: serde_json::Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cases = [
+        (json!({"phone": "98123"}), "phone"),
+        (json!({"phone": "+0123456789"}), "phone"),
+        (json!({"phone": "+1234567"}), "phone"),
+        (json!({"phone": "+1234567890123456"}), "phone"),
+        (json!({"phone": "+91 98123 45678"}), "phone"),
+        (json!({"email": "x@"}), "email"),
+        (json!({"email": "asha@example"}), "email"),
+        (json!({"name": "n".repeat(201)}), "name"),
+        (json!({"tags": many_tags}), "tags"),
+        (json!({"tags": ["t".repeat(65)]}), "tags"),
+        (json!({"tags": [" "]}), "tags"),
+        (json!({"attributes": many_attributes}), "attributes"),
+        (json!({"attributes": {"k".repeat(65): "v"}}), "attributes"),
+        (json!({"attributes": {"note": "v".repeat(1_001)}}), "attributes.note"),
+        (
+            json!({"identities": [{"type": "sms", "external_id": "1"}]}),
+            "identities[0].type",
+        ),
+        (
+            json!({"identities": [{"type": "webchat", "external_id": "v1"}, {"type": "telegram", "external_id": "2"}]}),
+            "identities[1].type",
+        ),
+        (
+            json!({"identities": [{"type": "webchat", "external_id": ""}]}),
+            "identities[0].external_id",
+        ),
+        (
+            json!({"identities": [{"type": "webchat", "external_id": "v1"}, {"type": "webchat", "external_id": "v1"}]}),
+            "identities[1]",
+        ),
+        (json!({"nickname": "Ash"}), "nickname"),
+    ];
+    let target = api.contact(json!({"name": "Target"})).await;
+    for (body, field) in &cases {
+        let created = api.send("POST", "/v1/contacts", Some(body.clone())).await;
+        assert_invalid(&created, field, &format!("POST {body}"));
+        let patched = api
+            .send("PATCH", &format!("/v1/contacts/{target}"), Some(body.clone()))
+            .await;
+        assert_invalid(&patched, field, &format!("PATCH {body}"));
+    }
+    let message = api.send("POST", "/v1/contacts", Some(json!({"phone": "98123"}))).await;
+    assert_eq!(
+        message.body["error"]["message"],
+        "phone: must be in E.164 format, e.g. +919812345678"
+    );
+    api.lists("", &[&target]).await;
+    let untouched = api.ok("GET", &format!("/v1/contacts/{target}"), None).await["contact"].clone();
+    assert_eq!(untouched["created_at"], untouched["updated_at"]);
+});
+
+on_both_databases!(a_taken_phone_email_or_identity_is_a_409, |db: Db| async move {
+    let server = start(&db).await;
+    let api = Api::new(&server).await;
+    let asha = api
+        .contact(
+            json!({"name": "Asha", "phone": "+919812345678", "email": "asha@example.com",
+                        "identities": [{"type": "instagram", "external_id": "ig-7"}]}),
+        )
+        .await;
+    let ben = api.contact(json!({"name": "Ben", "phone": "+14155550123"})).await;
+    for body in [
+        json!({"phone": "+919812345678"}),
+        json!({"email": "ASHA@example.com"}),
+        json!({"phone": "+919800000000", "identities": [{"type": "instagram", "external_id": "ig-7"}]}),
+    ] {
+        let taken = api.send("POST", "/v1/contacts", Some(body.clone())).await;
+        assert_eq!(
+            (taken.status, taken.code()),
+            (409, "already_exists"),
+            "{body}: {}",
+            taken.body
+        );
+        let message = taken.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&asha),
+            "{body}: the message names the holder: {message}"
+        );
+        let moved = api
+            .send("PATCH", &format!("/v1/contacts/{ben}"), Some(body.clone()))
+            .await;
+        assert_eq!(
+            (moved.status, moved.code()),
+            (409, "already_exists"),
+            "PATCH {body}: {}",
+            moved.body
+        );
+    }
+    // A refused create leaves nothing behind.
+    api.lists("", &[&ben, &asha]).await;
+    api.lists("q=%2B91980", &[]).await;
+    let ben_now = api.ok("GET", &format!("/v1/contacts/{ben}"), None).await["contact"].clone();
+    assert_eq!(ben_now["phone"], "+14155550123", "a refused PATCH changes nothing");
+    // A contact keeps its own keys when patched with them, and another account may hold the same ones.
+    api.patch(&asha, json!({"phone": "+919812345678", "email": "Asha@Example.com"}))
+        .await;
+    let other = Api::new(&server).await;
+    other
+        .create(json!({"phone": "+919812345678", "email": "asha@example.com",
+                       "identities": [{"type": "instagram", "external_id": "ig-7"}]}))
+        .await;
+});
+
+on_both_databases!(concurrent_creates_of_one_phone_make_one_contact, |db: Db| async move {
+    let server = start(&db).await;
+    let api = Api::new(&server).await;
+    let body = json!({"name": "Asha", "phone": "+919812345678"}).to_string();
+    let (url, key) = (server.url("/v1/contacts"), api.key.clone());
+    let attempts = (0..8).map(|_| {
+        let (url, key, body) = (url.clone(), key.clone(), body.clone());
+        async move { call_with("POST", &url, &[("x-api-key", &key)], Some(&body)).await }
+    });
+    let answers = join_all(attempts).await;
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 7, "{statuses:?}");
+    let winner = answers.iter().find(|a| a.status == 200).unwrap().body["contact"]["id"].clone();
+    for refused in answers.iter().filter(|a| a.status == 409) {
+        let message = refused.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(winner.as_str().unwrap()), "{message}");
+    }
+    assert_eq!(api.listed("").await, [winner.as_str().unwrap()]);
+});
+
+on_both_databases!(another_accounts_contacts_are_invisible, |db: Db| async move {
+    let server = start(&db).await;
+    let alice = Api::new(&server).await;
+    let bob = Api::new(&server).await;
+    let id = alice
+        .contact(json!({"name": "Alice's", "phone": "+919812345678"}))
+        .await;
+    for (method, body) in [
+        ("GET", None),
+        ("PATCH", Some(json!({"name": "mine now"}))),
+        ("DELETE", None),
+    ] {
+        let answer = bob.send(method, &format!("/v1/contacts/{id}"), body).await;
+        assert_not_found(&answer, &format!("{method} another account's contact"));
+    }
+    assert!(bob.listed("").await.is_empty());
+    assert!(bob.listed("q=98123").await.is_empty());
+    let still = alice.ok("GET", &format!("/v1/contacts/{id}"), None).await;
+    assert_eq!(still["contact"]["name"], "Alice's");
+
+    let scoped = admin::issue_key(&server, &alice.account_id, &["deals"]).await;
+    for (method, path, body) in [
+        ("GET", "/v1/contacts".to_owned(), None),
+        ("POST", "/v1/contacts".to_owned(), Some(r#"{"phone": "bad"}"#)),
+        ("GET", format!("/v1/contacts/{id}"), None),
+        ("DELETE", format!("/v1/contacts/{id}"), None),
+    ] {
+        let refused = call_with(method, &server.url(&path), &[("x-api-key", &scoped)], body).await;
+        assert_insufficient_scope(&refused, &format!("{method} {path} without the contacts section"));
+    }
+    let allowed = admin::issue_key(&server, &alice.account_id, &["contacts"]).await;
+    let listed = call_with("GET", &server.url("/v1/contacts"), &[("x-api-key", &allowed)], None).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+});
+
+on_both_databases!(contacts_over_grpc, |db: Db| async move {
+    let server = start(&db).await;
+    let api = Api::new(&server).await;
+    let mut contacts = ContactsClient::connect(server.grpc.clone()).await.unwrap();
+    let created = contacts
+        .create_contact(api.grpc(CreateContactRequest {
+            name: "gRPC contact".into(),
+            phone: "+919812345678".into(),
+            identities: vec![ContactIdentity {
+                channel: String::new(),
+                r#type: "webchat".into(),
+                external_id: "visitor-1".into(),
+            }],
+            tags: vec!["vip".into()],
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .contact
+        .unwrap();
+    assert!(created.id.starts_with("ct_"));
+    let fetched = contacts
+        .get_contact(api.grpc(GetContactRequest {
+            contact_id: created.id.clone(),
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+        .contact
+        .unwrap();
+    assert_eq!(fetched, created);
+    let update = UpdateContactRequest {
+        contact_id: created.id.clone(),
+        name: "ignored: not in the mask".into(),
+        email: "grpc@example.com".into(),
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["email".into()],
+        }),
+        ..Default::default()
+    };
+    let updated = contacts
+        .update_contact(api.grpc(update))
+        .await
+        .unwrap()
+        .into_inner()
+        .contact
+        .unwrap();
+    assert_eq!(
+        (updated.name.as_str(), updated.email.as_str(), updated.tags.clone()),
+        ("gRPC contact", "grpc@example.com", vec!["vip".to_owned()])
+    );
+    let listed = contacts
+        .list_contacts(api.grpc(ListContactsRequest {
+            q: "GRPC@".into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.contacts, [updated]);
+    assert_eq!(listed.next_cursor, None);
+
+    let bad = contacts
+        .create_contact(api.grpc(CreateContactRequest {
+            phone: "98123".into(),
+            email: "x@".into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert_eq!(violated_fields(&bad), ["phone", "email"]);
+    let taken = contacts
+        .create_contact(api.grpc(CreateContactRequest {
+            phone: "+919812345678".into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(taken.code(), Code::AlreadyExists);
+    assert_eq!(taken.get_error_details().error_info().unwrap().reason, "ALREADY_EXISTS");
+
+    let deleted = contacts
+        .delete_contact(api.grpc(DeleteContactRequest {
+            contact_id: created.id.clone(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(deleted.id, created.id);
+    let gone = contacts
+        .get_contact(api.grpc(GetContactRequest { contact_id: created.id }))
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+});
+
+on_both_databases!(contact_events_are_delivered_signed, |db: Db| async move {
+    let server = start(&db).await;
+    let receiver = Receiver::start().await;
+    let api = Api::new(&server).await;
+    let subscribed = api
+        .ok(
+            "POST",
+            "/v1/webhooks",
+            Some(json!({"name": "crm", "url": receiver.url, "events": ["contact.created", "contact.updated"]})),
+        )
+        .await;
+    let secret = subscribed["secret"].as_str().unwrap().to_owned();
+    let created = api
+        .create(json!({"name": "Asha", "phone": "+919812345678", "tags": ["vip"]}))
+        .await;
+    let id = created["id"].as_str().unwrap();
+    // A PATCH that changes nothing is no update.
+    let same = api.patch(id, json!({"name": "Asha", "tags": ["vip"]})).await;
+    assert_eq!(same, created);
+    let updated = api.patch(id, json!({"opted_out": true})).await;
+    assert_eq!(updated["opted_out"], true);
+    // Another account's contacts are not this subscription's business.
+    Api::new(&server).await.create(json!({"name": "Elsewhere"})).await;
+
+    receiver.wait_for(2, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deliveries = receiver.deliveries();
+    let types: Vec<&str> = deliveries.iter().map(|d| d.json["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["contact.created", "contact.updated"], "{deliveries:?}");
+    for delivery in &deliveries {
+        assert!(delivery.verifies(&secret), "signature: {delivery:?}");
+        assert!(delivery.header("webhook-id").starts_with("evt_"));
+    }
+    assert_eq!(deliveries[0].json["data"], created, "the contact as the API answers it");
+    assert_eq!(deliveries[1].json["data"], updated);
+});
