@@ -106,6 +106,8 @@ struct Script {
     /// Answers for the next requests, in order, each with its own wait; then `default`.
     next: VecDeque<(Answer, Duration)>,
     default: Answer,
+    /// How long `default` answers wait.
+    default_delay: Duration,
 }
 
 struct Shared {
@@ -142,6 +144,7 @@ impl FakeTwilio {
             script: Mutex::new(Script {
                 next: VecDeque::new(),
                 default: Answer::Created(201),
+                default_delay: Duration::ZERO,
             }),
             sent: Mutex::new(Vec::new()),
             arrived: AtomicUsize::new(0),
@@ -172,9 +175,15 @@ impl FakeTwilio {
 
     /// Answers every request with `status` from now on (a 2xx creates the message), dropping queued answers.
     pub fn answer(&self, status: u16) {
+        self.answer_after(Duration::ZERO, status);
+    }
+
+    /// Answers every request with `status` after `delay` from now on, dropping queued answers.
+    pub fn answer_after(&self, delay: Duration, status: u16) {
         let mut script = self.shared.script.lock().unwrap();
         script.next.clear();
         script.default = Answer::status(status);
+        script.default_delay = delay;
     }
 
     /// Answers the next requests with `statuses` in order (a 2xx creates the message, anything else is
@@ -357,7 +366,7 @@ async fn create_message(
         script
             .next
             .pop_front()
-            .unwrap_or_else(|| (script.default.clone(), Duration::ZERO))
+            .unwrap_or_else(|| (script.default.clone(), script.default_delay))
     };
     let (answered, sid) = match &answer {
         Answer::Created(status) => (Some(*status), Some(new_message_sid())),

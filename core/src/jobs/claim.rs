@@ -17,8 +17,8 @@ use crate::store::sql::{placeholders, skip_locked};
 #[derive(Default)]
 pub struct Claim {
     pub jobs: Vec<Job>,
-    /// Fewer due jobs than wanted were found: the queue is drained, or what is left waits for a lane to
-    /// come back under its cap (which wakes the claim loop).
+    /// Fewer due jobs than wanted were found, or none fit: the queue is drained, or what is left waits for a
+    /// lane to come back under its cap (which wakes the claim loop) or to end its rest.
     pub idle: bool,
 }
 
@@ -31,9 +31,19 @@ pub async fn claim(
     lease_ms: i64,
 ) -> Result<Claim, DbErr> {
     let token = rand::rng().random::<i64>();
-    let taken = take(db, &in_flight.full_lanes(), kinds, limit, token, now_ms, lease_ms).await?;
-    let idle = taken.len() < limit;
+    let taken = take(
+        db,
+        &in_flight.closed_lanes(now_ms),
+        kinds,
+        limit,
+        token,
+        now_ms,
+        lease_ms,
+    )
+    .await?;
     let (jobs, excess) = within_caps(taken, in_flight.lane_cap(), |lane| in_flight.load(lane));
+    // Everything taken went back (its lanes are full): claiming again at once would take it again.
+    let idle = excess.len() + jobs.len() < limit || jobs.is_empty();
     if !excess.is_empty() {
         release(db, &excess, token, now_ms).await?;
     }
@@ -42,7 +52,7 @@ pub async fn claim(
 
 async fn take(
     db: &DatabaseConnection,
-    full_lanes: &[String],
+    closed_lanes: &[String],
     kinds: &[&'static str],
     limit: usize,
     token: i64,
@@ -54,12 +64,12 @@ async fn take(
     let kind_list = placeholders(values.len() + 1, kinds.len());
     values.extend(kinds.iter().map(|k| Value::from(*k)));
     let mut exclude = String::new();
-    if !full_lanes.is_empty() {
+    if !closed_lanes.is_empty() {
         exclude = format!(
             " AND lane NOT IN ({})",
-            placeholders(values.len() + 1, full_lanes.len())
+            placeholders(values.len() + 1, closed_lanes.len())
         );
-        values.extend(full_lanes.iter().map(|lane| Value::from(lane.as_str())));
+        values.extend(closed_lanes.iter().map(|lane| Value::from(lane.as_str())));
     }
     let sql = format!(
         "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE id IN \

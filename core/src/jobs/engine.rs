@@ -142,6 +142,9 @@ async fn claim_loop(engine: JobEngine, outcomes: mpsc::UnboundedSender<Recorded>
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
                 let outcome = handler.run(&job).await;
+                if let super::Outcome::Defer { until_ms } = &outcome {
+                    in_flight.rest(&job.lane, *until_ms);
+                }
                 in_flight.ran(&job);
                 metrics::counter!("frontdesk_job_runs_total", "kind" => job.kind.clone(), "outcome" => outcome.label())
                     .increment(1);

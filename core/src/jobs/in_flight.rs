@@ -1,7 +1,8 @@
 //! What this process has in hand: running jobs by lane (the claim keeps each lane under its cap, so one
-//! channel whose provider hangs holds only its share of the workers), and the claim tokens whose outcomes
-//! are not yet recorded (their leases are renewed until they are). A run that brings a lane back under its
-//! cap wakes the claim loop, which passed over that lane's jobs.
+//! channel whose provider hangs holds only its share of the workers), lanes resting after a job of theirs
+//! was deferred (a paced channel whose slots are taken: claiming its other jobs now would only defer them
+//! too), and the claim tokens whose outcomes are not yet recorded (their leases are renewed until they are).
+//! A run that brings a lane back under its cap wakes the claim loop, which passed over that lane's jobs.
 
 use std::{
     collections::HashMap,
@@ -13,6 +14,8 @@ use super::{Job, Wake};
 #[derive(Default)]
 struct Counts {
     lanes: HashMap<String, u32>,
+    /// Lane -> until when (Unix milliseconds) the claim passes over it.
+    resting: HashMap<String, i64>,
     /// Claim token -> its jobs whose outcomes are not yet committed.
     tokens: HashMap<i64, u32>,
 }
@@ -46,14 +49,28 @@ impl InFlight {
         self.counts().lanes.get(lane).copied().unwrap_or(0)
     }
 
-    /// Lanes at their cap: the next claim passes over their jobs.
-    pub fn full_lanes(&self) -> Vec<String> {
-        self.counts()
+    /// Lanes at their cap or resting at `now_ms`: the next claim passes over their jobs.
+    pub fn closed_lanes(&self, now_ms: i64) -> Vec<String> {
+        let mut counts = self.counts();
+        counts.resting.retain(|_, until| *until > now_ms);
+        let full = counts
             .lanes
             .iter()
             .filter(|(lane, n)| !lane.is_empty() && **n >= self.lane_cap)
-            .map(|(lane, _)| lane.clone())
-            .collect()
+            .map(|(lane, _)| lane);
+        let mut closed: Vec<String> = full.chain(counts.resting.keys()).cloned().collect();
+        closed.sort_unstable();
+        closed.dedup();
+        closed
+    }
+
+    /// A job of `lane` was deferred to `until_ms`: its lane's other jobs wait as long.
+    pub fn rest(&self, lane: &str, until_ms: i64) {
+        if !lane.is_empty() {
+            let mut counts = self.counts();
+            let until = counts.resting.entry(lane.to_owned()).or_insert(until_ms);
+            *until = (*until).min(until_ms);
+        }
     }
 
     pub fn started(&self, job: &Job) {
