@@ -228,6 +228,14 @@ on_both_databases!(idempotent_sends_go_out_once, |db: Db| async move {
         "{}",
         other.body
     );
+
+    // Erasing the contact forgets its keys: a replay sends anew rather than answer an erased message.
+    let contact_id = again["contact_id"].as_str().unwrap();
+    platform.ok("DELETE", &format!("/v1/contacts/{contact_id}"), None).await;
+    let body = json!({"phone": "+15550100002", "text": "Only once", "idempotency_key": "order-42"});
+    let replay = send(&platform, body).await;
+    assert!(!ids.contains(replay["message_id"].as_str().unwrap()));
+    assert_ne!(replay["contact_id"], contact_id);
 });
 
 /// Awaits every task, in order.
@@ -551,7 +559,13 @@ on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     // Until the kill Twilio answers slowly, so sends pile up in flight behind the channel's lane of 8.
     twilio.answer_after(Duration::from_millis(500), 201);
-    let mut server = sms::start(&db, &twilio, &[("FRONTDESK_JOB_LANE_CONCURRENCY", "8")]).await;
+    let env = [
+        ("FRONTDESK_JOB_LANE_CONCURRENCY", "8"),
+        // A loaded test machine may be slow; no send may run out of tries here.
+        ("FRONTDESK_PROVIDER_TIMEOUT", "10s"),
+        ("FRONTDESK_SEND_RETRY_SCHEDULE", "500ms,1s,2s,2s,5s,5s,5s"),
+    ];
+    let mut server = sms::start(&db, &twilio, &env).await;
     let (account_id, key) = {
         let platform = Platform::new(&server).await;
         SmsChannel::connect(&platform, &twilio, "sms", Some(100_000)).await;

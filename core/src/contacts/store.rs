@@ -22,7 +22,7 @@ use crate::{
     events::{self, EventType},
     paging::{self, Page},
     store::{
-        entities::{contact_identities, contacts, conversations, messages},
+        entities::{contact_identities, contacts, conversations, idempotency_keys, messages},
         search, to_json_text,
     },
 };
@@ -450,6 +450,12 @@ pub async fn erase(db: &impl ConnectionTrait, account_id: &str, contact_id: &str
     conversations::Entity::delete_many()
         .filter(conversations::Column::AccountId.eq(account_id))
         .filter(conversations::Column::ContactId.eq(contact_id))
+        .exec(db)
+        .await?;
+    // A replayed send must not answer with the erased contact's message.
+    idempotency_keys::Entity::delete_many()
+        .filter(idempotency_keys::Column::AccountId.eq(account_id))
+        .filter(idempotency_keys::Column::ContactId.eq(contact_id))
         .exec(db)
         .await?;
     erase_rows(db, account_id, contact_id).await?;
