@@ -100,7 +100,7 @@ impl Deliver {
             return Ok(Loaded::Gone);
         }
         let Some(channel) = channels::Entity::find_by_id(&message.channel_id).one(&self.db).await? else {
-            return Ok(Loaded::Cancelled(message, "the channel was disconnected"));
+            return Ok(Loaded::Cancelled(message.id, "the channel was disconnected"));
         };
         let Some(contact) = contacts::Entity::find_by_id(&message.contact_id).one(&self.db).await? else {
             return Ok(Loaded::Gone);
@@ -115,11 +115,15 @@ impl Deliver {
                 .map(|identity| identity.external_id),
         };
         if channel.kind == "sms" && contact.opted_out {
-            return Ok(Loaded::Cancelled(message, "the contact opted out of sms"));
+            return Ok(Loaded::Cancelled(message.id, "the contact opted out of sms"));
         }
         Ok(match address {
-            Some(address) => Loaded::Ready(message, channel, address),
-            None => Loaded::Cancelled(message, "the contact has no address on this channel"),
+            Some(address) => Loaded::Ready(Box::new(Sendable {
+                message,
+                channel,
+                address,
+            })),
+            None => Loaded::Cancelled(message.id, "the contact has no address on this channel"),
         })
     }
 }
@@ -127,8 +131,16 @@ impl Deliver {
 enum Loaded {
     /// Erased, or no longer queued (sent by an earlier run whose job completion was lost, removed).
     Gone,
-    Cancelled(messages::Model, &'static str),
-    Ready(messages::Model, channels::Model, String),
+    /// The message (by id) cannot go out, for this reason.
+    Cancelled(String, &'static str),
+    Ready(Box<Sendable>),
+}
+
+/// A queued message, the channel it goes out on, and the contact's address there.
+struct Sendable {
+    message: messages::Model,
+    channel: channels::Model,
+    address: String,
 }
 
 #[async_trait::async_trait]
@@ -139,10 +151,17 @@ impl Handler for Deliver {
             Err(err) => return fail(format!("unreadable payload: {err}"), None),
         };
         let (message, channel, address) = match self.load(&payload.message_id).await {
-            Ok(Loaded::Ready(message, channel, address)) => (message, channel, address),
+            Ok(Loaded::Ready(ready)) => {
+                let Sendable {
+                    message,
+                    channel,
+                    address,
+                } = *ready;
+                (message, channel, address)
+            }
             Ok(Loaded::Gone) => return Outcome::Done(None),
-            Ok(Loaded::Cancelled(message, why)) => {
-                return fail(why.to_owned(), Some(failed(&message.id, "cancelled", why)));
+            Ok(Loaded::Cancelled(message_id, why)) => {
+                return fail(why.to_owned(), Some(failed(&message_id, "cancelled", why)));
             }
             Err(err) => return retry(&self.schedule, job, format!("database: {err}"), None).into(),
         };
