@@ -31,6 +31,7 @@ pub mod secrets;
 pub mod shutdown;
 pub mod site;
 pub mod store;
+pub mod tally;
 pub mod telemetry;
 pub mod timestamps;
 pub mod validate;

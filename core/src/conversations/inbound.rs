@@ -4,10 +4,12 @@
 //! stores nothing new), the conversation's unread count and latest activity, and `message.received`.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, EntityTrait, sea_query::OnConflict};
+use sea_orm::DatabaseConnection;
 
 use super::{
-    lookup, render,
+    lookup,
+    new_message::{self, NewMessage},
+    render,
     threads::{self, Opening},
 };
 use crate::{
@@ -19,10 +21,7 @@ use crate::{
     error::{ApiError, ApiResult},
     events::{self, EventType},
     routing::resolver::Inbound,
-    store::{
-        entities::{channels, messages},
-        to_json_text,
-    },
+    store::entities::{channels, messages},
 };
 
 use super::render::StoredAttachment;
@@ -91,44 +90,22 @@ pub async fn receive(
             filename: a.filename.clone(),
         })
         .collect();
-    let message = messages::Model {
-        seq: 0,
-        id: format!("msg_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
-        conversation_id: conversation.id.clone(),
-        contact_id: contact.id.clone(),
-        channel_id: channel.id.clone(),
-        direction: "inbound".to_owned(),
-        author: "contact".to_owned(),
-        text: inbound.text.clone(),
-        attachments: to_json_text(&attachments),
-        status: "received".to_owned(),
-        error_code: None,
-        error_message: None,
-        provider_message_id: Some(inbound.provider_message_id.clone()),
-        reactions: "[]".to_owned(),
-        edited: false,
-        edits: "[]".to_owned(),
-        removed: false,
-        reply_to: String::new(),
-        broadcast_id: String::new(),
-        created_at: now,
-        sent_at: None,
-        delivered_at: None,
-        read_at: None,
+    let new = NewMessage {
+        conversation: &conversation,
+        direction: "inbound",
+        author: "contact",
+        text: &inbound.text,
+        attachments: &attachments,
+        status: "received",
+        provider_message_id: Some(&inbound.provider_message_id),
+        reply_to: "",
+        broadcast_id: "",
     };
-    let mut active = messages::ActiveModel::from(message.clone());
-    active.seq = sea_orm::ActiveValue::NotSet;
-    let stored = messages::Entity::insert(active)
-        .on_conflict(OnConflict::new().do_nothing().to_owned())
-        .exec_without_returning(&txn)
-        .await?;
-    if stored == 0 {
+    let Some(message) = new_message::store(&txn, new, now).await? else {
         // The same provider message arrived twice at once; the other request stored it.
         txn.rollback().await?;
         return Ok(None);
-    }
-    threads::touch(&txn, &conversation.id, now, true).await?;
+    };
     events::record(
         &txn,
         account_id,

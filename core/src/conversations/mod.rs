@@ -4,6 +4,7 @@
 pub mod idle;
 pub mod inbound;
 pub mod lookup;
+pub mod new_message;
 pub mod receipts;
 pub mod render;
 pub mod status;

@@ -9,6 +9,8 @@ use std::{
     sync::{Mutex, MutexGuard, PoisonError},
 };
 
+use crate::tally::decrement;
+
 use super::{Job, Wake};
 
 #[derive(Default)]
@@ -97,17 +99,4 @@ impl InFlight {
     pub fn tokens(&self) -> Vec<i64> {
         self.counts().tokens.keys().copied().collect()
     }
-}
-
-/// Lowers the count of `key`; returns what it was.
-fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: &K) -> u32 {
-    let Some(count) = map.get_mut(key) else {
-        return 0;
-    };
-    let was = *count;
-    *count -= 1;
-    if *count == 0 {
-        map.remove(key);
-    }
-    was
 }

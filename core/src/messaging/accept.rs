@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, EntityTrait};
+use sea_orm::DatabaseConnection;
 use tonic::Code;
 
 use super::{
@@ -18,11 +18,13 @@ use super::{
 };
 use crate::{
     clock::Clock,
-    conversations::threads::{self, Opening},
+    conversations::{
+        new_message::{self, NewMessage},
+        threads::{self, Opening},
+    },
     error::{ApiError, ApiResult},
     jobs::{self, Wake},
     routing::resolver::Inbound,
-    store::{entities::messages, to_json_text},
 };
 
 /// Who writes an outbound message.
@@ -117,36 +119,20 @@ impl Sender {
         };
         let (conversation, _) =
             threads::open_or_start(&txn, account_id, &resolved.contact.id, &channel, opening, now).await?;
-        let message = messages::Model {
-            seq: 0,
-            id: format!("msg_{}", crate::ids::base62(16)),
-            account_id: account_id.to_owned(),
-            conversation_id: conversation.id.clone(),
-            contact_id: resolved.contact.id.clone(),
-            channel_id: channel.id.clone(),
-            direction: "outbound".to_owned(),
-            author: author.as_str().to_owned(),
-            text: outgoing.text.clone(),
-            attachments: to_json_text(&outgoing.attachments),
-            status: "queued".to_owned(),
-            error_code: None,
-            error_message: None,
+        let new = NewMessage {
+            conversation: &conversation,
+            direction: "outbound",
+            author: author.as_str(),
+            text: &outgoing.text,
+            attachments: &outgoing.attachments,
+            status: "queued",
             provider_message_id: None,
-            reactions: "[]".to_owned(),
-            edited: false,
-            edits: "[]".to_owned(),
-            removed: false,
-            reply_to: outgoing.reply_to.clone(),
-            broadcast_id: String::new(),
-            created_at: now,
-            sent_at: None,
-            delivered_at: None,
-            read_at: None,
+            reply_to: &outgoing.reply_to,
+            broadcast_id: "",
         };
-        let mut active = messages::ActiveModel::from(message.clone());
-        active.seq = sea_orm::ActiveValue::NotSet;
-        messages::Entity::insert(active).exec_without_returning(&txn).await?;
-        threads::touch(&txn, &conversation.id, now, false).await?;
+        let message = new_message::store(&txn, new, now)
+            .await?
+            .ok_or_else(|| ApiError::internal("a new outbound message clashed with a stored one"))?;
         jobs::enqueue(
             &txn,
             deliver::job(account_id, &message, &channel.id, self.send_attempts, now),

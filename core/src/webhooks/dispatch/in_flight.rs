@@ -10,6 +10,8 @@ use std::{
 
 use tokio::sync::Notify;
 
+use crate::tally::decrement;
+
 use super::claim::Claimed;
 
 /// Attempts on the wire at once, per subscription and per account.
@@ -54,19 +56,6 @@ pub struct Full {
 
 fn increment(map: &mut HashMap<String, u32>, key: &str) {
     *map.entry(key.to_owned()).or_default() += 1;
-}
-
-/// Lowers the count of `key`; returns what it was.
-fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: &K) -> u32 {
-    let Some(count) = map.get_mut(key) else {
-        return 0;
-    };
-    let was = *count;
-    *count -= 1;
-    if *count == 0 {
-        map.remove(key);
-    }
-    was
 }
 
 impl InFlight {
