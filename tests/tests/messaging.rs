@@ -635,3 +635,24 @@ on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
     let distinct: std::collections::HashSet<String> = twilio.sent().iter().map(|s| s.body().to_owned()).collect();
     assert_eq!(distinct.len(), SENDS, "every send reached the provider");
 });
+
+on_both_databases!(a_callback_that_outruns_its_send_applies_after_it, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    // Twilio takes the message at once but answers our request only two seconds later, and its status
+    // callback arrives in between: before we know the message's sid.
+    twilio.then_after(Duration::from_secs(2), 201);
+    let accepted = send(&platform, json!({"phone": "+15550100030", "text": "Quick"})).await;
+    let id = accepted["message_id"].as_str().unwrap();
+    let sid = twilio.wait_for(1, WAIT).await[0].sid.clone().unwrap();
+    assert_eq!(channel.status(&sid, "delivered", None).await.status, 200);
+    assert_eq!(
+        platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"]["status"],
+        "queued"
+    );
+    let message = message_when(&platform, id, |m| m["status"] == "delivered").await;
+    assert_eq!(message["provider_message_id"], sid.as_str());
+    assert!(message["sent_at"].is_string() && message["delivered_at"].is_string());
+});

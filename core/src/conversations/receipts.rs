@@ -173,6 +173,15 @@ impl crate::jobs::Handler for LateReceipts {
         };
         let wait = LATE_WAITS[usize::try_from(job.attempt - 1).unwrap_or(0).min(LATE_WAITS.len() - 1)];
         match apply(&self.db, &report.channel_id, &update, self.clock.now()).await {
+            // Not ours after all (a message sent from the provider's console, say): nothing to keep.
+            Ok(Applied::Unknown) if job.is_last_attempt() => {
+                tracing::info!(
+                    channel = report.channel_id,
+                    provider_message_id = report.provider_message_id,
+                    "a status report matched no message; dropped"
+                );
+                Outcome::Done(None)
+            }
             Ok(Applied::Unknown) => Outcome::Retry {
                 error: "no message has this provider id yet".to_owned(),
                 after: wait,
