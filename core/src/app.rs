@@ -29,6 +29,7 @@ use crate::{
     conversations::{
         idle::{self, Housekeeping},
         receipts::{self, LateReceipts},
+        service::ConversationsService,
     },
     deals::{pipelines::PipelinesService, service::DealsService},
     grpc::{self, Services},
@@ -158,7 +159,8 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
         contacts: ContactsService::new(db.clone(), clock.clone()),
-        messages: MessagesService::new(db.clone(), sender),
+        messages: MessagesService::new(db.clone(), clock.clone(), sender),
+        conversations: ConversationsService::new(db.clone(), clock.clone()),
         hooks: ChannelHooksService::new(
             db.clone(),
             clock.clone(),

@@ -1,5 +1,6 @@
 //! Newest-first keyset paging shared by every list: `?limit=` (1..200, default 50) and opaque cursors, the
-//! (created_at, id) of the last row of a page, base64url encoded. Pages continue strictly after it, so rows
+//! (created_at, id) of the last row of a page, base64url encoded. A list may page by another time column in
+//! place of `created_at` (conversations: `last_message_at`); its cursors then carry that time. Pages continue strictly after it, so rows
 //! created meanwhile never shift a later page. A page also ends before its encoded items pass
 //! `PAGE_BYTES`, so that 200 large rows never make an answer too large to send or to read.
 

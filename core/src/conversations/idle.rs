@@ -6,14 +6,11 @@
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, sea_query::Expr,
-};
+use sea_orm::{ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
-use super::render;
+use super::state::{self, Change};
 use crate::{
     clock::Clock,
-    events::{self, EventType},
     jobs::{Handler, Job, NewJob, Outcome},
     messaging::idempotency,
     store::entities::conversations,
@@ -69,17 +66,8 @@ impl Housekeeping {
         if idle.is_empty() {
             return Ok(0);
         }
-        let closed = conversations::Entity::update_many()
-            .col_expr(conversations::Column::Status, Expr::value("closed"))
-            .col_expr(conversations::Column::ClosedAt, Expr::value(now))
-            .filter(conversations::Column::Id.is_in(idle))
-            .filter(conversations::Column::Status.eq("open"))
-            .exec_with_returning(&txn)
-            .await?;
-        for conversation in &closed {
-            let data = render::conversation_data(conversation);
-            events::record(&txn, &conversation.account_id, EventType::ConversationClosed, data, now).await?;
-        }
+        let which = Condition::all().add(conversations::Column::Id.is_in(idle));
+        let closed = state::apply(&txn, which, Change::close(), now).await?;
         txn.commit().await?;
         Ok(closed.len() as u64)
     }

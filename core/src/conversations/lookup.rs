@@ -1,17 +1,48 @@
-//! Message lookups, always scoped: by account for the API, by channel for provider callbacks (a provider's
-//! message id means something only on the channel it came through).
+//! Conversation and message lookups, always scoped: by account for the API, by channel for provider
+//! callbacks (a provider's message id means something only on the channel it came through).
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter,
+    QuerySelect, Select,
+};
 
-use crate::store::entities::messages;
+use crate::store::{
+    self,
+    entities::{conversations, messages},
+};
 
-/// The account's message with this id.
-pub async fn message(db: &impl ConnectionTrait, account_id: &str, id: &str) -> Result<Option<messages::Model>, DbErr> {
+/// The account's conversation with this id.
+pub async fn conversation(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    id: &str,
+) -> Result<Option<conversations::Model>, DbErr> {
+    store::owned::<conversations::Entity>(db, conversations::Column::AccountId, account_id, id).await
+}
+
+fn account_message(account_id: &str, id: &str) -> Select<messages::Entity> {
     messages::Entity::find()
         .filter(messages::Column::Id.eq(id))
         .filter(messages::Column::AccountId.eq(account_id))
-        .one(db)
-        .await
+}
+
+/// The account's message with this id.
+pub async fn message(db: &impl ConnectionTrait, account_id: &str, id: &str) -> Result<Option<messages::Model>, DbErr> {
+    account_message(account_id, id).one(db).await
+}
+
+/// The account's message with this id, kept from other writers until `txn` ends: PostgreSQL locks the
+/// row; an SQLite write transaction holds the whole database already.
+pub async fn message_for_update(
+    txn: &DatabaseTransaction,
+    account_id: &str,
+    id: &str,
+) -> Result<Option<messages::Model>, DbErr> {
+    let mut select = account_message(account_id, id);
+    if txn.get_database_backend() == DbBackend::Postgres {
+        select = select.lock_exclusive();
+    }
+    select.one(txn).await
 }
 
 /// The message the provider knows as `provider_message_id` on the channel.

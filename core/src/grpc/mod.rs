@@ -16,8 +16,9 @@ use frontdesk_api::{
     v1::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, contacts_server::ContactsServer,
-        deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
-        messages_server::MessagesServer, pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
+        conversations_server::ConversationsServer, deals_server::DealsServer, entry_points_server::EntryPointsServer,
+        kb_groups_server::KbGroupsServer, messages_server::MessagesServer, pipelines_server::PipelinesServer,
+        webhooks_server::WebhooksServer,
     },
     wire,
 };
@@ -34,6 +35,7 @@ use crate::{
         sunset::{self, Sunset},
     },
     contacts::service::ContactsService,
+    conversations::service::ConversationsService,
     deals::{pipelines::PipelinesService, service::DealsService},
     hooks::ChannelHooksService,
     kb_groups::KbGroupsService,
@@ -59,6 +61,7 @@ pub struct Services {
     pub campaigns: CampaignsService,
     pub contacts: ContactsService,
     pub messages: MessagesService,
+    pub conversations: ConversationsService,
     pub hooks: ChannelHooksService,
     pub admin: AdminService,
     pub admin_token: AdminToken,
@@ -82,6 +85,9 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<CampaignsServer<CampaignsService>>().await;
     reporter.set_serving::<ContactsServer<ContactsService>>().await;
     reporter.set_serving::<MessagesServer<MessagesService>>().await;
+    reporter
+        .set_serving::<ConversationsServer<ConversationsService>>()
+        .await;
     reporter.set_serving::<ChannelHooksServer<ChannelHooksService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
@@ -109,6 +115,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(CampaignsServer::new(services.campaigns)))
         .add_service(sized!(ContactsServer::new(services.contacts)))
         .add_service(sized!(MessagesServer::new(services.messages)))
+        .add_service(sized!(ConversationsServer::new(services.conversations)))
         .add_service(sized!(ChannelHooksServer::new(services.hooks)))
         .add_service(InterceptedService::new(admin, move |request| {
             admin_token.check(request)

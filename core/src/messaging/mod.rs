@@ -5,6 +5,8 @@
 pub mod accept;
 mod channel_choice;
 pub mod deliver;
+mod edits;
+mod emoji;
 pub mod idempotency;
 pub mod outgoing;
 pub mod pacing;

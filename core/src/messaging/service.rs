@@ -1,4 +1,7 @@
-//! The `Messages` gRPC service: the two send calls (202 with the message id) and reading one message.
+//! The `Messages` gRPC service: the two send calls (202 with the message id), reading one message, and
+//! correcting, removing and reacting to one (`edits`).
+
+use std::sync::Arc;
 
 use frontdesk_api::{
     v1::{
@@ -12,24 +15,32 @@ use tonic::{Request, Response, Status, metadata::MetadataValue};
 
 use super::{
     accept::{Author, Sender},
+    edits::Edits,
     idempotency::Answered,
     outgoing::Outgoing,
 };
 use crate::{
+    clock::Clock,
     conversations::{lookup, render},
     error::ApiError,
     requests::account_of,
+    store::entities::messages,
 };
 
 #[derive(Clone)]
 pub struct MessagesService {
     db: DatabaseConnection,
     sender: Sender,
+    edits: Edits,
 }
 
 impl MessagesService {
-    pub fn new(db: DatabaseConnection, sender: Sender) -> Self {
-        Self { db, sender }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender) -> Self {
+        Self {
+            edits: Edits::new(db.clone(), clock, sender.clone()),
+            db,
+            sender,
+        }
     }
 }
 
@@ -54,6 +65,14 @@ fn accepted(answered: Answered) -> Response<MessageAccepted> {
         .metadata_mut()
         .insert(wire::HTTP_CODE, MetadataValue::from_static("202"));
     response
+}
+
+/// The message as the API shows it.
+fn answer(message: &messages::Model) -> Response<MessageAnswer> {
+    Response::new(MessageAnswer {
+        success: true,
+        message: Some(render::message(message)),
+    })
 }
 
 #[tonic::async_trait]
@@ -89,19 +108,25 @@ impl Messages for MessagesService {
 
     async fn correct_message(
         &self,
-        _request: Request<CorrectMessageRequest>,
+        request: Request<CorrectMessageRequest>,
     ) -> Result<Response<MessageAnswer>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let account_id = account_of(&request)?;
+        Ok(answer(&self.edits.correct(&account_id, request.into_inner()).await?))
     }
 
-    async fn remove_message(&self, _request: Request<RemoveMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
-        Err(Status::unimplemented("not yet"))
+    async fn remove_message(&self, request: Request<RemoveMessageRequest>) -> Result<Response<MessageAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        Ok(answer(
+            &self.edits.remove(&account_id, &request.get_ref().message_id).await?,
+        ))
     }
 
     async fn react_to_message(
         &self,
-        _request: Request<ReactToMessageRequest>,
+        request: Request<ReactToMessageRequest>,
     ) -> Result<Response<MessageAnswer>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let account_id = account_of(&request)?;
+        let r = request.get_ref();
+        Ok(answer(&self.edits.react(&account_id, &r.message_id, &r.emoji).await?))
     }
 }

@@ -1,0 +1,83 @@
+//! The inbox: the account's conversations filtered by every parameter given, latest activity first
+//! (`last_message_at`, then id, both descending), so a conversation with a new message comes back to the
+//! top. Pages continue strictly after the cursor's (last_message_at, id); a conversation that moves to the
+//! top while a client pages is on the first page again, not twice on later ones.
+
+use frontdesk_api::v1::ListConversationsRequest;
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use crate::{
+    error::ApiResult,
+    paging::{self, Page},
+    store::entities::conversations::{self, Column},
+    validate::Violations,
+};
+
+const STATUSES: &[&str] = &["open", "closed"];
+
+/// The list's filters; empty strings and `None` do not filter.
+pub struct Filters {
+    status: String,
+    channel: String,
+    contact_id: String,
+    agent_id: String,
+    unread: Option<bool>,
+    handoff: Option<bool>,
+}
+
+impl Filters {
+    /// The filters and page a request asks for, or the 400 naming every bad parameter.
+    pub fn parse(r: &ListConversationsRequest) -> ApiResult<(Self, Page)> {
+        let mut v = Violations::new();
+        if !r.status.is_empty() {
+            v.one_of("status", &r.status, STATUSES);
+        }
+        let mut paging = Vec::new();
+        let page = Page::parse(r.limit, &r.cursor, "cv_", &mut paging);
+        paging.into_iter().for_each(|violation| v.push(violation));
+        v.finish()?;
+        let filters = Self {
+            status: r.status.clone(),
+            channel: r.channel.clone(),
+            contact_id: r.contact_id.clone(),
+            agent_id: r.agent_id.clone(),
+            unread: r.unread,
+            handoff: r.handoff,
+        };
+        Ok((filters, page))
+    }
+
+    fn condition(&self, account_id: &str) -> Condition {
+        let mut condition = Condition::all().add(Column::AccountId.eq(account_id));
+        for (column, value) in [
+            (Column::Status, &self.status),
+            (Column::Channel, &self.channel),
+            (Column::ContactId, &self.contact_id),
+            (Column::AgentId, &self.agent_id),
+        ] {
+            if !value.is_empty() {
+                condition = condition.add(column.eq(value.as_str()));
+            }
+        }
+        match self.unread {
+            Some(true) => condition = condition.add(Column::UnreadCount.gt(0)),
+            Some(false) => condition = condition.add(Column::UnreadCount.eq(0)),
+            None => {}
+        }
+        if let Some(handoff) = self.handoff {
+            condition = condition.add(Column::Handoff.eq(handoff));
+        }
+        condition
+    }
+}
+
+/// One page of the account's conversations, latest activity first, and whether another follows.
+pub async fn page(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    filters: &Filters,
+    page: &Page,
+) -> Result<(Vec<conversations::Model>, bool), DbErr> {
+    let select = conversations::Entity::find().filter(filters.condition(account_id));
+    paging::fetch(db, select, page, Column::LastMessageAt, Column::Id).await
+}
