@@ -26,10 +26,15 @@ pub const FAST: &[(&str, &str)] = &[
     ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
 ];
 
-/// The service on `db` talking to `twilio`, with `extra` environment on top of `FAST`.
+/// The service on `db` talking to `twilio`, with `extra` environment on top of `FAST`; on PostgreSQL with
+/// Redis beside it, as in production.
 pub async fn start(db: &Db, twilio: &FakeTwilio, extra: &[(&str, &str)]) -> Server {
+    let redis = crate::redis_server::shared_url();
     let mut env: Vec<(&str, &str)> = FAST.to_vec();
     env.push(("FRONTDESK_TWILIO_BASE_URL", &twilio.base_url));
+    if db.is_postgres() {
+        env.push(("REDIS_URL", &redis));
+    }
     env.extend_from_slice(extra);
     Server::start(db, &env).await
 }

@@ -12,7 +12,6 @@ use frontdesk_api::v1::{TranscriptRequest, conversations_client::ConversationsCl
 use frontdesk_tests::{
     Answer, Db, Server, admin, on_both_databases,
     platform::{Platform, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp},
-    redis_server::shared_url,
     sms::{self, SmsChannel},
     twilio::{self, FakeTwilio, new_message_sid},
     webhook_receiver::{Delivery, Receiver},
@@ -20,17 +19,6 @@ use frontdesk_tests::{
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// The service against `twilio`; on PostgreSQL with Redis beside it, as in production.
-async fn start(db: &Db, twilio: &FakeTwilio) -> Server {
-    let redis = shared_url();
-    let extra = if db.is_postgres() {
-        vec![("REDIS_URL", redis.as_str())]
-    } else {
-        Vec::new()
-    };
-    sms::start(db, twilio, &extra).await
-}
 
 /// An account with an sms channel `sms-main`.
 struct Desk<'a> {
@@ -165,7 +153,7 @@ on_both_databases!(
     the_inbox_filters_orders_by_latest_activity_and_pages,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         SmsChannel::connect(&desk.api, &twilio, "sms-two", None).await;
         let agent = desk.api.agent("Night shift").await;
@@ -273,7 +261,7 @@ on_both_databases!(
     a_conversation_comes_with_its_latest_messages_and_older_pages,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         let phone = "+14155550111";
 
@@ -367,7 +355,7 @@ on_both_databases!(
     closing_announces_once_and_the_next_message_opens_a_new_conversation,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         let receiver = Receiver::start().await;
         let secret = desk.subscribe(&receiver, &["conversation.closed"]).await;
@@ -416,7 +404,7 @@ on_both_databases!(
     unread_counts_follow_inbound_messages_read_and_unread,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         let phone = "+14155550131";
         let unread = |conversation: &Value| conversation["unread_count"].as_i64().unwrap();
@@ -453,7 +441,7 @@ on_both_databases!(
 
 on_both_databases!(handoff_and_resume_with_the_handoff_event, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
-    let server = start(&db, &twilio).await;
+    let server = sms::start(&db, &twilio, &[]).await;
     let desk = Desk::new(&server, &twilio).await;
     let receiver = Receiver::start().await;
     let secret = desk.subscribe(&receiver, &["conversation.handoff"]).await;
@@ -509,7 +497,7 @@ on_both_databases!(handoff_and_resume_with_the_handoff_event, |db: Db| async mov
 
 on_both_databases!(transcripts_in_text_markdown_and_json, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
-    let server = start(&db, &twilio).await;
+    let server = sms::start(&db, &twilio, &[]).await;
     let desk = Desk::new(&server, &twilio).await;
     let phone = "+14155550151";
 
@@ -610,7 +598,7 @@ on_both_databases!(
     a_correction_keeps_the_old_text_and_follows_by_sms_unless_told_not_to,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         let phone = "+14155550161";
         let booked = desk.text(phone, "Your table is booked for 7pm").await;
@@ -740,7 +728,7 @@ on_both_databases!(
     a_removed_message_is_erased_and_a_queued_one_is_not_sent,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         let phone = "+14155550171";
 
@@ -815,7 +803,7 @@ on_both_databases!(
 
 on_both_databases!(one_reaction_per_author_replaced_and_removed, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
-    let server = start(&db, &twilio).await;
+    let server = sms::start(&db, &twilio, &[]).await;
     let desk = Desk::new(&server, &twilio).await;
     let phone = "+14155550181";
     let ours = id(&desk.text(phone, "See you at 7").await);
@@ -879,7 +867,7 @@ on_both_databases!(
     another_accounts_ids_are_not_found_and_scopes_are_enforced,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let server = start(&db, &twilio).await;
+        let server = sms::start(&db, &twilio, &[]).await;
         let desk = Desk::new(&server, &twilio).await;
         let phone = "+14155550191";
         desk.inbound(phone, "Hello").await;

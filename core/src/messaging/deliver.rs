@@ -128,6 +128,20 @@ impl Deliver {
     }
 }
 
+impl Deliver {
+    /// The message ready to send, or the outcome of a run that has nothing to send.
+    async fn sendable(&self, job: &Job, message_id: &str) -> Result<Sendable, Outcome> {
+        match self.load(message_id).await {
+            Ok(Loaded::Ready(ready)) => Ok(*ready),
+            Ok(Loaded::Gone) => Err(Outcome::Done(None)),
+            Ok(Loaded::Cancelled(message_id, why)) => {
+                Err(fail(why.to_owned(), Some(failed(&message_id, "cancelled", why))))
+            }
+            Err(err) => Err(retry(&self.schedule, job, format!("database: {err}"), None).into()),
+        }
+    }
+}
+
 enum Loaded {
     /// Erased, or no longer queued (sent by an earlier run whose job completion was lost, removed).
     Gone,
@@ -150,20 +164,13 @@ impl Handler for Deliver {
             Ok(payload) => payload,
             Err(err) => return fail(format!("unreadable payload: {err}"), None),
         };
-        let (message, channel, address) = match self.load(&payload.message_id).await {
-            Ok(Loaded::Ready(ready)) => {
-                let Sendable {
-                    message,
-                    channel,
-                    address,
-                } = *ready;
-                (message, channel, address)
-            }
-            Ok(Loaded::Gone) => return Outcome::Done(None),
-            Ok(Loaded::Cancelled(message_id, why)) => {
-                return fail(why.to_owned(), Some(failed(&message_id, "cancelled", why)));
-            }
-            Err(err) => return retry(&self.schedule, job, format!("database: {err}"), None).into(),
+        let Sendable {
+            message,
+            channel,
+            address,
+        } = match self.sendable(job, &payload.message_id).await {
+            Ok(sendable) => sendable,
+            Err(outcome) => return outcome,
         };
         let ready = match self.adapters.for_channel(&channel) {
             Ok(ready) => ready,
@@ -172,16 +179,27 @@ impl Handler for Deliver {
                 return fail(why.clone(), Some(failed(&message.id, "cancelled", &why)));
             }
         };
-        match self
+        let slot = self
             .pacer
-            .slot(&channel.id, ready.per_second, tokio::time::Instant::now())
-        {
-            Slot::At(at) => tokio::time::sleep_until(at).await,
+            .slot(&channel.id, ready.per_second, tokio::time::Instant::now());
+        let waited = matches!(slot, Slot::At(at) if at > tokio::time::Instant::now());
+        match slot {
+            Slot::At(at) if waited => tokio::time::sleep_until(at).await,
+            Slot::At(_) => {}
             Slot::Later(wait) => {
                 let until_ms = self.clock.now().timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0);
                 return Outcome::Defer { until_ms };
             }
         }
+        // The wait for the slot may have seen the message removed or corrected, or its contact opt out.
+        let (message, address) = if waited {
+            match self.sendable(job, &message.id).await {
+                Ok(fresh) => (fresh.message, fresh.address),
+                Err(outcome) => return outcome,
+            }
+        } else {
+            (message, address)
+        };
         let attachments: Vec<StoredAttachment> = from_json_text(&message.attachments);
         let attachments: Vec<crate::channels::Attachment> = attachments
             .into_iter()
