@@ -46,6 +46,8 @@ pub enum BodyRule {
 #[derive(Clone, Debug)]
 pub struct Binding {
     pub method: MethodDescriptor,
+    /// The status of a successful answer (`frontdesk.v1.success_status`, else 200).
+    pub success_status: http::StatusCode,
     pub grpc_path: PathAndQuery,
     pub http_method: Method,
     pub template: PathTemplate,
@@ -130,6 +132,7 @@ fn binding(method: &MethodDescriptor, rule: &HttpRule) -> Result<Binding, String
         .parse()
         .map_err(|e| format!("{name}: {e}"))?;
     Ok(Binding {
+        success_status: success_status(method)?,
         method: method.clone(),
         grpc_path,
         http_method,
@@ -137,6 +140,24 @@ fn binding(method: &MethodDescriptor, rule: &HttpRule) -> Result<Binding, String
         body,
         naming: Naming::of(method),
     })
+}
+
+/// The method's `frontdesk.v1.success_status` option, else 200.
+fn success_status(method: &MethodDescriptor) -> Result<http::StatusCode, String> {
+    let pool = method.parent_pool();
+    let Some(option) = pool.get_extension_by_name("frontdesk.v1.success_status") else {
+        return Ok(http::StatusCode::OK);
+    };
+    let options = method.options();
+    if !options.has_extension(&option) {
+        return Ok(http::StatusCode::OK);
+    }
+    let code = options.get_extension(&option).as_i32().unwrap_or(200);
+    u16::try_from(code)
+        .ok()
+        .and_then(|code| http::StatusCode::from_u16(code).ok())
+        .filter(http::StatusCode::is_success)
+        .ok_or_else(|| format!("{}: success_status {code} is not a 2xx status", method.full_name()))
 }
 
 /// The field at a dotted path of proto field names, through singular message fields.

@@ -247,7 +247,13 @@ async fn transcode(
     let answer = transport.unary(binding.grpc_path.clone(), call).await;
     let result = match (answer, preflight) {
         (Ok(answer), None) if route.raw_body => response::http_body(answer),
-        (Ok(answer), None) => response::success(&route.plans, route.response, binding.naming, answer),
+        (Ok(answer), None) => response::success(
+            &route.plans,
+            route.response,
+            binding.naming,
+            binding.success_status,
+            answer,
+        ),
         (Err(status), Some(error)) if is_preflight_pass(&status) => {
             let mut response = error.into_response_with_id(&id);
             response::forward_headers(status.metadata(), response.headers_mut());

@@ -153,13 +153,19 @@ fn responses(binding: &Binding, schemas: &mut Schemas<'_>) -> Value {
         })
     };
     let mut responses = Map::new();
-    responses.insert(
-        "200".to_owned(),
+    let output = binding.method.output();
+    let success = if output.full_name() == "google.api.HttpBody" {
         json!({
-            "description": "Success.",
-            "content": {"application/json": {"schema": schemas.message_ref(&binding.method.output(), binding.naming)}},
-        }),
-    );
+            "description": "Success: the document itself, in the content type the operation names.",
+            "content": {"*/*": {"schema": {"type": "string"}}},
+        })
+    } else {
+        json!({
+            "description": if binding.success_status == http::StatusCode::ACCEPTED { "Accepted." } else { "Success." },
+            "content": {"application/json": {"schema": schemas.message_ref(&output, binding.naming)}},
+        })
+    };
+    responses.insert(binding.success_status.as_str().to_owned(), success);
     responses.insert(
         "400".to_owned(),
         error("Invalid request: `invalid_argument` with `fields`, or a domain reason."),

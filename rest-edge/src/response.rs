@@ -13,11 +13,12 @@ use crate::{
     wire_json::{PlanId, Plans},
 };
 
-/// The core's encoded answer, written as JSON by plan `answer`.
+/// The core's encoded answer, written as JSON by plan `answer`, with status `status` unless the core set one.
 pub fn success(
     plans: &Plans,
     answer: PlanId,
     naming: Naming,
+    status: StatusCode,
     response: tonic::Response<Bytes>,
 ) -> Result<Response, HttpError> {
     let (metadata, encoded, _) = response.into_parts();
@@ -32,7 +33,7 @@ pub fn success(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u16>().ok())
         .and_then(|code| StatusCode::from_u16(code).ok())
-        .unwrap_or(StatusCode::OK);
+        .unwrap_or(status);
     let mut response = (status, body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

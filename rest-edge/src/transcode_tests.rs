@@ -153,7 +153,14 @@ async fn responses_use_snake_case_numbers_and_null_for_unset_optionals() {
     let mut plans = crate::wire_json::Plans::default();
     let plan = plans.plan(&get.method.output());
     let encoded = prost::Message::encode_to_vec(&thing);
-    let answer = response::success(&plans, plan, get.naming, tonic::Response::new(encoded.into())).unwrap();
+    let answer = response::success(
+        &plans,
+        plan,
+        get.naming,
+        get.success_status,
+        tonic::Response::new(encoded.into()),
+    )
+    .unwrap();
     assert_eq!(answer.status(), 200);
     let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
     let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

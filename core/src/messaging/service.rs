@@ -11,7 +11,7 @@ use frontdesk_api::{
     wire,
 };
 use sea_orm::DatabaseConnection;
-use tonic::{Request, Response, Status, metadata::MetadataValue};
+use tonic::{Request, Response, Status};
 
 use super::{
     accept::{Author, Sender},
@@ -53,18 +53,14 @@ fn header_key<T>(request: &Request<T>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// 202 with the accepted message.
+/// The accepted message (REST answers it with 202: the methods' `success_status`).
 fn accepted(answered: Answered) -> Response<MessageAccepted> {
-    let mut response = Response::new(MessageAccepted {
+    Response::new(MessageAccepted {
         success: true,
         message_id: answered.message_id,
         status: "queued".to_owned(),
         contact_id: answered.contact_id,
-    });
-    response
-        .metadata_mut()
-        .insert(wire::HTTP_CODE, MetadataValue::from_static("202"));
-    response
+    })
 }
 
 /// The message as the API shows it.
