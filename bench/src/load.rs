@@ -1,11 +1,18 @@
 //! The load generator: a fixed number of workers, each issuing one request at a time for a fixed duration
 //! (HTTP/1.1 on a keep-alive connection of its own, or gRPC over a few shared HTTP/2 connections), every
-//! latency recorded in an HDR histogram.
+//! latency recorded in an HDR histogram. HTTP workers send one request again and again, a list cycled
+//! through, or requests made per send; closed-loop (the next as soon as the last is answered) or paced
+//! open-loop (send `n` is due at `n / rate`, its latency counted from then however late it goes out).
 
 use std::{
+    borrow::Cow,
     collections::BTreeMap,
     net::SocketAddr,
-    time::{Duration, Instant},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
 };
 
 use bytes::Bytes;
@@ -51,13 +58,88 @@ impl Window {
     }
 }
 
-/// One HTTP request, sent again and again.
+/// One HTTP request.
 #[derive(Clone, Debug)]
 pub struct HttpRequest {
     pub method: http::Method,
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+}
+
+/// One send of a run: its number (0, 1, 2, ... across all workers) and the wall-clock time it is due.
+#[derive(Clone, Copy, Debug)]
+pub struct Turn {
+    pub number: u64,
+    pub due: SystemTime,
+}
+
+/// What the workers send.
+#[derive(Clone)]
+pub enum Requests {
+    /// Send `n` sends entry `n % len`: one request again and again, or a list cycled through.
+    Cycle(Arc<[HttpRequest]>),
+    /// Each send's request made for its turn; `None` ends the run (a run of a fixed count).
+    Each(Arc<dyn Fn(Turn) -> Option<HttpRequest> + Send + Sync>),
+}
+
+impl Requests {
+    pub fn each(make: impl Fn(Turn) -> Option<HttpRequest> + Send + Sync + 'static) -> Self {
+        Self::Each(Arc::new(make))
+    }
+
+    fn get(&self, turn: Turn) -> Option<Cow<'_, HttpRequest>> {
+        match self {
+            Self::Cycle(list) => list
+                .get((turn.number % list.len().max(1) as u64) as usize)
+                .map(Cow::Borrowed),
+            Self::Each(make) => make(turn).map(Cow::Owned),
+        }
+    }
+}
+
+/// When each send goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Pace {
+    /// A worker sends its next request as soon as its last is answered.
+    Closed,
+    /// Send `n` is due `n / per_second` after the start, whichever worker is free first takes it.
+    Open { per_second: f64 },
+}
+
+/// The sends of one HTTP run, shared by its workers: which is next, and when it is due.
+struct Schedule {
+    window: Window,
+    pace: Pace,
+    /// `window`'s start, on both clocks.
+    start: (Instant, SystemTime),
+    taken: AtomicU64,
+}
+
+impl Schedule {
+    fn new(shape: Shape, pace: Pace) -> Self {
+        let start = (Instant::now(), SystemTime::now());
+        Self {
+            window: Window::starting_now(shape),
+            pace,
+            start,
+            taken: AtomicU64::new(0),
+        }
+    }
+
+    /// The next send and its due instant, or `None` once the run is over.
+    fn next(&self) -> Option<(Turn, Instant)> {
+        let number = self.taken.fetch_add(1, Ordering::Relaxed);
+        let due = match self.pace {
+            Pace::Closed => Instant::now(),
+            Pace::Open { per_second } => self.start.0 + Duration::from_secs_f64(number as f64 / per_second),
+        };
+        let turn = Turn {
+            number,
+            due: self.start.1 + (due - self.start.0),
+        };
+        (due < self.window.deadline).then_some((turn, due))
+    }
 }
 
 /// What a run measured.
@@ -109,23 +191,35 @@ impl Outcome {
 
 /// Drives `request` at `addr` over HTTP/1.1 keep-alive, one connection per worker.
 pub async fn http(addr: SocketAddr, request: HttpRequest, shape: Shape) -> anyhow::Result<Outcome> {
-    let window = Window::starting_now(shape);
+    http_sends(addr, Requests::Cycle(Arc::from([request])), Pace::Closed, shape).await
+}
+
+/// Drives `requests` at `addr` over HTTP/1.1 keep-alive, one connection per worker, at `pace`. A run of
+/// `Requests::Each` that ends early still reports `shape.duration` as its elapsed time.
+pub async fn http_sends(addr: SocketAddr, requests: Requests, pace: Pace, shape: Shape) -> anyhow::Result<Outcome> {
+    let schedule = Arc::new(Schedule::new(shape, pace));
     let mut workers = Vec::new();
     for _ in 0..shape.concurrency {
-        let request = request.clone();
-        workers.push(tokio::spawn(http_worker(addr, request, window)));
+        workers.push(tokio::spawn(http_worker(addr, requests.clone(), schedule.clone())));
     }
     collect(workers, shape).await
 }
 
-async fn http_worker(addr: SocketAddr, request: HttpRequest, window: Window) -> anyhow::Result<Outcome> {
+async fn http_worker(addr: SocketAddr, requests: Requests, schedule: Arc<Schedule>) -> anyhow::Result<Outcome> {
     let mut outcome = Outcome::new();
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(connection);
     let host = addr.to_string();
-    while let Some(started) = window.next() {
+    let window = schedule.window;
+    while let Some((turn, started)) = schedule.next() {
+        if matches!(schedule.pace, Pace::Open { .. }) {
+            tokio::time::sleep_until(started.into()).await;
+        }
+        let Some(request) = requests.get(turn) else {
+            break;
+        };
         let mut builder = http::Request::builder()
             .method(request.method.clone())
             .uri(&request.path)

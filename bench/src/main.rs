@@ -4,6 +4,7 @@
 
 mod bare;
 mod drill;
+mod engine;
 mod load;
 mod process;
 mod receiver;

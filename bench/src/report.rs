@@ -2,7 +2,17 @@
 
 use std::fmt::Write;
 
-use crate::scenarios::{Footprint, Measured};
+use crate::{
+    engine,
+    scenarios::{Footprint, Measured},
+};
+
+/// A target's row: what, the figure, the goal, met.
+type Target = (&'static str, String, &'static str, bool);
+
+fn p99_ms(measured: &Measured) -> f64 {
+    measured.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
+}
 
 pub fn table(results: &[Measured]) -> String {
     let limit = results.first().map_or(1.0, |r| r.outcome.per_second());
@@ -48,9 +58,7 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
     let limit = rps("limit");
     let auth = find("GET /v1/api-keys/current, serve");
     let auth_ratio = rps("GET /v1/api-keys/current, serve") / limit.max(1e-9);
-    let auth_p99 = auth.map_or(f64::INFINITY, |r| {
-        r.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
-    });
+    let auth_p99 = auth.map_or(f64::INFINITY, p99_ms);
     let edge_ratio = rps("GET /v1/api-keys/current, split") / rps("GetCurrentApiKey").max(1e-9);
     let peak = auth.map_or(0.0, |r| r.server_peak_rss);
     let floor = rps("floor:");
@@ -60,10 +68,8 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
         "not run".to_owned()
     };
     let fan_out = rps("webhook fan-out");
-    let fan_out_p99 = find("webhook fan-out").map_or(f64::INFINITY, |r| {
-        r.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
-    });
-    let rows: [(&str, String, &str, bool); 11] = [
+    let fan_out_p99 = find("webhook fan-out").map_or(f64::INFINITY, p99_ms);
+    let rows: [Target; 11] = [
         (
             "authenticated call, serve: share of the bare limit",
             format!("{:.0}%", auth_ratio * 100.0),
@@ -102,9 +108,7 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
         ),
         {
             let deals = find("GET /v1/deals?limit=50,");
-            let p99 = deals.map_or(f64::INFINITY, |r| {
-                r.outcome.latency_us.value_at_quantile(0.99) as f64 / 1000.0
-            });
+            let p99 = deals.map_or(f64::INFINITY, p99_ms);
             (
                 "deals list, 100,000 deals, 32 concurrent: p99",
                 format!("{p99:.2} ms"),
@@ -138,7 +142,7 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
         ),
     ];
     let mut out = String::from("| target | measured | goal | met |\n|---|---:|---|---|\n");
-    for (name, measured, goal, met) in rows {
+    for (name, measured, goal, met) in rows.into_iter().chain(engine_targets(results, footprint)) {
         let _ = writeln!(
             out,
             "| {name} | {measured} | {goal} | {} |",
@@ -146,4 +150,77 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
         );
     }
     out
+}
+
+/// The conversation engine's targets, for the scenarios that ran: each figure against its goal, and against
+/// the limit it is measured by (the authenticated call on the same server, the receiver's own limit).
+fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
+    let find = |name: &str| results.iter().find(|r| r.name == name);
+    let mut rows = Vec::new();
+    if let (Some(send), Some(baseline)) = (find(engine::SEND), find(engine::BASELINE)) {
+        let share = send.outcome.per_second() / baseline.outcome.per_second().max(1e-9);
+        rows.push((
+            "accepting a send: share of GET /v1/api-keys/current on the same server",
+            format!("{:.0}%", share * 100.0),
+            ">= 70%",
+            share >= 0.70,
+        ));
+        rows.push(p99_under("accepting a send: p99", send, 25.0, "< 25 ms"));
+    }
+    if let Some(capacity) = find(engine::PIPELINE) {
+        rows.push(at_least(
+            "pipeline: messages per second, first accept to last receipt",
+            capacity,
+            2_000.0,
+            ">= 2,000/s",
+        ));
+        let limit = find(engine::TWILIO_LIMIT).map_or(0.0, |r| r.outcome.per_second());
+        rows.push((
+            "pipeline: share of the Twilio receiver's limit (no goal set)",
+            format!("{:.0}%", capacity.outcome.per_second() / limit.max(1e-9) * 100.0),
+            "-",
+            true,
+        ));
+    }
+    if let Some(half) = find(engine::PIPELINE_HALF) {
+        rows.push(p99_under(
+            "pipeline at half capacity: accept-to-provider p99",
+            half,
+            1_000.0,
+            "< 1 s",
+        ));
+    }
+    if let Some(inbound) = find(engine::INBOUND) {
+        rows.push(at_least(
+            "inbound: signed requests stored per second",
+            inbound,
+            2_000.0,
+            ">= 2,000/s",
+        ));
+        rows.push(p99_under("inbound: ack p99", inbound, 50.0, "< 50 ms"));
+    }
+    if let Some(stored) = &footprint.inbound_stored {
+        rows.push((
+            "inbound: each answered request stored one message and one message.received",
+            format!(
+                "{} sent, {} refused, {} stored, {} distinct sids, {} events",
+                stored.sent, stored.refused, stored.messages, stored.distinct_sids, stored.events
+            ),
+            "all equal",
+            stored.exact(),
+        ));
+    }
+    rows
+}
+
+/// `what` at `goal` per second or more.
+fn at_least(what: &'static str, measured: &Measured, goal: f64, goal_text: &'static str) -> Target {
+    let per_second = measured.outcome.per_second();
+    (what, format!("{per_second:.0}/s"), goal_text, per_second >= goal)
+}
+
+/// `what`: a p99 under `goal_ms`.
+fn p99_under(what: &'static str, measured: &Measured, goal_ms: f64, goal_text: &'static str) -> Target {
+    let p99 = p99_ms(measured);
+    (what, format!("{p99:.2} ms"), goal_text, p99 < goal_ms)
 }

@@ -1,6 +1,7 @@
 //! The scenarios, each against its baseline in the same invocation: the bare axum limit, the health check
-//! through the edge, the authenticated call in serve mode, in split mode and directly over gRPC, and the
-//! create-order write path on PostgreSQL and SQLite. Each starts its own server process on a fresh database.
+//! through the edge, the authenticated call in serve mode, in split mode and directly over gRPC, the
+//! create-order write path on PostgreSQL and SQLite, webhook fan-out, and the conversation engine's (in
+//! `engine`). Each starts its own server process on a fresh database.
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
@@ -15,6 +16,7 @@ use frontdesk_core::access::{api_key::ApiKey, key_store::FIND_ACTIVE_POSTGRES, r
 use crate::{
     load::{self, HttpRequest, Outcome, Shape},
     process::ServerProcess,
+    receiver,
 };
 
 const ADMIN_TOKEN: &str = "bench-admin-token";
@@ -44,6 +46,8 @@ pub struct Footprint {
     pub started_in: Duration,
     /// `EXPLAIN ANALYZE` of the deals list query on the seeded account.
     pub deals_plan: Option<String>,
+    /// What the inbound scenario stored, against what it sent.
+    pub inbound_stored: Option<crate::engine::Stored>,
 }
 
 impl Setup {
@@ -112,7 +116,7 @@ impl Setup {
 }
 
 /// Runs `drive` against the processes, measuring their CPU and memory around it.
-async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
+pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
     name: &'static str,
     processes: &[&ServerProcess],
     drive: F,
@@ -149,7 +153,7 @@ pub(crate) async fn bench_account(grpc: std::net::SocketAddr) -> anyhow::Result<
     Ok(created.api_key)
 }
 
-fn get(path: &str, key: Option<&str>) -> HttpRequest {
+pub(crate) fn get(path: &str, key: Option<&str>) -> HttpRequest {
     HttpRequest {
         method: http::Method::GET,
         path: path.to_owned(),
@@ -259,12 +263,15 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     if wanted(FAN_OUT) {
         results.extend(webhook_fan_out(setup, shape).await?);
     }
+    let engine = crate::engine::run(setup, shape, wanted).await?;
+    results.extend(engine.measured);
     Ok((
         results,
         Footprint {
             idle_rss,
             started_in,
             deals_plan,
+            inbound_stored: engine.stored,
         },
     ))
 }
@@ -319,29 +326,7 @@ async fn webhook_fan_out(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Meas
             "fan-out: {events} events committed in {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        let stats = loop {
-            let stats = receiver_stats(receiver_addr).await?;
-            if stats["count"].as_u64() >= Some(expected) {
-                break stats;
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(600),
-                "only {} of {expected} deliveries arrived",
-                stats["count"]
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        let mut latency_us = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)?;
-        for ms in stats["latency_ms"].as_array().into_iter().flatten() {
-            latency_us.record(ms.as_u64().unwrap_or(0).max(1) * 1_000)?;
-        }
-        let last_ms = stats["last_ms"].as_u64().unwrap_or(started_ms);
-        Ok(Outcome {
-            requests: stats["count"].as_u64().unwrap_or(0),
-            elapsed: Duration::from_millis(last_ms.saturating_sub(started_ms)),
-            latency_us,
-            errors: Default::default(),
-        })
+        receiver::receipts(receiver_addr, expected, started_ms).await
     })
     .await?;
     drop(serve);
@@ -349,7 +334,7 @@ async fn webhook_fan_out(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Meas
     Ok(vec![limit, measured])
 }
 
-fn epoch_ms() -> u64 {
+pub(crate) fn epoch_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -383,25 +368,6 @@ async fn create_deals(
         result?;
     }
     Ok(())
-}
-
-/// The receiver's `GET /stats`.
-async fn receiver_stats(addr: std::net::SocketAddr) -> anyhow::Result<serde_json::Value> {
-    use http_body_util::{BodyExt, Empty};
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
-    let request = http::Request::get("/stats")
-        .header(http::header::HOST, addr.to_string())
-        .body(Empty::<Bytes>::new())?;
-    let body = sender
-        .send_request(request)
-        .await?
-        .into_body()
-        .collect()
-        .await?
-        .to_bytes();
-    Ok(serde_json::from_slice(&body)?)
 }
 
 /// The account behind a key, read directly.

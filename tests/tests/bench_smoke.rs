@@ -29,6 +29,12 @@ fn the_benchmark_harness_runs_every_scenario() {
         "floor: one indexed PostgreSQL read",
         "GET /v1/api-keys/current, split",
         "GetCurrentApiKey, gRPC direct",
+        "limit: the Twilio receiver",
+        "engine: GET /v1/api-keys/current, same serve",
+        "engine: POST /v1/contacts/{id}/send-message",
+        "engine: pipeline capacity",
+        "engine: pipeline at half capacity",
+        "engine: POST /hooks/twilio/{channelId}",
     ];
     for scenario in scenarios {
         let row = stdout
@@ -41,6 +47,14 @@ fn the_benchmark_harness_runs_every_scenario() {
         assert_eq!(cells[8], "0", "{scenario} had no errors: {row}");
     }
     assert!(stdout.contains("| start to healthy (SQLite) |"), "{stdout}");
+    let stored = stdout
+        .lines()
+        .find(|l| l.starts_with("| inbound: each answered request stored one message"))
+        .unwrap_or_else(|| panic!("no inbound storage check:\n{stdout}"));
+    assert!(
+        stored.ends_with("| yes |"),
+        "every inbound request stored once: {stored}"
+    );
     assert!(
         stdout.contains("Index Scan Backward using deals_newest"),
         "the deals list uses its index:\n{stdout}"

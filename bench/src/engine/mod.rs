@@ -1,0 +1,239 @@
+//! The conversation engine's scenarios, on one `serve` (PostgreSQL + Redis) whose Twilio is the bench's
+//! receiver: accepting a send (against `GET /v1/api-keys/current` on the same server, just before), the
+//! send pipeline's capacity and its latency at half of it (`pipeline`), and signed inbound sms (`inbound`).
+//! The account has one sms channel and, for the sends, many contacts: sends spread over them, so no two in
+//! flight touch the same conversation.
+
+mod inbound;
+mod pipeline;
+
+use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use frontdesk_api::v1::{
+    ConnectChannelRequest, CreateContactRequest, channels_client::ChannelsClient, contacts_client::ContactsClient,
+};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use tonic::{Request, metadata::MetadataValue, transport::Channel};
+
+use crate::{
+    load::{self, HttpRequest, Requests, Shape},
+    process::ServerProcess,
+    scenarios::{Measured, Setup, bench_account, measure},
+};
+
+pub const BASELINE: &str = "engine: GET /v1/api-keys/current, same serve (the send's baseline)";
+pub const SEND: &str = "engine: POST /v1/contacts/{id}/send-message, 1,000 contacts, sms to the Twilio receiver";
+pub use inbound::{INBOUND, Stored};
+pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
+
+/// The channel's Twilio account and sending number.
+const ACCOUNT_SID: &str = "AC0123456789abcdef0123456789abcdef";
+const AUTH_TOKEN: &str = "bench0auth0token000000000000000a";
+const FROM_NUMBER: &str = "+15005550006";
+/// What `FRONTDESK_PUBLIC_URL` says: the base Twilio signs hook URLs with.
+const PUBLIC_URL: &str = "https://frontdesk.bench.example";
+
+/// The `Authorization` the service sends Twilio for the channel's account.
+fn basic_auth() -> String {
+    use base64::Engine as _;
+    let credentials = format!("{ACCOUNT_SID}:{AUTH_TOKEN}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(credentials)
+    )
+}
+
+/// The engine's figures, and the inbound storage check when that scenario ran.
+pub struct Figures {
+    pub measured: Vec<Measured>,
+    pub stored: Option<Stored>,
+}
+
+/// The account, its sms channel and contacts, on a running `serve`.
+struct Engine {
+    http: SocketAddr,
+    key: String,
+    channel_id: String,
+    contact_ids: Vec<String>,
+    db: DatabaseConnection,
+}
+
+/// Runs the engine's scenarios that `wanted` selects (`--only engine` selects them all).
+pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> anyhow::Result<Figures> {
+    let mut figures = Figures {
+        measured: Vec::new(),
+        stored: None,
+    };
+    let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
+    if !(send || pipeline || inbound) {
+        return Ok(figures);
+    }
+    let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
+    let receiver_addr = receiver.http.expect("receiver address");
+    if pipeline {
+        figures.measured.push(pipeline::receiver_limit(&receiver, shape).await?);
+    }
+    let postgres = setup.postgres_database().await?;
+    let mut env = setup.env(&postgres, true);
+    env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{receiver_addr}"));
+    env.insert("FRONTDESK_PUBLIC_URL".into(), PUBLIC_URL.into());
+    let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
+    let contacts = if shape.concurrency <= 2 { 20 } else { 1_000 };
+    let engine = Engine::prepare(&serve, &postgres, contacts).await?;
+    if send {
+        let current = crate::scenarios::get("/v1/api-keys/current", Some(&engine.key));
+        figures
+            .measured
+            .push(measure(BASELINE, &[&serve], load::http(engine.http, current, shape)).await?);
+        let sends: Vec<HttpRequest> = engine
+            .contact_ids
+            .iter()
+            .map(|id| engine.send(id, "Your order #4821 has shipped and arrives on Thursday."))
+            .collect();
+        let sends = load::http_sends(engine.http, Requests::Cycle(sends.into()), load::Pace::Closed, shape);
+        figures.measured.push(measure(SEND, &[&serve], sends).await?);
+        engine.drained().await?;
+    }
+    if pipeline {
+        crate::receiver::reset(receiver_addr).await?;
+        figures
+            .measured
+            .extend(pipeline::run(&engine, &serve, receiver_addr, shape).await?);
+    }
+    if inbound {
+        let (measured, stored) = inbound::run(&engine, &serve, shape).await?;
+        figures.measured.push(measured);
+        figures.stored = Some(stored);
+    }
+    drop(serve);
+    engine.db.close().await?;
+    setup.drop_database(&postgres).await?;
+    Ok(figures)
+}
+
+/// `message` with the key in its metadata.
+fn keyed<T>(key: &MetadataValue<tonic::metadata::Ascii>, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.metadata_mut().insert("x-api-key", key.clone());
+    request
+}
+
+impl Engine {
+    /// A fresh account on `serve`, its sms channel on the receiver, and `contacts` contacts with distinct phones.
+    async fn prepare(serve: &ServerProcess, postgres: &str, contacts: usize) -> anyhow::Result<Self> {
+        let grpc = serve.grpc.expect("grpc");
+        let key = bench_account(grpc).await?;
+        let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
+        let metadata: MetadataValue<_> = key.parse()?;
+        let config = [
+            ("account_sid", ACCOUNT_SID),
+            ("auth_token", AUTH_TOKEN),
+            ("from_number", FROM_NUMBER),
+            ("max_per_second", "100000"),
+        ];
+        let connected = ChannelsClient::new(channel.clone())
+            .connect_channel(keyed(
+                &metadata,
+                ConnectChannelRequest {
+                    name: "sms".into(),
+                    r#type: "sms".into(),
+                    config: config.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+                    ..Default::default()
+                },
+            ))
+            .await?
+            .into_inner();
+        let channel_id = connected.channel.map(|c| c.id).unwrap_or_default();
+        anyhow::ensure!(!channel_id.is_empty(), "the sms channel came back without an id");
+        Ok(Self {
+            http: serve.http.expect("http"),
+            key,
+            channel_id,
+            contact_ids: create_contacts(channel, metadata, contacts).await?,
+            db: Database::connect(postgres).await?,
+        })
+    }
+
+    /// `POST /v1/contacts/{contact_id}/send-message` with `text`.
+    fn send(&self, contact_id: &str, text: &str) -> HttpRequest {
+        HttpRequest {
+            method: http::Method::POST,
+            path: format!("/v1/contacts/{contact_id}/send-message"),
+            headers: vec![
+                ("x-api-key".to_owned(), self.key.clone()),
+                ("content-type".to_owned(), "application/json".to_owned()),
+            ],
+            body: Bytes::from(serde_json::json!({ "text": text }).to_string()),
+        }
+    }
+
+    /// A number read with `sql` (one row, one `bigint` column).
+    async fn count(&self, sql: &str, values: Vec<sea_orm::Value>) -> anyhow::Result<i64> {
+        let statement = Statement::from_sql_and_values(self.db.get_database_backend(), sql, values);
+        let row = self.db.query_one_raw(statement).await?;
+        Ok(row.map(|r| r.try_get_by_index::<i64>(0)).transpose()?.unwrap_or(0))
+    }
+
+    /// Waits until no delivery job is pending (every send delivered or failed), so the next scenario starts
+    /// on a quiet queue; fails when a delivery failed.
+    async fn drained(&self) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        while self
+            .count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_message' AND status = 'pending'",
+                vec![],
+            )
+            .await?
+            > 0
+        {
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(600),
+                "the send queue never drained"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let failed = self
+            .count(
+                "SELECT count(*) FROM jobs WHERE kind = 'deliver_message' AND status = 'failed'",
+                vec![],
+            )
+            .await?;
+        anyhow::ensure!(failed == 0, "{failed} deliveries failed");
+        Ok(())
+    }
+}
+
+/// Creates `count` contacts (phones `+1555000nnnn`) from 16 concurrent callers; their ids, in order.
+async fn create_contacts(
+    channel: Channel,
+    key: MetadataValue<tonic::metadata::Ascii>,
+    count: usize,
+) -> anyhow::Result<Vec<String>> {
+    const CALLERS: usize = 16;
+    let ids = Arc::new(std::sync::Mutex::new(vec![String::new(); count]));
+    let mut callers = tokio::task::JoinSet::new();
+    for caller in 0..CALLERS {
+        let (channel, key, ids) = (channel.clone(), key.clone(), ids.clone());
+        callers.spawn(async move {
+            let mut contacts = ContactsClient::new(channel);
+            for n in (caller..count).step_by(CALLERS) {
+                let request = CreateContactRequest {
+                    name: format!("Customer {n}"),
+                    phone: format!("+1555{n:07}"),
+                    ..Default::default()
+                };
+                let created = contacts.create_contact(keyed(&key, request)).await?.into_inner();
+                let id = created.contact.map(|c| c.id).unwrap_or_default();
+                ids.lock().unwrap_or_else(|e| e.into_inner())[n] = id;
+            }
+            anyhow::Ok(())
+        });
+    }
+    for result in callers.join_all().await {
+        result?;
+    }
+    let ids = std::mem::take(&mut *ids.lock().unwrap_or_else(|e| e.into_inner()));
+    anyhow::ensure!(ids.iter().all(|id| !id.is_empty()), "a contact came back without an id");
+    Ok(ids)
+}
