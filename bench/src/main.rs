@@ -34,7 +34,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
     },
-    /// The webhook receiver of the fan-out scenario (started by `run`; not for direct use).
+    /// The receiver of the fan-out and pipeline scenarios, webhooks and Twilio's Messages API (started by `run`;
+    /// not for direct use).
     WebhookReceiver {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
