@@ -37,7 +37,8 @@ pub async fn receive(
     inbound: &InboundMessage,
     now: DateTime<Utc>,
 ) -> ApiResult<Option<messages::Model>> {
-    if lookup::by_provider_id(db, &channel.id, &inbound.provider_message_id)
+    let provider_message_id = without_nul(&inbound.provider_message_id);
+    if lookup::by_provider_id(db, &channel.id, &provider_message_id)
         .await?
         .is_some()
     {
@@ -47,12 +48,12 @@ pub async fn receive(
     let txn = crate::store::begin_write(db).await?;
     let new = match &inbound.sender {
         Sender::Phone(phone) => NewContact {
-            name: inbound.sender_name.clone(),
+            name: without_nul(&inbound.sender_name),
             phone: Some(E164Phone::parse(phone).ok_or_else(|| ApiError::field("From", "is not an E.164 number"))?),
             ..NewContact::default()
         },
         Sender::Identity { kind, external_id } => NewContact {
-            name: inbound.sender_name.clone(),
+            name: without_nul(&inbound.sender_name),
             identities: vec![NewIdentity {
                 kind: IdentityKind::parse(kind)
                     .ok_or_else(|| ApiError::internal("an adapter named an unknown identity kind"))?,
@@ -81,23 +82,25 @@ pub async fn receive(
         agent_id: None,
     };
     let (conversation, _) = threads::open_or_start(&txn, account_id, &contact.id, channel, opening, now).await?;
+    // No database stores U+0000 in text (PostgreSQL refuses it): a provider's text never fails the store.
     let attachments: Vec<StoredAttachment> = inbound
         .attachments
         .iter()
         .map(|a| StoredAttachment {
-            url: a.url.clone(),
-            content_type: a.content_type.clone(),
-            filename: a.filename.clone(),
+            url: without_nul(&a.url),
+            content_type: without_nul(&a.content_type),
+            filename: without_nul(&a.filename),
         })
         .collect();
+    let text = without_nul(&inbound.text);
     let new = NewMessage {
         conversation: &conversation,
         direction: "inbound",
         author: "contact",
-        text: &inbound.text,
+        text: &text,
         attachments: &attachments,
         status: "received",
-        provider_message_id: Some(&inbound.provider_message_id),
+        provider_message_id: Some(&provider_message_id),
         reply_to: "",
         broadcast_id: "",
     };
@@ -116,4 +119,8 @@ pub async fn receive(
     .await?;
     txn.commit().await?;
     Ok(Some(message))
+}
+
+fn without_nul(text: &str) -> String {
+    text.replace('\0', "")
 }

@@ -28,29 +28,22 @@ pub async fn resolve(
     name: &str,
     now: DateTime<Utc>,
 ) -> ApiResult<Resolved> {
-    let (contact, _created) = match recipient {
-        Recipient::Contact(id) => (
-            contacts::find(db, account_id, id)
+    let new = match recipient {
+        Recipient::Contact(id) => {
+            let contact = contacts::find(db, account_id, id)
                 .await?
-                .ok_or_else(|| ApiError::not_found("contact"))?,
-            false,
-        ),
-        Recipient::Phone(phone) => {
-            let new = NewContact {
-                name: name.to_owned(),
-                phone: Some(phone.clone()),
-                ..NewContact::default()
-            };
-            contacts::find_or_create(db, account_id, new, now).await?
+                .ok_or_else(|| ApiError::not_found("contact"))?;
+            let identities = contacts::identities(db, account_id, &contact.id).await?;
+            return Ok(Resolved { contact, identities });
         }
-        Recipient::Email(email) => {
-            let new = NewContact {
-                name: name.to_owned(),
-                email: Some(email.clone()),
-                ..NewContact::default()
-            };
-            contacts::find_or_create(db, account_id, new, now).await?
-        }
+        Recipient::Phone(phone) => NewContact {
+            phone: Some(phone.clone()),
+            ..NewContact::default()
+        },
+        Recipient::Email(email) => NewContact {
+            email: Some(email.clone()),
+            ..NewContact::default()
+        },
         Recipient::Identity { channel, external_id } => {
             let row = connected(db, account_id, channel)
                 .await?
@@ -63,18 +56,21 @@ pub async fn resolve(
                         format!("a {} channel reaches contacts by phone, not by id", row.kind),
                     )
                 })?;
-            let new = NewContact {
-                name: name.to_owned(),
+            NewContact {
                 identities: vec![NewIdentity {
                     kind,
                     external_id: external_id.clone(),
                     channel: row.name.clone(),
                 }],
                 ..NewContact::default()
-            };
-            contacts::find_or_create(db, account_id, new, now).await?
+            }
         }
     };
+    let new = NewContact {
+        name: name.to_owned(),
+        ..new
+    };
+    let (contact, _) = contacts::find_or_create(db, account_id, new, now).await?;
     let identities = contacts::identities(db, account_id, &contact.id).await?;
     Ok(Resolved { contact, identities })
 }
