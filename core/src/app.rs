@@ -28,6 +28,7 @@ use crate::{
     contacts::service::ContactsService,
     conversations::{
         idle::{self, Housekeeping},
+        inbound::Arrivals,
         receipts::{self, LateReceipts},
         service::ConversationsService,
     },
@@ -109,7 +110,13 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     ));
     let send_schedule = conversations.send_retry_schedule.0.clone();
     let send_attempts = i32::try_from(send_schedule.len()).unwrap_or(0) + 1;
-    let sender = Sender::new(db.clone(), clock.clone(), wake_jobs.clone(), send_attempts);
+    let sender = Sender::start(
+        db.clone(),
+        clock.clone(),
+        wake_jobs.clone(),
+        send_attempts,
+        conversations.message_batching(),
+    );
     let handlers = Handlers::default()
         .with(
             deliver::KIND,
@@ -167,6 +174,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             adapters,
             &conversations.public_url,
             wake_jobs.clone(),
+            Arrivals::start(db.clone(), clock.clone(), conversations.message_batching()),
         ),
         admin: AdminService::new(db.clone(), clock.clone(), test_clock),
         admin_token: AdminToken::new(config.admin_token.clone()),

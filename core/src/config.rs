@@ -5,7 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use clap::{Args, ValueEnum};
 
-use crate::site::prices::PriceTable;
+use crate::{site::prices::PriceTable, store::group_commit::Batching};
 
 /// Settings of the gRPC core: listener, database, counters, admin token and payment provider. Not `Debug`:
 /// it holds secrets.
@@ -107,6 +107,24 @@ pub struct ConversationConfig {
         value_parser = parse_duration_list
     )]
     pub send_retry_schedule: DurationList,
+
+    /// Writer tasks that store accepted sends, each writing one batch (one transaction) at a time.
+    #[arg(long = "message-writers", env = "FRONTDESK_MESSAGE_WRITERS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub message_writers: u32,
+
+    /// The most sends one write transaction takes: those that arrived while the writers were busy share it
+    /// (group commit); 1 writes each send alone.
+    #[arg(long = "message-batch", env = "FRONTDESK_MESSAGE_BATCH", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub message_batch: u32,
+}
+
+impl ConversationConfig {
+    pub fn message_batching(&self) -> Batching {
+        Batching {
+            writers: self.message_writers as usize,
+            max_batch: self.message_batch as usize,
+        }
+    }
 }
 
 /// The durable job engine (sends, and later AI replies, imports and broadcasts). Durations are written

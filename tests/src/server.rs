@@ -131,6 +131,27 @@ impl Server {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.http)
     }
+
+    /// The value of the metric `name` whose labels include `label` (`kind="send"`), from `/metrics`.
+    pub async fn metric(&self, name: &str, label: &str) -> f64 {
+        let metrics = self.metrics().await;
+        metrics
+            .lines()
+            .find(|line| line.starts_with(name) && line.contains(label))
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} with {label} in {metrics}"))
+    }
+
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let answer = crate::http_client()
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics");
+        assert_eq!(answer.status(), 200);
+        answer.text().await.expect("metrics text")
+    }
 }
 
 impl Drop for Server {

@@ -40,6 +40,7 @@ pub async fn start(db: &Db, twilio: &FakeTwilio, extra: &[(&str, &str)]) -> Serv
 }
 
 /// A connected sms channel of the account.
+#[derive(Clone)]
 pub struct SmsChannel {
     pub id: String,
     pub name: String,

@@ -463,14 +463,18 @@ pub async fn post_form<N: AsRef<str>, V: AsRef<str>>(
     signature: Option<&str>,
     params: &[(N, V)],
 ) -> HookAnswer {
-    let mut form = form_urlencoded::Serializer::new(String::new());
-    for (name, value) in params {
-        form.append_pair(name.as_ref(), value.as_ref());
-    }
+    // The serializer is not `Send`: it is gone before the request is awaited, so callers can spawn this.
+    let body = {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in params {
+            form.append_pair(name.as_ref(), value.as_ref());
+        }
+        form.finish()
+    };
     let mut request = crate::http_client()
         .post(url)
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(form.finish());
+        .body(body);
     if let Some(signature) = signature {
         request = request.header("x-twilio-signature", signature);
     }

@@ -401,6 +401,57 @@ on_both_databases!(
 );
 
 on_both_databases!(
+    concurrent_arrivals_are_stored_once_and_counted_each,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let desk = Desk::new(&server, &twilio).await;
+        let receiver = Receiver::start().await;
+        let body = json!({"name": "hooks", "url": receiver.url, "events": ["message.received"]});
+        desk.api.ok("POST", "/v1/webhooks", Some(body)).await;
+
+        // Five numbers write six messages each, all at once, and Twilio sends every one of them twice.
+        let mut arrivals = Vec::new();
+        for n in 0..30 {
+            let (sid, phone) = (new_message_sid(), format!("+1555040{:04}", n % 5));
+            for _ in 0..2 {
+                arrivals.push((sid.clone(), phone.clone(), format!("Message {n}")));
+            }
+        }
+        let answers = frontdesk_tests::join_all(arrivals.into_iter().map(|(sid, phone, text)| {
+            let sms = desk.sms.clone();
+            async move { sms.inbound(&sid, &phone, &text).await }
+        }))
+        .await;
+        assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
+
+        let listed = desk.api.ok("GET", "/v1/conversations?limit=100", None).await;
+        let conversations = listed["conversations"].as_array().unwrap();
+        assert_eq!(conversations.len(), 5, "one conversation per number: {listed}");
+        for conversation in conversations {
+            assert_eq!(conversation["unread_count"], json!(6), "{conversation}");
+            let thread = desk.conversation(conversation["id"].as_str().unwrap()).await;
+            assert_eq!(thread["messages"].as_array().unwrap().len(), 6, "each message once");
+        }
+        let contacts = desk.api.ok("GET", "/v1/contacts?limit=100", None).await;
+        assert_eq!(contacts["contacts"].as_array().unwrap().len(), 5);
+        let events = receiver.wait_until(WAIT, |d| d.len() >= 30).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            receiver.deliveries().len(),
+            30,
+            "one message.received per message: {}",
+            events.len()
+        );
+
+        let count = |name: &'static str| server.metric(name, "kind=\"inbound\"");
+        assert_eq!(count("frontdesk_write_batch_items_total").await, 60.0);
+        let batches = count("frontdesk_write_batches_total").await;
+        assert!(batches < 60.0, "arrivals shared write transactions: {batches} batches");
+    }
+);
+
+on_both_databases!(
     unread_counts_follow_inbound_messages_read_and_unread,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;

@@ -238,6 +238,109 @@ on_both_databases!(idempotent_sends_go_out_once, |db: Db| async move {
     assert_ne!(replay["contact_id"], contact_id);
 });
 
+on_both_databases!(
+    concurrent_sends_share_batches_and_are_answered_each_on_its_own,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let platform = Platform::new(&server).await;
+        let other = Platform::new(&server).await;
+        SmsChannel::connect(&platform, &twilio, "sms", None).await;
+        let mut contacts = Vec::new();
+        for n in 0..10 {
+            let body = json!({"name": format!("Customer {n}"), "phone": format!("+1555020{n:04}")});
+            contacts.push(
+                platform.ok("POST", "/v1/contacts", Some(body)).await["contact"]["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        let body = json!({"name": "Gone quiet", "phone": "+15550209999"});
+        let opted_out = platform.ok("POST", "/v1/contacts", Some(body)).await["contact"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let patched = json!({"opted_out": true});
+        platform
+            .ok("PATCH", &format!("/v1/contacts/{opted_out}"), Some(patched))
+            .await;
+        let body = json!({"name": "Not yours", "phone": "+15550208888"});
+        let foreign = other.ok("POST", "/v1/contacts", Some(body)).await["contact"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        // 60 sends at once: to known contacts, to new numbers, and some that must be refused on their own.
+        let mut sends = Vec::new();
+        for n in 0..40 {
+            sends.push((
+                format!("/v1/contacts/{}/send-message", contacts[n % 10]),
+                json!({"text": format!("Hello {n}")}),
+                202,
+            ));
+        }
+        for n in 0..10 {
+            sends.push((
+                "/v1/contacts/send".to_owned(),
+                json!({"phone": format!("+1555030{n:04}"), "text": "Welcome"}),
+                202,
+            ));
+        }
+        for _ in 0..5 {
+            sends.push((
+                format!("/v1/contacts/{opted_out}/send-message"),
+                json!({"text": "Anyone there?"}),
+                400,
+            ));
+            sends.push((
+                format!("/v1/contacts/{foreign}/send-message"),
+                json!({"text": "Not mine"}),
+                404,
+            ));
+        }
+        let calls = sends.iter().map(|(path, body, _)| {
+            let (url, body, key) = (server.url(path), body.to_string(), platform.key.clone());
+            tokio::spawn(
+                async move { frontdesk_tests::call_with("POST", &url, &[("x-api-key", &key)], Some(&body)).await },
+            )
+        });
+        let answers = futures_join(calls).await;
+        let mut accepted = std::collections::HashSet::new();
+        for ((path, body, status), answer) in sends.iter().zip(&answers) {
+            assert_eq!(answer.status, *status, "{path} {body}: {}", answer.body);
+            match status {
+                202 => assert!(accepted.insert(answer.body["message_id"].as_str().unwrap().to_owned())),
+                400 => assert_eq!(answer.code(), "opted_out"),
+                _ => {}
+            }
+        }
+        assert_eq!(accepted.len(), 50, "each accepted send is its own message");
+        twilio.wait_for_created(50, WAIT).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(twilio.created(), 50, "the refused sends sent nothing");
+
+        // Each contact's messages are in one conversation, in the order they were accepted.
+        let conversations = platform
+            .ok("GET", &format!("/v1/conversations?contact_id={}", contacts[3]), None)
+            .await;
+        assert_eq!(
+            conversations["conversations"].as_array().unwrap().len(),
+            1,
+            "{conversations}"
+        );
+
+        // The sends shared write transactions: fewer batches than sends.
+        let count = |name: &'static str| server.metric(name, "kind=\"send\"");
+        let (batches, items) = (
+            count("frontdesk_write_batches_total").await,
+            count("frontdesk_write_batch_items_total").await,
+        );
+        assert_eq!(items, sends.len() as f64, "every send went through a batch");
+        assert!(batches < items, "{batches} batches for {items} sends");
+    }
+);
+
 /// Awaits every task, in order.
 async fn futures_join<T>(tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();

@@ -151,11 +151,12 @@ on_both_databases!(every_bad_credential_is_a_precise_4xx, |db: Db| async move {
     );
 
     // Secrets never leave: not in error bodies, logs or metrics.
-    let metrics = call("GET", &server.url("/metrics"), None).await;
+    let metrics = server.metrics().await;
+    assert!(metrics.contains("frontdesk_"), "{metrics}");
     for secret in [&key, &other, &revoked, &doomed_key] {
         assert!(!server.logs().contains(secret.as_str()), "a key is in the logs");
         assert!(!two.body.to_string().contains(secret.as_str()));
-        assert!(!metrics.body.to_string().contains(secret.as_str()));
+        assert!(!metrics.contains(secret.as_str()));
     }
     assert!(!server.logs().contains("panicked"));
 });
@@ -332,26 +333,13 @@ async fn requests_are_served_when_redis_stops() {
             "no long stall on a dead Redis"
         );
     }
-    let metrics = call("GET", &server.url("/metrics"), None).await;
-    let text = metrics_text(&server).await;
-    assert_eq!(metrics.status, 200);
+    let text = server.metrics().await;
     assert!(text.contains("frontdesk_ratelimit_redis_fallbacks_total"), "{text}");
     assert!(
         text.contains("store=\"local\""),
         "decisions fell back to the in-process store"
     );
     assert!(server.logs().contains("Redis unreachable"), "a warning is logged");
-}
-
-async fn metrics_text(server: &Server) -> String {
-    frontdesk_tests::http_client()
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 on_both_databases!(sub_accounts_act_for_their_agency_only, |db: Db| async move {
@@ -586,7 +574,7 @@ async fn metrics_count_requests_latency_and_rate_limit_decisions() {
     let (_, key) = admin::account(&server, "growth", 0).await;
     current_with(&server, &key).await;
     current(&server, &[]).await;
-    let text = metrics_text(&server).await;
+    let text = server.metrics().await;
     assert!(
         text.contains("frontdesk_http_requests_total{method=\"GET\",route=\"/v1/api-keys/current\",status=\"200\"}"),
         "{text}"
@@ -610,7 +598,7 @@ async fn made_up_methods_do_not_create_metric_series() {
         assert_eq!(wrong_method.status, 405, "{method} /v1/deals");
     }
     current(&server, &[]).await;
-    let text = metrics_text(&server).await;
+    let text = server.metrics().await;
     let label = |line: &str, name: &str| {
         let start = line.find(&format!("{name}=\""))? + name.len() + 2;
         let end = line[start..].find('"')? + start;
@@ -712,7 +700,7 @@ async fn a_redis_that_never_answers_does_not_hold_up_requests() {
     let server = Server::start(&db, &[("REDIS_URL", &format!("redis://{}", blackhole.addr))]).await;
     let (_, key) = admin::account(&server, "growth", 0).await;
     burst_is_served(&server, &key, Duration::from_secs(3)).await;
-    let text = metrics_text(&server).await;
+    let text = server.metrics().await;
     assert!(
         text.contains("store=\"local\""),
         "decisions fell back to the in-process store"

@@ -1,19 +1,30 @@
-//! Storing a message that arrived from a contact, in one transaction: the contact (created from the sender's
-//! phone or channel id when new), sms opt-out keywords, the open conversation (opened with the agent routing
-//! picks from the first text and referral), the message (once per provider message id: a provider's retry
-//! stores nothing new), the conversation's unread count and latest activity, and `message.received`.
+//! Storing messages that arrived from contacts: the contact (created from the sender's phone or channel id
+//! when new), sms opt-out keywords, the open conversation (opened with the agent routing picks from the
+//! first text and referral), the message (once per provider message id: a provider's retry stores nothing
+//! new), the conversation's unread count and latest activity, and `message.received`, in one transaction.
+//!
+//! Arrivals are written in batches like sends (group commit, `store::group_commit`): the provider ids
+//! stored before, the senders' contacts by phone and their open conversations are each read with one
+//! statement for the batch, and the messages, touches and events written with one statement each; a new
+//! contact or conversation is made one at a time. A database error fails the batch, whose arrivals are then
+//! written one by one.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use chrono::{DateTime, Utc};
-use sea_orm::DatabaseConnection;
+use sea_orm::{ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect};
 
 use super::{
-    lookup,
     new_message::{self, NewMessage},
-    render,
+    render::{self, StoredAttachment},
     threads::{self, Opening},
 };
 use crate::{
     channels::{InboundMessage, Sender},
+    clock::Clock,
     contacts::{
         E164Phone, IdentityKind, NewIdentity,
         store::{self as contacts, NewContact},
@@ -21,39 +32,233 @@ use crate::{
     error::{ApiError, ApiResult},
     events::{self, EventType},
     routing::resolver::Inbound,
-    store::entities::{channels, messages},
+    store::{
+        self,
+        entities::{channels, contacts as contact_rows, conversations, messages},
+        group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
+    },
 };
-
-use super::render::StoredAttachment;
 
 /// Keywords that opt a contact out of sms, and back in (carriers' standard set; matched on the whole text).
 const STOP_WORDS: &[&str] = &["STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"];
 const START_WORDS: &[&str] = &["START", "UNSTOP", "YES"];
 
+/// A message that arrived on a channel.
+pub struct Arrival {
+    pub channel: channels::Model,
+    pub message: InboundMessage,
+}
+
 /// The stored message, or `None` when the provider's message id was stored before (a retry).
-pub async fn receive(
-    db: &DatabaseConnection,
-    channel: &channels::Model,
-    inbound: &InboundMessage,
-    now: DateTime<Utc>,
-) -> ApiResult<Option<messages::Model>> {
-    let provider_message_id = without_nul(&inbound.provider_message_id);
-    if lookup::by_provider_id(db, &channel.id, &provider_message_id)
-        .await?
-        .is_some()
-    {
-        return Ok(None);
+type Stored = ApiResult<Option<messages::Model>>;
+
+/// Stores arrivals; cheap to clone.
+#[derive(Clone)]
+pub struct Arrivals {
+    commits: GroupCommit<ArrivalWriter>,
+}
+
+impl Arrivals {
+    pub fn start(db: DatabaseConnection, clock: Arc<dyn Clock>, batching: Batching) -> Self {
+        Self {
+            commits: GroupCommit::start(ArrivalWriter { db, clock }, batching),
+        }
     }
-    let account_id = channel.account_id.as_str();
-    let txn = crate::store::begin_write(db).await?;
-    let new = match &inbound.sender {
+
+    pub async fn receive(&self, arrival: Arrival) -> Stored {
+        self.commits.submit(arrival).await.unwrap_or_else(|| {
+            Err(ApiError::new(
+                tonic::Code::Unavailable,
+                "unavailable",
+                "the message could not be stored; the provider retries",
+            ))
+        })
+    }
+}
+
+struct ArrivalWriter {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+}
+
+#[async_trait::async_trait]
+impl BatchWriter for ArrivalWriter {
+    type Item = Arrival;
+    type Answer = Stored;
+
+    const KIND: &'static str = "inbound";
+
+    async fn write(&self, arrivals: Vec<Arrival>) -> Vec<Stored> {
+        let now = self.clock.now();
+        let batch: Vec<&Arrival> = arrivals.iter().collect();
+        together_or_alone(&batch, |batch| self.transaction(batch, now))
+            .await
+            .into_iter()
+            .map(|stored| stored.and_then(|own| own))
+            .collect()
+    }
+}
+
+/// What the batch knows of the senders and their conversations.
+#[derive(Default)]
+struct Known {
+    /// By account and phone.
+    by_phone: HashMap<(String, String), contact_rows::Model>,
+    /// By contact and channel name.
+    open: HashMap<(String, String), conversations::Model>,
+}
+
+impl ArrivalWriter {
+    /// One transaction for the batch: an error is the batch's; an arrival's own refusal (a sender that is
+    /// no phone number) is its answer.
+    async fn transaction(&self, batch: &[&Arrival], now: DateTime<Utc>) -> ApiResult<Vec<Stored>> {
+        let txn = store::begin_write(&self.db).await?;
+        let before = stored_before(&txn, batch).await?;
+        let mut known = known(&txn, batch).await?;
+        let mut seen = HashSet::new();
+        let mut answers: Vec<Option<Stored>> = Vec::with_capacity(batch.len());
+        let mut rows: Vec<(usize, messages::Model)> = Vec::new();
+        for (n, arrival) in batch.iter().enumerate() {
+            let sid = without_nul(&arrival.message.provider_message_id);
+            let first = seen.insert((arrival.channel.id.clone(), sid.clone()));
+            if !first || before.contains(&(arrival.channel.id.clone(), sid.clone())) {
+                answers.push(Some(Ok(None)));
+                continue;
+            }
+            match self.message_row(&txn, arrival, &sid, &mut known, now).await? {
+                Ok(row) => {
+                    rows.push((n, row));
+                    answers.push(None);
+                }
+                Err(refusal) => answers.push(Some(Err(refusal))),
+            }
+        }
+        let messages: Vec<messages::Model> = rows.iter().map(|(_, row)| row.clone()).collect();
+        let stored = new_message::store_all(&txn, &messages, now).await?;
+        let received = messages
+            .iter()
+            .filter(|m| stored.contains(&m.id))
+            .map(|m| {
+                (
+                    m.account_id.clone(),
+                    EventType::MessageReceived,
+                    render::message_data(m),
+                )
+            })
+            .collect();
+        events::record_all(&txn, received, now).await?;
+        txn.commit().await?;
+        for (n, row) in rows {
+            // Not stored: the same provider message arrived twice at once, and another writer stored it.
+            answers[n] = Some(Ok(stored.contains(&row.id).then_some(row)));
+        }
+        Ok(answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(ApiError::internal("an arrival was left unanswered"))))
+            .collect())
+    }
+
+    /// The message row of one arrival, after finding or creating its contact (and applying an opt-out
+    /// keyword) and finding or opening its conversation; `Ok(Err)` for the arrival's refusal.
+    async fn message_row(
+        &self,
+        txn: &DatabaseTransaction,
+        arrival: &Arrival,
+        sid: &str,
+        known: &mut Known,
+        now: DateTime<Utc>,
+    ) -> ApiResult<ApiResult<messages::Model>> {
+        let (channel, inbound) = (&arrival.channel, &arrival.message);
+        let account_id = channel.account_id.as_str();
+        let new = match new_contact(channel, inbound) {
+            Ok(new) => new,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let phone_key = new
+            .phone
+            .as_ref()
+            .map(|p| (account_id.to_owned(), p.as_str().to_owned()));
+        let contact = match phone_key.as_ref().and_then(|key| known.by_phone.get(key)) {
+            Some(contact) => contact.clone(),
+            None => {
+                let (contact, _) = contacts::find_or_create(txn, account_id, new, now).await?;
+                if let Some(key) = phone_key {
+                    known.by_phone.insert(key, contact.clone());
+                }
+                contact
+            }
+        };
+        if channel.kind == "sms" {
+            let word = inbound.text.trim().to_uppercase();
+            let opt_out = if STOP_WORDS.contains(&word.as_str()) {
+                Some(true)
+            } else if START_WORDS.contains(&word.as_str()) {
+                Some(false)
+            } else {
+                None
+            };
+            if let Some(opted_out) = opt_out.filter(|wanted| *wanted != contact.opted_out) {
+                let changed = contacts::set_opted_out(txn, account_id, &contact.id, opted_out, now).await?;
+                if let (Some(changed), Some(phone)) = (changed, &contact.phone) {
+                    known.by_phone.insert((account_id.to_owned(), phone.clone()), changed);
+                }
+            }
+        }
+        let open_key = (contact.id.clone(), channel.name.clone());
+        let conversation = match known.open.get(&open_key) {
+            Some(open) => open.clone(),
+            None => {
+                let opening = Opening {
+                    inbound: Inbound {
+                        text: &inbound.text,
+                        referral: &inbound.referral,
+                        url: "",
+                    },
+                    broadcast_id: "",
+                    agent_id: None,
+                };
+                let (open, _) = threads::open_or_start(txn, account_id, &contact.id, channel, opening, now).await?;
+                known.open.insert(open_key, open.clone());
+                open
+            }
+        };
+        // No database stores U+0000 in text (PostgreSQL refuses it): a provider's text never fails the store.
+        let attachments: Vec<StoredAttachment> = inbound
+            .attachments
+            .iter()
+            .map(|a| StoredAttachment {
+                url: without_nul(&a.url),
+                content_type: without_nul(&a.content_type),
+                filename: without_nul(&a.filename),
+            })
+            .collect();
+        let text = without_nul(&inbound.text);
+        let new = NewMessage {
+            conversation: &conversation,
+            direction: "inbound",
+            author: "contact",
+            text: &text,
+            attachments: &attachments,
+            status: "received",
+            provider_message_id: Some(sid),
+            reply_to: "",
+            broadcast_id: "",
+        };
+        Ok(Ok(new_message::row(&new, now)))
+    }
+}
+
+/// The contact an arrival's sender would be, were it new.
+fn new_contact(channel: &channels::Model, inbound: &InboundMessage) -> ApiResult<NewContact> {
+    let name = without_nul(&inbound.sender_name);
+    Ok(match &inbound.sender {
         Sender::Phone(phone) => NewContact {
-            name: without_nul(&inbound.sender_name),
+            name,
             phone: Some(E164Phone::parse(phone).ok_or_else(|| ApiError::field("From", "is not an E.164 number"))?),
             ..NewContact::default()
         },
         Sender::Identity { kind, external_id } => NewContact {
-            name: without_nul(&inbound.sender_name),
+            name,
             identities: vec![NewIdentity {
                 kind: IdentityKind::parse(kind)
                     .ok_or_else(|| ApiError::internal("an adapter named an unknown identity kind"))?,
@@ -62,63 +267,68 @@ pub async fn receive(
             }],
             ..NewContact::default()
         },
-    };
-    let (contact, _) = contacts::find_or_create(&txn, account_id, new, now).await?;
-    if channel.kind == "sms" {
-        let word = inbound.text.trim().to_uppercase();
-        if STOP_WORDS.contains(&word.as_str()) && !contact.opted_out {
-            contacts::set_opted_out(&txn, account_id, &contact.id, true, now).await?;
-        } else if START_WORDS.contains(&word.as_str()) && contact.opted_out {
-            contacts::set_opted_out(&txn, account_id, &contact.id, false, now).await?;
-        }
-    }
-    let opening = Opening {
-        inbound: Inbound {
-            text: &inbound.text,
-            referral: &inbound.referral,
-            url: "",
-        },
-        broadcast_id: "",
-        agent_id: None,
-    };
-    let (conversation, _) = threads::open_or_start(&txn, account_id, &contact.id, channel, opening, now).await?;
-    // No database stores U+0000 in text (PostgreSQL refuses it): a provider's text never fails the store.
-    let attachments: Vec<StoredAttachment> = inbound
-        .attachments
+    })
+}
+
+/// The `(channel id, provider message id)` pairs of the batch that are stored already.
+async fn stored_before(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<HashSet<(String, String)>> {
+    let channels: HashSet<&str> = batch.iter().map(|a| a.channel.id.as_str()).collect();
+    let sids: Vec<String> = batch
         .iter()
-        .map(|a| StoredAttachment {
-            url: without_nul(&a.url),
-            content_type: without_nul(&a.content_type),
-            filename: without_nul(&a.filename),
+        .map(|a| without_nul(&a.message.provider_message_id))
+        .collect();
+    let rows: Vec<(String, Option<String>)> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::ChannelId)
+        .column(messages::Column::ProviderMessageId)
+        .filter(messages::Column::ChannelId.is_in(channels))
+        .filter(messages::Column::ProviderMessageId.is_in(sids))
+        .into_tuple()
+        .all(txn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(channel, sid)| Some((channel, sid?)))
+        .collect())
+}
+
+/// The senders' contacts known by phone, and their open conversations.
+async fn known(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<Known> {
+    let mut known = Known::default();
+    let phones: HashSet<String> = batch
+        .iter()
+        .filter_map(|a| match &a.message.sender {
+            Sender::Phone(phone) => E164Phone::parse(phone).map(|p| p.as_str().to_owned()),
+            Sender::Identity { .. } => None,
         })
         .collect();
-    let text = without_nul(&inbound.text);
-    let new = NewMessage {
-        conversation: &conversation,
-        direction: "inbound",
-        author: "contact",
-        text: &text,
-        attachments: &attachments,
-        status: "received",
-        provider_message_id: Some(&provider_message_id),
-        reply_to: "",
-        broadcast_id: "",
-    };
-    let Some(message) = new_message::store(&txn, new, now).await? else {
-        // The same provider message arrived twice at once; the other request stored it.
-        txn.rollback().await?;
-        return Ok(None);
-    };
-    events::record(
-        &txn,
-        account_id,
-        EventType::MessageReceived,
-        render::message_data(&message),
-        now,
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(Some(message))
+    if phones.is_empty() {
+        return Ok(known);
+    }
+    let accounts: HashSet<&str> = batch.iter().map(|a| a.channel.account_id.as_str()).collect();
+    let found = contact_rows::Entity::find()
+        .filter(contact_rows::Column::AccountId.is_in(accounts))
+        .filter(contact_rows::Column::Phone.is_in(phones))
+        .all(txn)
+        .await?;
+    let ids: Vec<String> = found.iter().map(|c| c.id.clone()).collect();
+    for contact in found {
+        if let Some(phone) = contact.phone.clone() {
+            known.by_phone.insert((contact.account_id.clone(), phone), contact);
+        }
+    }
+    if ids.is_empty() {
+        return Ok(known);
+    }
+    for open in conversations::Entity::find()
+        .filter(conversations::Column::ContactId.is_in(ids))
+        .filter(conversations::Column::Status.eq("open"))
+        .all(txn)
+        .await?
+    {
+        known.open.insert((open.contact_id.clone(), open.channel.clone()), open);
+    }
+    Ok(known)
 }
 
 fn without_nul(text: &str) -> String {

@@ -45,19 +45,6 @@ pub async fn message_for_update(
     select.one(txn).await
 }
 
-/// The message the provider knows as `provider_message_id` on the channel.
-pub async fn by_provider_id(
-    db: &impl ConnectionTrait,
-    channel_id: &str,
-    provider_message_id: &str,
-) -> Result<Option<messages::Model>, DbErr> {
-    messages::Entity::find()
-        .filter(messages::Column::ChannelId.eq(channel_id))
-        .filter(messages::Column::ProviderMessageId.eq(provider_message_id))
-        .one(db)
-        .await
-}
-
 /// Whether `message_id` is a message of the account's contact.
 pub async fn belongs_to(
     db: &impl ConnectionTrait,

@@ -2,8 +2,13 @@
 //! at its starting value, and the conversation's latest activity (and, for a message from the contact, its
 //! unread count) moved in the same transaction.
 
+use std::collections::{BTreeMap, HashSet};
+
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbErr, EntityTrait, sea_query::OnConflict};
+use sea_orm::{
+    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    sea_query::OnConflict,
+};
 
 use super::{render::StoredAttachment, threads};
 use crate::store::{
@@ -25,15 +30,10 @@ pub struct NewMessage<'a> {
     pub broadcast_id: &'a str,
 }
 
-/// Stores the message; `None` when the channel holds a message with its provider id already (a provider's
-/// retry racing the first delivery).
-pub async fn store(
-    db: &impl ConnectionTrait,
-    new: NewMessage<'_>,
-    now: DateTime<Utc>,
-) -> Result<Option<messages::Model>, DbErr> {
+/// The row of a new message, with a fresh id.
+pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
     let conversation = new.conversation;
-    let message = messages::Model {
+    messages::Model {
         seq: 0,
         id: format!("msg_{}", crate::ids::base62(16)),
         account_id: conversation.account_id.clone(),
@@ -58,16 +58,50 @@ pub async fn store(
         sent_at: None,
         delivered_at: None,
         read_at: None,
-    };
+    }
+}
+
+/// The row to insert: `seq` is the database's to number.
+fn insertable(message: &messages::Model) -> messages::ActiveModel {
     let mut row = messages::ActiveModel::from(message.clone());
     row.seq = NotSet;
-    let stored = messages::Entity::insert(row)
+    row
+}
+
+/// Stores messages (rows from `row`) with one statement, in their order, and moves their conversations'
+/// latest activity (and unread counts, for those from the contact) with another. Returns the ids stored: a
+/// message whose provider id the channel holds already (a provider's retry racing the first delivery) is
+/// not.
+pub async fn store_all(
+    db: &impl ConnectionTrait,
+    messages: &[messages::Model],
+    now: DateTime<Utc>,
+) -> Result<HashSet<String>, DbErr> {
+    if messages.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let written = messages::Entity::insert_many(messages.iter().map(insertable))
         .on_conflict(OnConflict::new().do_nothing().to_owned())
         .exec_without_returning(db)
         .await?;
-    if stored == 0 {
-        return Ok(None);
+    let ids = messages.iter().map(|m| m.id.clone());
+    let stored: HashSet<String> = if written == messages.len() as u64 {
+        ids.collect()
+    } else {
+        messages::Entity::find()
+            .select_only()
+            .column(messages::Column::Id)
+            .filter(messages::Column::Id.is_in(ids))
+            .into_tuple::<String>()
+            .all(db)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    let mut unread: BTreeMap<&str, i32> = BTreeMap::new();
+    for message in messages.iter().filter(|m| stored.contains(&m.id)) {
+        *unread.entry(message.conversation_id.as_str()).or_default() += i32::from(message.direction == "inbound");
     }
-    threads::touch(db, &conversation.id, now, new.direction == "inbound").await?;
-    Ok(Some(message))
+    threads::touch(db, &unread, now).await?;
+    Ok(stored)
 }

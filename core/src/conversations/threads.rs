@@ -2,10 +2,12 @@
 //! unique index over open ones); two requests opening it at once on any replica end with one conversation:
 //! the loser's insert does nothing and it reads the winner's.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    sea_query::{Expr, ExprTrait, OnConflict},
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
+    sea_query::{CaseStatement, Expr, ExprTrait, LockType, OnConflict, Order, Query},
 };
 
 use super::render;
@@ -30,21 +32,6 @@ pub async fn open_on(
         .filter(conversations::Column::Status.eq("open"))
         .one(db)
         .await
-}
-
-/// The channel name of the contact's latest conversation.
-pub async fn latest_channel(
-    db: &impl ConnectionTrait,
-    account_id: &str,
-    contact_id: &str,
-) -> Result<Option<String>, DbErr> {
-    Ok(conversations::Entity::find()
-        .filter(conversations::Column::AccountId.eq(account_id))
-        .filter(conversations::Column::ContactId.eq(contact_id))
-        .order_by_desc(conversations::Column::CreatedAt)
-        .one(db)
-        .await?
-        .map(|c| c.channel))
 }
 
 /// What opening a conversation needs beyond the contact and channel.
@@ -116,21 +103,40 @@ pub async fn open_or_start(
     Ok((row, true))
 }
 
-/// Records a message on the conversation: its time as the latest activity, and one more unread message when
-/// it came from the contact.
-pub async fn touch(
-    db: &impl ConnectionTrait,
-    conversation_id: &str,
-    at: DateTime<Utc>,
-    inbound: bool,
-) -> Result<(), DbErr> {
+/// Records new messages on conversations: the time as their latest activity, and `unread` (by conversation
+/// id: how many of the messages came from the contact) added to their unread counts, with one statement.
+/// The rows are locked in id order, so two batches touching the same conversations wait for each other
+/// instead of deadlocking.
+pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: DateTime<Utc>) -> Result<(), DbErr> {
+    if unread.is_empty() {
+        return Ok(());
+    }
+    // PostgreSQL locks the rows as its plan meets them; the subquery makes that id order.
+    let mut in_order = Query::select()
+        .column(conversations::Column::Id)
+        .from(conversations::Entity)
+        .and_where(Expr::col(conversations::Column::Id).is_in(unread.keys().copied()))
+        .order_by(conversations::Column::Id, Order::Asc)
+        .to_owned();
+    if db.get_database_backend() == DbBackend::Postgres {
+        in_order.lock(LockType::Update);
+    }
     let mut update = conversations::Entity::update_many()
         .col_expr(conversations::Column::LastMessageAt, Expr::value(at))
-        .filter(conversations::Column::Id.eq(conversation_id));
-    if inbound {
+        .filter(conversations::Column::Id.in_subquery(in_order));
+    let added: Vec<(&str, i32)> = unread
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(id, n)| (*id, *n))
+        .collect();
+    if !added.is_empty() {
+        let mut by_id = CaseStatement::new();
+        for (id, n) in added {
+            by_id = by_id.case(Expr::col(conversations::Column::Id).eq(id), n);
+        }
         update = update.col_expr(
             conversations::Column::UnreadCount,
-            Expr::col(conversations::Column::UnreadCount).add(1),
+            Expr::col(conversations::Column::UnreadCount).add(by_id.finally(0)),
         );
     }
     update.exec(db).await?;

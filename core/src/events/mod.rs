@@ -99,6 +99,25 @@ pub async fn record_directed(
     insert(db, account_id, event, data, now, Some(now)).await
 }
 
+/// Writes several events of one account each with one statement (a batch of arrived messages'
+/// `message.received`).
+pub async fn record_all(
+    db: &impl ConnectionTrait,
+    events: Vec<(String, EventType, serde_json::Value)>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let rows = events
+        .into_iter()
+        .map(|(account_id, event, data)| row(new_id(), &account_id, event, data, now, None));
+    event_outbox::Entity::insert_many(rows)
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
 async fn insert(
     db: &impl ConnectionTrait,
     account_id: &str,
@@ -107,19 +126,34 @@ async fn insert(
     now: DateTime<Utc>,
     dispatched_at: Option<DateTime<Utc>>,
 ) -> Result<String, DbErr> {
-    let id = format!("evt_{}", crate::ids::base62(20));
-    event_outbox::Entity::insert(event_outbox::ActiveModel {
+    let id = new_id();
+    event_outbox::Entity::insert(row(id.clone(), account_id, event, data, now, dispatched_at))
+        .exec_without_returning(db)
+        .await?;
+    Ok(id)
+}
+
+fn new_id() -> String {
+    format!("evt_{}", crate::ids::base62(20))
+}
+
+fn row(
+    id: String,
+    account_id: &str,
+    event: EventType,
+    data: serde_json::Value,
+    now: DateTime<Utc>,
+    dispatched_at: Option<DateTime<Utc>>,
+) -> event_outbox::ActiveModel {
+    event_outbox::ActiveModel {
         seq: NotSet,
-        id: Set(id.clone()),
+        id: Set(id),
         account_id: Set(account_id.to_owned()),
         event_type: Set(event.as_str().to_owned()),
         payload: Set(data.to_string()),
         created_at: Set(now),
         dispatched_at: Set(dispatched_at),
-    })
-    .exec_without_returning(db)
-    .await?;
-    Ok(id)
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,10 @@ use tonic::{Request, Response, Status};
 use crate::{
     channels::{RawRequest, registry::Adapters},
     clock::Clock,
-    conversations::{inbound, receipts},
+    conversations::{
+        inbound::{Arrival, Arrivals},
+        receipts,
+    },
     jobs::{self, Wake},
     store::entities::channels,
 };
@@ -29,6 +32,7 @@ pub struct ChannelHooksService {
     /// `FRONTDESK_PUBLIC_URL` without a trailing `/`: what providers call, so what they sign.
     public_url: Arc<str>,
     wake: Wake,
+    arrivals: Arrivals,
 }
 
 impl ChannelHooksService {
@@ -38,6 +42,7 @@ impl ChannelHooksService {
         adapters: Arc<Adapters>,
         public_url: &str,
         wake: Wake,
+        arrivals: Arrivals,
     ) -> Self {
         Self {
             db,
@@ -45,6 +50,7 @@ impl ChannelHooksService {
             adapters,
             public_url: public_url.trim_end_matches('/').into(),
             wake,
+            arrivals,
         }
     }
 }
@@ -146,7 +152,11 @@ impl ChannelHooksService {
         };
         let now = self.clock.now();
         for message in &parsed.messages {
-            inbound::receive(&self.db, &channel, message, now).await?;
+            let arrival = Arrival {
+                channel: channel.clone(),
+                message: message.clone(),
+            };
+            self.arrivals.receive(arrival).await?;
         }
         let mut late = false;
         for update in &parsed.statuses {

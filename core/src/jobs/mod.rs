@@ -41,32 +41,64 @@ pub struct NewJob {
 /// Writes `job` on `db` (a transaction, so it commits with the change that caused it). Returns its id, or
 /// `None` when its `unique_key` is taken.
 pub async fn enqueue(db: &impl ConnectionTrait, job: NewJob, now: DateTime<Utc>) -> Result<Option<String>, DbErr> {
-    let id = format!("job_{}", crate::ids::base62(16));
-    let conflict = if job.unique_key.is_some() {
-        " ON CONFLICT (unique_key) DO NOTHING"
-    } else {
-        ""
-    };
+    let id = new_id();
+    let written = insert(db, vec![(id.clone(), job)], now).await?;
+    Ok((written > 0).then_some(id))
+}
+
+/// Writes several jobs with one statement, as `enqueue` does one (a batch of sends' deliveries).
+pub async fn enqueue_all(db: &impl ConnectionTrait, jobs: Vec<NewJob>, now: DateTime<Utc>) -> Result<(), DbErr> {
+    if !jobs.is_empty() {
+        insert(db, jobs.into_iter().map(|job| (new_id(), job)).collect(), now).await?;
+    }
+    Ok(())
+}
+
+fn new_id() -> String {
+    format!("job_{}", crate::ids::base62(16))
+}
+
+/// Inserts the jobs, skipping those whose `unique_key` is taken; how many were written.
+async fn insert(db: &impl ConnectionTrait, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Result<u64, DbErr> {
+    const VALUES_PER_JOB: usize = 8;
+    let mut rows = Vec::with_capacity(jobs.len());
+    let mut values: Vec<sea_orm::Value> = Vec::with_capacity(jobs.len() * VALUES_PER_JOB + 1);
+    // `now` is the last placeholder, shared by every row.
+    let now_placeholder = jobs.len() * VALUES_PER_JOB + 1;
+    for (n, (id, job)) in jobs.into_iter().enumerate() {
+        let p = |k: usize| n * VALUES_PER_JOB + k;
+        rows.push(format!(
+            "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${}, NULL, NULL, ${}, ${now_placeholder}, ${now_placeholder})",
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            p(8)
+        ));
+        values.extend([
+            id.into(),
+            job.account_id.into(),
+            job.kind.into(),
+            job.lane.into(),
+            job.payload.to_string().into(),
+            job.max_attempts.max(1).into(),
+            job.run_at_ms.into(),
+            job.unique_key.into(),
+        ]);
+    }
+    values.push(now.into());
     let sql = format!(
         "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
-         claim_token, last_error, unique_key, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7, NULL, NULL, $8, $9, $9){conflict}"
+         claim_token, last_error, unique_key, created_at, updated_at) VALUES {} ON CONFLICT (unique_key) DO NOTHING",
+        rows.join(", ")
     );
-    let values = [
-        id.clone().into(),
-        job.account_id.into(),
-        job.kind.into(),
-        job.lane.into(),
-        job.payload.to_string().into(),
-        job.max_attempts.max(1).into(),
-        job.run_at_ms.into(),
-        job.unique_key.into(),
-        now.into(),
-    ];
     let written = db
         .execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
         .await?;
-    Ok((written.rows_affected() > 0).then_some(id))
+    Ok(written.rows_affected())
 }
 
 /// A claimed job, as its handler sees it.

@@ -1,30 +1,48 @@
-//! Accepting a send: in one transaction the contact is found (or created), the channel chosen, the
-//! conversation found or opened, the message stored as `queued` and its delivery job written; then the call
-//! answers at once. Under an idempotency key a concurrent or later repeat answers the same message: the key's
-//! row commits with the message, and a repeat that loses the race rolls back everything it wrote.
+//! Accepting a send: the contact is found (or created), the channel chosen, the conversation found or opened,
+//! the message stored as `queued` and its delivery job written, all in one transaction; then the call
+//! answers at once.
+//!
+//! Sends are written in batches (group commit, `store::group_commit`): the sends that arrive while a writer
+//! is busy share its next transaction, which loads what they need with one statement per table (`Facts`),
+//! decides each send on its own, and writes all their messages, conversation touches, delivery jobs and
+//! idempotency keys with one statement each. A send that is refused (no channel, opted out, ...) is answered
+//! with its error and writes nothing; a database error fails the batch, whose sends are then written one by
+//! one, so one bad send cannot fail the others.
+//!
+//! Under an idempotency key a concurrent or later repeat answers the same message: a batch takes each key
+//! once (repeats wait for the next round, which finds the first one's answer), and a key a concurrent writer
+//! committed first keeps that writer's answer; the send that lost writes no message (a contact or
+//! conversation it opened on the way stays, as a send that failed after opening it would leave it).
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, DatabaseTransaction};
 use tonic::Code;
 
 use super::{
     channel_choice::{self, Reach},
     deliver,
+    facts::Facts,
     idempotency::{self, Answered},
-    outgoing::Outgoing,
-    recipient,
+    outgoing::{Outgoing, Recipient},
+    recipient::{self, Resolved},
 };
 use crate::{
     clock::Clock,
     conversations::{
+        lookup,
         new_message::{self, NewMessage},
         threads::{self, Opening},
     },
     error::{ApiError, ApiResult},
-    jobs::{self, Wake},
+    jobs::{self, NewJob, Wake},
     routing::resolver::Inbound,
+    store::{
+        self,
+        entities::{idempotency_keys, messages},
+        group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
+    },
 };
 
 /// Who writes an outbound message.
@@ -45,116 +63,334 @@ impl Author {
     }
 }
 
+/// Accepts sends; cheap to clone.
 #[derive(Clone)]
 pub struct Sender {
-    db: DatabaseConnection,
-    clock: Arc<dyn Clock>,
-    wake: Wake,
-    /// Tries a delivery gets: the first and one per wait of the retry schedule.
-    send_attempts: i32,
+    commits: GroupCommit<AcceptWriter>,
 }
 
 impl Sender {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, wake: Wake, send_attempts: i32) -> Self {
-        Self {
+    /// Starts the writers. `send_attempts` is the tries a delivery gets: the first and one per wait of the
+    /// retry schedule.
+    pub fn start(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        wake: Wake,
+        send_attempts: i32,
+        batching: Batching,
+    ) -> Self {
+        let writer = AcceptWriter {
             db,
             clock,
             wake,
             send_attempts,
+        };
+        Self {
+            commits: GroupCommit::start(writer, batching),
         }
     }
 
     /// Accepts `outgoing` for the account: the message's answer (`message_id`, `contact_id`).
     pub async fn accept(&self, account_id: &str, outgoing: Outgoing, author: Author) -> ApiResult<Answered> {
-        let now = self.clock.now();
-        if let Some(key) = &outgoing.idempotency_key
-            && let Some(answered) = idempotency::earlier(&self.db, account_id, key, &outgoing.fingerprint, now).await?
-        {
-            return Ok(answered);
-        }
-        match self.store(account_id, &outgoing, author, now).await? {
-            Stored::Accepted(answered) => {
-                self.wake.notify();
-                Ok(answered)
-            }
-            // A concurrent request under the same key committed first: answer what it answered.
-            Stored::KeyTaken(key) => idempotency::earlier(&self.db, account_id, &key, &outgoing.fingerprint, now)
-                .await?
-                .ok_or_else(|| ApiError::new(Code::Aborted, "aborted", "a concurrent request holds this key; retry")),
-        }
-    }
-
-    async fn store(
-        &self,
-        account_id: &str,
-        outgoing: &Outgoing,
-        author: Author,
-        now: DateTime<Utc>,
-    ) -> ApiResult<Stored> {
-        let txn = crate::store::begin_write(&self.db).await?;
-        let resolved = recipient::resolve(&txn, account_id, &outgoing.recipient, &outgoing.name, now).await?;
-        let reach = Reach {
-            contact: &resolved.contact,
-            identities: &resolved.identities,
+        let send = PendingSend {
+            account_id: account_id.to_owned(),
+            outgoing,
+            author,
         };
-        let channel = channel_choice::choose(&txn, account_id, outgoing.channel.as_deref(), &reach).await?;
-        outgoing.fits(&channel.kind)?;
-        if channel.kind == "sms" && resolved.contact.opted_out {
-            return Err(ApiError::new(
-                Code::InvalidArgument,
-                "opted_out",
-                "the contact opted out of sms (they sent STOP); a START from them opts back in",
-            ));
-        }
-        if !outgoing.reply_to.is_empty()
-            && !crate::conversations::lookup::belongs_to(&txn, account_id, &outgoing.reply_to, &resolved.contact.id)
-                .await?
-        {
-            return Err(ApiError::field("reply_to", "is not a message of this contact"));
-        }
-        let opening = Opening {
-            inbound: Inbound::default(),
-            broadcast_id: "",
-            agent_id: None,
-        };
-        let (conversation, _) =
-            threads::open_or_start(&txn, account_id, &resolved.contact.id, &channel, opening, now).await?;
-        let new = NewMessage {
-            conversation: &conversation,
-            direction: "outbound",
-            author: author.as_str(),
-            text: &outgoing.text,
-            attachments: &outgoing.attachments,
-            status: "queued",
-            provider_message_id: None,
-            reply_to: &outgoing.reply_to,
-            broadcast_id: "",
-        };
-        let message = new_message::store(&txn, new, now)
-            .await?
-            .ok_or_else(|| ApiError::internal("a new outbound message clashed with a stored one"))?;
-        jobs::enqueue(
-            &txn,
-            deliver::job(account_id, &message, &channel.id, self.send_attempts, now),
-            now,
-        )
-        .await?;
-        let answered = Answered {
-            message_id: message.id.clone(),
-            contact_id: resolved.contact.id.clone(),
-        };
-        if let Some(key) = &outgoing.idempotency_key
-            && !idempotency::remember(&txn, account_id, key, &outgoing.fingerprint, &answered, now).await?
-        {
-            txn.rollback().await?;
-            return Ok(Stored::KeyTaken(key.clone()));
-        }
-        txn.commit().await?;
-        Ok(Stored::Accepted(answered))
+        self.commits.submit(send).await.unwrap_or_else(|| {
+            Err(ApiError::new(
+                Code::Unavailable,
+                "unavailable",
+                "the send could not be written; retry",
+            ))
+        })
     }
 }
 
-enum Stored {
+/// One send waiting for a batch.
+pub struct PendingSend {
+    account_id: String,
+    outgoing: Outgoing,
+    author: Author,
+}
+
+impl PendingSend {
+    fn key(&self) -> Option<(&str, &str)> {
+        let key = self.outgoing.idempotency_key.as_deref()?;
+        Some((self.account_id.as_str(), key))
+    }
+}
+
+/// How one send of a batch's transaction came out.
+enum Written {
     Accepted(Answered),
-    KeyTaken(String),
+    Refused(ApiError),
+    /// A concurrent writer committed the send's idempotency key first.
+    KeyTaken,
+}
+
+/// What a batch writes for one accepted send.
+struct Plan {
+    message: messages::Model,
+    job: NewJob,
+    key: Option<idempotency_keys::Model>,
+    answered: Answered,
+}
+
+struct AcceptWriter {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    wake: Wake,
+    send_attempts: i32,
+}
+
+#[async_trait::async_trait]
+impl BatchWriter for AcceptWriter {
+    type Item = PendingSend;
+    type Answer = ApiResult<Answered>;
+
+    const KIND: &'static str = "send";
+
+    async fn write(&self, sends: Vec<PendingSend>) -> Vec<ApiResult<Answered>> {
+        let now = self.clock.now();
+        let mut answers: Vec<Option<ApiResult<Answered>>> = vec![None; sends.len()];
+        let mut waiting: Vec<usize> = (0..sends.len()).collect();
+        while !waiting.is_empty() {
+            let (round, later) = one_per_key(&sends, waiting);
+            self.round(&sends, &round, now, &mut answers).await;
+            waiting = later;
+        }
+        self.wake.notify();
+        answers
+            .into_iter()
+            .map(|answer| answer.unwrap_or_else(|| Err(ApiError::internal("a send of a batch was left unanswered"))))
+            .collect()
+    }
+}
+
+/// The sends of `waiting` that can share a round (each idempotency key once), and the rest.
+fn one_per_key(sends: &[PendingSend], waiting: Vec<usize>) -> (Vec<usize>, Vec<usize>) {
+    let mut seen = BTreeSet::new();
+    waiting
+        .into_iter()
+        .partition(|&n| sends[n].key().is_none_or(|key| seen.insert(key)))
+}
+
+impl AcceptWriter {
+    /// Answers the sends of `round`: repeats of a key from its live row, the others by writing them.
+    async fn round(
+        &self,
+        sends: &[PendingSend],
+        round: &[usize],
+        now: DateTime<Utc>,
+        answers: &mut [Option<ApiResult<Answered>>],
+    ) {
+        let keys: Vec<(&str, &str)> = round.iter().filter_map(|&n| sends[n].key()).collect();
+        let live = match idempotency::live(&self.db, &keys, now).await {
+            Ok(live) => live,
+            Err(err) => {
+                let err = ApiError::from(err);
+                for &n in round {
+                    answers[n] = Some(Err(err.clone()));
+                }
+                return;
+            }
+        };
+        let mut fresh = Vec::with_capacity(round.len());
+        for &n in round {
+            let earlier = sends[n]
+                .key()
+                .and_then(|(account, key)| live.get(&(account.to_owned(), key.to_owned())));
+            match earlier {
+                Some(row) => answers[n] = Some(idempotency::answer(row, &sends[n].outgoing.fingerprint)),
+                None => fresh.push(n),
+            }
+        }
+        let batch: Vec<&PendingSend> = fresh.iter().map(|&n| &sends[n]).collect();
+        let written = together_or_alone(&batch, |sends| self.transaction(sends, now)).await;
+        for (n, written) in fresh.iter().zip(written) {
+            answers[*n] = Some(match written {
+                Ok(Written::Accepted(answered)) => Ok(answered),
+                Ok(Written::Refused(err)) | Err(err) => Err(err),
+                Ok(Written::KeyTaken) => self.answer_taken(&sends[*n], now).await,
+            });
+        }
+    }
+
+    /// The answer of a send whose key a concurrent writer committed first.
+    async fn answer_taken(&self, send: &PendingSend, now: DateTime<Utc>) -> ApiResult<Answered> {
+        let (account, key) = send
+            .key()
+            .ok_or_else(|| ApiError::internal("a send without a key lost its key"))?;
+        idempotency::earlier(&self.db, account, key, &send.outgoing.fingerprint, now)
+            .await?
+            .ok_or_else(|| ApiError::new(Code::Aborted, "aborted", "a concurrent request holds this key; retry"))
+    }
+
+    /// One transaction for the batch: an error is the batch's (the database's); a send's own refusal is in
+    /// its `Written`.
+    async fn transaction(&self, batch: &[&PendingSend], now: DateTime<Utc>) -> ApiResult<Vec<Written>> {
+        let txn = store::begin_write(&self.db).await?;
+        let accounts: BTreeSet<&str> = batch.iter().map(|send| send.account_id.as_str()).collect();
+        let named: BTreeSet<&str> = batch
+            .iter()
+            .filter_map(|send| match &send.outgoing.recipient {
+                Recipient::Contact(id) => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut facts = Facts::load(&txn, &accounts, &named).await?;
+        let mut written = Vec::with_capacity(batch.len());
+        let mut plans = Vec::new();
+        for (n, send) in batch.iter().enumerate() {
+            match self.plan(&txn, send, &mut facts, now).await? {
+                Ok(plan) => {
+                    plans.push((n, plan));
+                    written.push(None);
+                }
+                Err(refusal) => written.push(Some(Written::Refused(refusal))),
+            }
+        }
+        let keys: Vec<idempotency_keys::Model> = plans.iter().filter_map(|(_, plan)| plan.key.clone()).collect();
+        let kept = idempotency::remember_all(&txn, &keys, now).await?;
+        let (accepted, taken): (Vec<_>, Vec<_>) = plans.into_iter().partition(|(_, plan)| {
+            plan.key
+                .as_ref()
+                .is_none_or(|key| kept.contains(&(key.account_id.clone(), key.key.clone())))
+        });
+        let messages: Vec<messages::Model> = accepted.iter().map(|(_, plan)| plan.message.clone()).collect();
+        new_message::store_all(&txn, &messages, now).await?;
+        jobs::enqueue_all(&txn, accepted.iter().map(|(_, plan)| plan.job.clone()).collect(), now).await?;
+        txn.commit().await?;
+        for (n, _) in taken {
+            written[n] = Some(Written::KeyTaken);
+        }
+        for (n, plan) in accepted {
+            written[n] = Some(Written::Accepted(plan.answered));
+        }
+        Ok(written
+            .into_iter()
+            .map(|w| w.unwrap_or_else(|| Written::Refused(ApiError::internal("a planned send was not written"))))
+            .collect())
+    }
+
+    /// Decides one send: `Err` for the batch's failure, `Ok(Err)` for the send's refusal.
+    async fn plan(
+        &self,
+        txn: &DatabaseTransaction,
+        send: &PendingSend,
+        facts: &mut Facts,
+        now: DateTime<Utc>,
+    ) -> ApiResult<ApiResult<Plan>> {
+        let account_id = send.account_id.as_str();
+        let outgoing = &send.outgoing;
+        let known = match &outgoing.recipient {
+            Recipient::Contact(id) => facts.contact(account_id, id).cloned(),
+            _ => None,
+        };
+        let contact = match known {
+            Some(contact) => contact,
+            None => match self.find_recipient(txn, send, now).await? {
+                Ok(Resolved { contact, identities }) => {
+                    facts.learn(txn, contact.clone(), identities).await?;
+                    contact
+                }
+                Err(refusal) => return Ok(Err(refusal)),
+            },
+        };
+        let reach = Reach {
+            contact: &contact,
+            identities: facts.identities(&contact.id),
+        };
+        let latest = facts.latest_channel(&contact.id);
+        let channel =
+            match channel_choice::choose(facts.channels(account_id), outgoing.channel.as_deref(), latest, &reach) {
+                Ok(channel) => channel,
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+        if let Err(refusal) = outgoing.fits(&channel.kind) {
+            return Ok(Err(refusal));
+        }
+        if channel.kind == "sms" && contact.opted_out {
+            return Ok(Err(ApiError::new(
+                Code::InvalidArgument,
+                "opted_out",
+                "the contact opted out of sms (they sent STOP); a START from them opts back in",
+            )));
+        }
+        if !outgoing.reply_to.is_empty()
+            && !lookup::belongs_to(txn, account_id, &outgoing.reply_to, &contact.id).await?
+        {
+            return Ok(Err(ApiError::field("reply_to", "is not a message of this contact")));
+        }
+        let conversation = match facts.open_conversation(&contact.id, &channel.name) {
+            Some(open) => open.clone(),
+            None => {
+                let opening = Opening {
+                    inbound: Inbound::default(),
+                    broadcast_id: "",
+                    agent_id: None,
+                };
+                let (conversation, _) =
+                    threads::open_or_start(txn, account_id, &contact.id, &channel, opening, now).await?;
+                facts.opened(conversation.clone());
+                conversation
+            }
+        };
+        let message = new_message::row(
+            &NewMessage {
+                conversation: &conversation,
+                direction: "outbound",
+                author: send.author.as_str(),
+                text: &outgoing.text,
+                attachments: &outgoing.attachments,
+                status: "queued",
+                provider_message_id: None,
+                reply_to: &outgoing.reply_to,
+                broadcast_id: "",
+            },
+            now,
+        );
+        let answered = Answered {
+            message_id: message.id.clone(),
+            contact_id: contact.id.clone(),
+        };
+        let key = send.key().map(|(account, key)| idempotency_keys::Model {
+            account_id: account.to_owned(),
+            key: key.to_owned(),
+            fingerprint: outgoing.fingerprint.clone(),
+            message_id: answered.message_id.clone(),
+            contact_id: answered.contact_id.clone(),
+            created_at: now,
+        });
+        Ok(Ok(Plan {
+            job: deliver::job(account_id, &message, &channel.id, self.send_attempts, now),
+            message,
+            key,
+            answered,
+        }))
+    }
+
+    /// The contact of a send that names none the batch loaded (by phone, e-mail or identity, found or
+    /// created; or an id that is not the account's, which is 404), in a savepoint so that its refusal leaves
+    /// the batch's transaction usable.
+    async fn find_recipient(
+        &self,
+        txn: &DatabaseTransaction,
+        send: &PendingSend,
+        now: DateTime<Utc>,
+    ) -> ApiResult<ApiResult<Resolved>> {
+        let savepoint = store::savepoint(txn).await?;
+        let outgoing = &send.outgoing;
+        match recipient::resolve(&savepoint, &send.account_id, &outgoing.recipient, &outgoing.name, now).await {
+            Ok(resolved) => {
+                savepoint.commit().await?;
+                Ok(Ok(resolved))
+            }
+            Err(refusal) => {
+                savepoint.rollback().await?;
+                Ok(Err(refusal))
+            }
+        }
+    }
 }

@@ -1,12 +1,11 @@
 //! Which connected channel a send goes out on: the one the caller names; else the channel of the contact's
 //! latest conversation; else the first connected channel (oldest first) that can reach the contact: sms and
-//! whatsapp need a phone, messenger, instagram and webchat an identity of their type.
+//! whatsapp need a phone, messenger, instagram and webchat an identity of their type. The choice reads only
+//! what the caller loaded, so a batch of sends loads it once for all of them.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use tonic::Code;
 
 use crate::{
-    conversations::threads,
     error::{ApiError, ApiResult},
     store::entities::{channels, contact_identities, contacts},
 };
@@ -26,21 +25,17 @@ impl Reach<'_> {
     }
 }
 
-pub async fn choose(
-    db: &impl ConnectionTrait,
-    account_id: &str,
+/// The channel for a send to `reach`, among the account's `connected` channels (oldest first), given the
+/// channel the caller `named` and the channel of the contact's `latest` conversation.
+pub fn choose(
+    connected: &[channels::Model],
     named: Option<&str>,
+    latest: Option<&str>,
     reach: &Reach<'_>,
 ) -> ApiResult<channels::Model> {
-    let connected = channels::Entity::find()
-        .filter(channels::Column::AccountId.eq(account_id))
-        .order_by_asc(channels::Column::CreatedAt)
-        .order_by_asc(channels::Column::Id)
-        .all(db)
-        .await?;
     if let Some(name) = named {
         let channel = connected
-            .into_iter()
+            .iter()
             .find(|c| c.name == name)
             .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{name}`")))?;
         if !reach.reaches(&channel.kind) {
@@ -50,9 +45,8 @@ pub async fn choose(
                 needs(&channel.kind)
             )));
         }
-        return Ok(channel);
+        return Ok(channel.clone());
     }
-    let latest = threads::latest_channel(db, account_id, &reach.contact.id).await?;
     let usable = |c: &channels::Model| reach.reaches(&c.kind);
     if let Some(latest) = latest
         && let Some(channel) = connected.iter().find(|c| c.name == latest && usable(c))
@@ -60,8 +54,9 @@ pub async fn choose(
         return Ok(channel.clone());
     }
     connected
-        .into_iter()
-        .find(usable)
+        .iter()
+        .find(|c| usable(c))
+        .cloned()
         .ok_or_else(|| no_channel("no connected channel can reach this contact".to_owned()))
 }
 

@@ -7,6 +7,7 @@ mod channel_choice;
 pub mod deliver;
 mod edits;
 mod emoji;
+mod facts;
 pub mod idempotency;
 pub mod outgoing;
 pub mod pacing;

@@ -1,6 +1,7 @@
 //! Persistence: the SeaORM connection (SQLite or PostgreSQL by URL), migrations, and the entities.
 
 pub mod entities;
+pub mod group_commit;
 pub mod leases;
 pub mod search;
 pub mod settings;
@@ -73,6 +74,13 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
     };
     #[allow(clippy::disallowed_methods)] // the one place that opens a transaction
     db.begin_with_options(options).await
+}
+
+/// A savepoint in `txn`: work that may fail on its own (a send of a batch) rolls back to it and the batch's
+/// transaction goes on.
+pub async fn savepoint(txn: &DatabaseTransaction) -> Result<DatabaseTransaction, DbErr> {
+    #[allow(clippy::disallowed_methods)] // nested in a write transaction, which holds SQLite's lock already
+    txn.begin().await
 }
 
 /// The row with this id when it belongs to the account (another account's row is as absent as a missing
