@@ -253,6 +253,15 @@ on_both_databases!(
             ["How do I get a refund?", "What are your opening hours?"],
             "the other FAQs stay searched"
         );
+
+        // An agent whose FAQs are indexed is deleted with its index.
+        api.ok("DELETE", &format!("/v1/agents/{agent}"), None).await;
+        let body = json!({"query": "refund"});
+        assert_not_found(
+            &api.send("POST", &format!("/v1/agents/{agent}/search"), Some(body))
+                .await,
+            "deleted agent",
+        );
     }
 );
 
