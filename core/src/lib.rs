@@ -21,6 +21,7 @@ pub mod ids;
 pub mod integrations;
 pub mod jobs;
 pub mod kb_groups;
+pub mod knowledge;
 pub mod messaging;
 pub mod paging;
 pub mod plan;

@@ -11,6 +11,7 @@ mod m20261122_000005_agents_routing;
 mod m20261122_000006_webhook_retention;
 mod m20261123_000007_webhook_claims;
 mod m20261123_000008_conversations;
+mod m20261123_000009_retrieval;
 
 pub struct Migrator;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000006_webhook_retention::Migration),
             Box::new(m20261123_000007_webhook_claims::Migration),
             Box::new(m20261123_000008_conversations::Migration),
+            Box::new(m20261123_000009_retrieval::Migration),
         ]
     }
 }

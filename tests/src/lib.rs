@@ -6,6 +6,7 @@ pub mod admin;
 pub mod binary;
 pub mod blackhole;
 pub mod db;
+pub mod knowledge;
 pub mod platform;
 pub mod razorpay;
 pub mod redis_server;

@@ -5,14 +5,15 @@
 
 use std::collections::HashMap;
 
-use chrono::TimeZone;
 use frontdesk_api::v1::{
     ApplyKbGroupRequest, CreateAgentRequest, CreateCustomFunctionRequest, CreateFaqRequest, CreateKbGroupRequest,
     GetAgentRequest, GroupFaq, ListAgentsRequest, ListFaqsRequest, agents_client::AgentsClient,
     kb_groups_client::KbGroupsClient,
 };
 use frontdesk_tests::{
-    Answer, Db, Server, admin, call_with, on_both_databases,
+    Answer, Db, Server, admin, call_with,
+    knowledge::seed_kb_source,
+    on_both_databases,
     platform::{
         agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp,
         authed,
@@ -36,30 +37,6 @@ fn assert_invalid_under(answer: &Answer, prefix: &str, case: &str) {
         "{case}: expected a field under {prefix}: {}",
         answer.body
     );
-}
-
-/// A knowledge source written straight into the database (imports are not built yet).
-async fn seed_kb_source(db: &Db, account_id: &str, source_id: &str) {
-    use sea_orm::{ConnectionTrait, Statement};
-    let conn = db.connect().await;
-    let at = chrono::Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
-    let values = if db.is_postgres() {
-        "$1, $2, 'url', 'ready', 3, 3, 12, 4, 150, NULL, $3, $4"
-    } else {
-        "?, ?, 'url', 'ready', 3, 3, 12, 4, 150, NULL, ?, ?"
-    };
-    let sql = format!(
-        "INSERT INTO kb_sources (id, account_id, kind, status, pages_total, pages_done, sections, faqs_created, \
-         credits_used_milli, error, created_at, updated_at) VALUES ({values})"
-    );
-    conn.execute_raw(Statement::from_sql_and_values(
-        conn.get_database_backend(),
-        sql,
-        [source_id.into(), account_id.into(), at.into(), at.into()],
-    ))
-    .await
-    .expect("seed a knowledge source");
-    conn.close().await.ok();
 }
 
 on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async move {

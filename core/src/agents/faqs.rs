@@ -25,6 +25,7 @@ pub fn faq_message(m: &agent_faqs::Model) -> Faq {
         question: m.question.clone(),
         answer: m.answer.clone(),
         group_id: m.group_id.clone(),
+        source_id: None,
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
     }

@@ -3,6 +3,7 @@
 pub mod faqs;
 pub mod fields;
 pub mod knowledge;
+pub mod search;
 pub mod service;
 pub mod tools;
 

@@ -9,7 +9,8 @@ use frontdesk_api::v1::{
     CustomFunctionList, DeleteAgentRequest, DeleteCustomFunctionRequest, DeleteFaqRequest, DeleteMcpServerRequest,
     Deleted, DetachKbSourceRequest, FaqAnswer, FaqList, GetAgentRequest, ListAgentKbSourcesRequest, ListAgentsRequest,
     ListCustomFunctionsRequest, ListFaqsRequest, ListMcpServersRequest, McpServerAnswer, McpServerList,
-    UpdateAgentRequest, UpdateBotConfigRequest, UpdateFaqRequest, agents_server::Agents,
+    SearchFaqsAnswer, SearchFaqsRequest, UpdateAgentRequest, UpdateBotConfigRequest, UpdateFaqRequest,
+    agents_server::Agents,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
@@ -19,7 +20,7 @@ use tonic::{Request, Response, Status};
 use super::{
     faqs,
     fields::{self, AgentFields, agent_message, bot_config_message},
-    find, knowledge, tools,
+    find, knowledge, search, tools,
 };
 use crate::{
     clock::Clock,
@@ -242,6 +243,13 @@ impl Agents for AgentsService {
         let r = request.into_inner();
         faqs::delete(&self.db, &account_id, &r.agent_id, &r.faq_id).await?;
         Ok(deleted(r.faq_id))
+    }
+
+    async fn search_faqs(&self, request: Request<SearchFaqsRequest>) -> Result<Response<SearchFaqsAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        Ok(Response::new(
+            search::search(&self.db, &account_id, request.into_inner()).await?,
+        ))
     }
 
     async fn list_agent_kb_sources(
