@@ -157,15 +157,26 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
 fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
     let find = |name: &str| results.iter().find(|r| r.name == name);
     let mut rows = Vec::new();
-    if let (Some(send), Some(baseline)) = (find(engine::SEND), find(engine::BASELINE)) {
-        let share = send.outcome.per_second() / baseline.outcome.per_second().max(1e-9);
-        rows.push((
-            "accepting a send: share of GET /v1/api-keys/current on the same server",
-            format!("{:.0}%", share * 100.0),
-            ">= 70%",
-            share >= 0.70,
-        ));
-        rows.push(p99_under("accepting a send: p99", send, 25.0, "< 25 ms"));
+    let accepting = [
+        (
+            engine::SEND_API_ONLY,
+            engine::BASELINE_API_ONLY,
+            "accepting a send, API-only replica: share of GET /v1/api-keys/current on it",
+            "accepting a send, API-only replica: p99",
+        ),
+        (
+            engine::SEND,
+            engine::BASELINE,
+            "accepting a send, delivering on the same cores: share of GET /v1/api-keys/current",
+            "accepting a send, delivering on the same cores: p99",
+        ),
+    ];
+    for (send, baseline, share_name, p99_name) in accepting {
+        if let (Some(send), Some(baseline)) = (find(send), find(baseline)) {
+            let share = send.outcome.per_second() / baseline.outcome.per_second().max(1e-9);
+            rows.push((share_name, format!("{:.0}%", share * 100.0), ">= 70%", share >= 0.70));
+            rows.push(p99_under(p99_name, send, 25.0, "< 25 ms"));
+        }
     }
     if let Some(capacity) = find(engine::PIPELINE) {
         rows.push(at_least(

@@ -131,8 +131,9 @@ impl ConversationConfig {
 /// `500ms`, `5s`, `5m`, `2h` or `3d`.
 #[derive(Args, Clone, Debug)]
 pub struct JobConfig {
-    /// Jobs running at once in this process.
-    #[arg(id = "job_concurrency", value_name = "CONCURRENCY", long = "job-concurrency", env = "FRONTDESK_JOB_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// Jobs running at once in this process; 0 runs none (an API-only replica, whose jobs the replicas
+    /// with workers run).
+    #[arg(id = "job_concurrency", value_name = "CONCURRENCY", long = "job-concurrency", env = "FRONTDESK_JOB_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub concurrency: u32,
 
     /// Jobs of one lane (one channel's sends) running at once in this process, so a provider that hangs

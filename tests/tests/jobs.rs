@@ -57,6 +57,32 @@ on_both_databases!(a_hung_provider_holds_only_its_lane, |db: Db| async move {
     assert_eq!(queued["message"]["status"], "queued");
 });
 
+on_both_databases!(
+    an_api_only_replica_leaves_its_jobs_to_a_worker_replica,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let api = sms::start(&db, &twilio, &[("FRONTDESK_JOB_CONCURRENCY", "0")]).await;
+        let platform = Platform::new(&api).await;
+        SmsChannel::connect(&platform, &twilio, "sms", None).await;
+        let mut sent = Vec::new();
+        for n in 0..5 {
+            sent.push(send(&platform, "sms", &format!("+1555050{n:04}"), &format!("later {n}")).await);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(twilio.arrived(), 0, "the API replica runs no jobs");
+        assert!(api.logs().contains("runs no jobs"), "its log says so");
+        let queued = platform.ok("GET", &format!("/v1/messages/{}", sent[0]), None).await;
+        assert_eq!(queued["message"]["status"], "queued");
+
+        // A replica with workers, on the same database, sends them.
+        let _worker = sms::start(&db, &twilio, &[]).await;
+        for id in &sent {
+            message_when(&platform, id, |m| m["status"] == "sent").await;
+        }
+        assert_eq!(twilio.created(), 5);
+    }
+);
+
 on_both_databases!(failed_jobs_are_kept_for_operators, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     twilio.answer(503);

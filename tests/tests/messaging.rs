@@ -316,9 +316,26 @@ on_both_databases!(
             }
         }
         assert_eq!(accepted.len(), 50, "each accepted send is its own message");
-        twilio.wait_for_created(50, WAIT).await;
+        let created = twilio.wait_for_created(50, WAIT).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(twilio.created(), 50, "the refused sends sent nothing");
+
+        // Outcomes are recorded in batches too: each message is `sent` with the sid Twilio gave its own text.
+        let sid_of: std::collections::HashMap<String, String> = created
+            .iter()
+            .map(|r| (r.body().to_owned(), r.sid.clone().expect("created")))
+            .collect();
+        for ((_, body, status), answer) in sends.iter().zip(&answers).take(40) {
+            assert_eq!(*status, 202);
+            let id = answer.body["message_id"].as_str().unwrap();
+            let message = message_when(&platform, id, |m| m["status"] == "sent").await;
+            let text = body["text"].as_str().unwrap();
+            assert_eq!(
+                message["provider_message_id"].as_str(),
+                sid_of.get(text).map(String::as_str),
+                "{text}"
+            );
+        }
 
         // Each contact's messages are in one conversation, in the order they were accepted.
         let conversations = platform

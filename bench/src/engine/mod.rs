@@ -1,8 +1,9 @@
-//! The conversation engine's scenarios, on one `serve` (PostgreSQL + Redis) whose Twilio is the bench's
-//! receiver: accepting a send (against `GET /v1/api-keys/current` on the same server, just before), the
-//! send pipeline's capacity and its latency at half of it (`pipeline`), and signed inbound sms (`inbound`).
-//! The account has one sms channel and, for the sends, many contacts: sends spread over them, so no two in
-//! flight touch the same conversation.
+//! The conversation engine's scenarios on PostgreSQL + Redis, with the bench's receiver as Twilio: accepting a
+//! send against `GET /v1/api-keys/current` on the same server just before, twice (first on an API-only
+//! replica that runs no jobs, then on one `serve` that also delivers what it accepts), the send pipeline's
+//! capacity and its latency at half of it (`pipeline`), and signed inbound sms (`inbound`). The account has
+//! one sms channel and, for the sends, many contacts: sends spread over them, so no two in flight touch the
+//! same conversation.
 
 mod inbound;
 mod pipeline;
@@ -24,6 +25,9 @@ use crate::{
 
 pub const BASELINE: &str = "engine: GET /v1/api-keys/current, same serve (the send's baseline)";
 pub const SEND: &str = "engine: POST /v1/contacts/{id}/send-message, 1,000 contacts, sms to the Twilio receiver";
+pub const BASELINE_API_ONLY: &str = "engine: GET /v1/api-keys/current, API-only replica (FRONTDESK_JOB_CONCURRENCY=0)";
+pub const SEND_API_ONLY: &str =
+    "engine: POST /v1/contacts/{id}/send-message, API-only replica (deliveries run after, on a worker replica)";
 pub use inbound::{INBOUND, Stored};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 
@@ -78,21 +82,26 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let mut env = setup.env(&postgres, true);
     env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{receiver_addr}"));
     env.insert("FRONTDESK_PUBLIC_URL".into(), PUBLIC_URL.into());
-    let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
+    // Accepting alone first, on a replica that runs no jobs (as API replicas beside worker replicas do);
+    // then the same on one `serve` that also delivers what it accepts, on the same two cores.
+    let mut api_env = env.clone();
+    api_env.insert("FRONTDESK_JOB_CONCURRENCY".into(), "0".into());
+    let api = ServerProcess::spawn(&setup.frontdesk, &["serve"], &api_env, 2)?;
     let contacts = if shape.concurrency <= 2 { 20 } else { 1_000 };
-    let engine = Engine::prepare(&serve, &postgres, contacts).await?;
+    let mut engine = Engine::prepare(&api, &postgres, contacts).await?;
     if send {
-        let current = crate::scenarios::get("/v1/api-keys/current", Some(&engine.key));
         figures
             .measured
-            .push(measure(BASELINE, &[&serve], load::http(engine.http, current, shape)).await?);
-        let sends: Vec<HttpRequest> = engine
-            .contact_ids
-            .iter()
-            .map(|id| engine.send(id, "Your order #4821 has shipped and arrives on Thursday."))
-            .collect();
-        let sends = load::http_sends(engine.http, Requests::Cycle(sends.into()), load::Pace::Closed, shape);
-        figures.measured.push(measure(SEND, &[&serve], sends).await?);
+            .extend(engine.accepting(&api, BASELINE_API_ONLY, SEND_API_ONLY, shape).await?);
+    }
+    drop(api);
+    let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
+    engine.http = serve.http.expect("http");
+    if send {
+        engine.drained().await?;
+        figures
+            .measured
+            .extend(engine.accepting(&serve, BASELINE, SEND, shape).await?);
         engine.drained().await?;
     }
     if pipeline {
@@ -153,6 +162,25 @@ impl Engine {
             contact_ids: create_contacts(channel, metadata, contacts).await?,
             db: Database::connect(postgres).await?,
         })
+    }
+
+    /// The authenticated call (`baseline`), then sends spread over the contacts (`sends`), on `serve`.
+    async fn accepting(
+        &self,
+        serve: &ServerProcess,
+        baseline: &'static str,
+        sends: &'static str,
+        shape: Shape,
+    ) -> anyhow::Result<[Measured; 2]> {
+        let current = crate::scenarios::get("/v1/api-keys/current", Some(&self.key));
+        let called = measure(baseline, &[serve], load::http(self.http, current, shape)).await?;
+        let requests: Vec<HttpRequest> = self
+            .contact_ids
+            .iter()
+            .map(|id| self.send(id, "Your order #4821 has shipped and arrives on Thursday."))
+            .collect();
+        let load = load::http_sends(self.http, Requests::Cycle(requests.into()), load::Pace::Closed, shape);
+        Ok([called, measure(sends, &[serve], load).await?])
     }
 
     /// `POST /v1/contacts/{contact_id}/send-message` with `text`.

@@ -3,12 +3,12 @@
 //! all in one commit. A job whose claim was lost meanwhile (its lease ended and another worker took it) is
 //! left alone, effect and all: the other worker's run decides.
 
-use std::time::Duration;
+use std::{any::TypeId, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Statement, Value};
 
-use super::{Job, Outcome};
+use super::{Effect, Job, Outcome};
 use crate::store::sql::placeholders;
 
 /// A run that ended, on its way to the recorder.
@@ -22,19 +22,16 @@ pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<U
     let txn = crate::store::begin_write(db).await?;
     let held = still_held(&txn, batch).await?;
     let mut done = Vec::new();
+    let mut effects: Vec<&dyn Effect> = Vec::new();
     for finished in batch.iter().filter(|f| held.contains(&(f.job.id.clone(), f.job.token))) {
         let job = &finished.job;
         match &finished.outcome {
             Outcome::Done(effect) => {
-                if let Some(effect) = effect {
-                    effect.write(&txn, now).await?;
-                }
+                effects.extend(effect.as_deref());
                 done.push(job.id.as_str());
             }
             Outcome::Fail { error, effect } => {
-                if let Some(effect) = effect {
-                    effect.write(&txn, now).await?;
-                }
+                effects.extend(effect.as_deref());
                 fail(&txn, job, error, now).await?;
             }
             Outcome::Retry { error, .. } if job.is_last_attempt() => fail(&txn, job, error, now).await?,
@@ -55,11 +52,28 @@ pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<U
             }
         }
     }
+    write_effects(&txn, &effects, now).await?;
     if !done.is_empty() {
         let sql = format!("DELETE FROM jobs WHERE id IN ({})", placeholders(1, done.len()));
         execute(&txn, &sql, done.into_iter().map(Value::from).collect()).await?;
     }
     txn.commit().await
+}
+
+/// Writes the effects, each type's together, types in the order they first appear.
+async fn write_effects(txn: &DatabaseTransaction, effects: &[&dyn Effect], now: DateTime<Utc>) -> Result<(), DbErr> {
+    let mut types: Vec<TypeId> = Vec::new();
+    for effect in effects {
+        let id = effect.as_any().type_id();
+        if !types.contains(&id) {
+            types.push(id);
+        }
+    }
+    for id in types {
+        let alike: Vec<&dyn Effect> = effects.iter().copied().filter(|e| e.as_any().type_id() == id).collect();
+        alike[0].write_all(&alike, txn, now).await?;
+    }
+    Ok(())
 }
 
 fn millis(duration: Duration) -> i64 {

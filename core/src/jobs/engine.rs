@@ -76,8 +76,13 @@ impl JobEngine {
             self.config.lease >= MIN_LEASE,
             "FRONTDESK_JOB_LEASE must be at least {MIN_LEASE:?}"
         );
-        let (outcomes, recorded) = mpsc::unbounded_channel();
         tokio::spawn(gauge_loop(self.db.clone(), self.clock.clone(), shutdown.clone()));
+        if self.config.concurrency == 0 {
+            // An API-only replica: it writes jobs, and the replicas with workers run them.
+            tracing::info!("FRONTDESK_JOB_CONCURRENCY is 0: this process runs no jobs (another replica must)");
+            return Ok(tokio::spawn(async {}));
+        }
+        let (outcomes, recorded) = mpsc::unbounded_channel();
         let renewer = tokio::spawn(renew_loop(
             self.db.clone(),
             self.clock.clone(),

@@ -13,7 +13,7 @@ mod complete;
 mod engine;
 mod in_flight;
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{any::Any, collections::HashMap, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement};
@@ -127,8 +127,25 @@ impl Job {
 /// What a run wants written, in the transaction that records its outcome: the job's effect and its
 /// completion commit together, so a crash in between neither loses the effect nor repeats it.
 #[async_trait::async_trait]
-pub trait Effect: Send + Sync {
+pub trait Effect: Send + Sync + Any {
+    /// Writes `alike`: the effects of this type among the outcomes recorded together (`self` is the first of
+    /// them), so a type can write many with one statement. By default each is written alone.
+    async fn write_all(
+        &self,
+        alike: &[&dyn Effect],
+        txn: &DatabaseTransaction,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        for effect in alike {
+            effect.write(txn, now).await?;
+        }
+        Ok(())
+    }
+
     async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr>;
+
+    /// For `write_all`, to see the others as its own type.
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// How a run ended.

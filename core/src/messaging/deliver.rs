@@ -3,12 +3,12 @@
 //! failure with the provider's own code (4xx other than 429), or a retry with back-off (429, 5xx, timeout,
 //! no connection) until the schedule is used up and the message fails with `provider_unavailable`.
 
-use std::sync::Arc;
+use std::{any::Any, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
-    sea_query::Expr,
+    sea_query::{CaseStatement, Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
 
@@ -87,10 +87,13 @@ impl Deliver {
         }
     }
 
-    /// What the send needs: the message (still queued), its channel and the contact's address on it.
+    /// What the send needs: the message (still queued), its channel and the contact's address on it, read
+    /// with one statement (and one more for a social channel's identity).
     async fn load(&self, message_id: &str) -> Result<Loaded, DbErr> {
-        let Some(message) = messages::Entity::find()
+        let Some((message, channel, contact)) = messages::Entity::find()
             .filter(messages::Column::Id.eq(message_id))
+            .find_also_related(channels::Entity)
+            .find_also_related(contacts::Entity)
             .one(&self.db)
             .await?
         else {
@@ -99,10 +102,10 @@ impl Deliver {
         if Status::parse(&message.status) != Some(Status::Queued) {
             return Ok(Loaded::Gone);
         }
-        let Some(channel) = channels::Entity::find_by_id(&message.channel_id).one(&self.db).await? else {
+        let Some(channel) = channel else {
             return Ok(Loaded::Cancelled(message.id, "the channel was disconnected"));
         };
-        let Some(contact) = contacts::Entity::find_by_id(&message.contact_id).one(&self.db).await? else {
+        let Some(contact) = contact else {
             return Ok(Loaded::Gone);
         };
         let address = match channel.kind.as_str() {
@@ -288,22 +291,44 @@ struct MarkSent {
 
 #[async_trait::async_trait]
 impl Effect for MarkSent {
-    async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
+    /// One statement sets every message of the batch `sent` with its own provider id, one more writes their
+    /// events: a delivery's outcome costs a share of two statements, not two.
+    async fn write_all(
+        &self,
+        alike: &[&dyn Effect],
+        txn: &DatabaseTransaction,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        let sent: Vec<&MarkSent> = alike.iter().filter_map(|e| e.as_any().downcast_ref()).collect();
+        let mut provider_ids = CaseStatement::new();
+        for one in &sent {
+            provider_ids = provider_ids.case(
+                Expr::col(messages::Column::Id).eq(one.message_id.as_str()),
+                one.provider_message_id.as_str(),
+            );
+        }
         let changed = messages::Entity::update_many()
             .col_expr(messages::Column::Status, Expr::value("sent"))
             .col_expr(
                 messages::Column::ProviderMessageId,
-                Expr::value(&self.provider_message_id),
+                provider_ids
+                    .finally(Expr::col(messages::Column::ProviderMessageId))
+                    .into(),
             )
             .col_expr(messages::Column::SentAt, Expr::value(now))
-            .filter(messages::Column::Id.eq(&self.message_id))
+            .filter(messages::Column::Id.is_in(sent.iter().map(|one| one.message_id.as_str())))
             .filter(messages::Column::Status.eq("queued"))
             .exec_with_returning(txn)
             .await?;
-        for message in &changed {
-            record(txn, message, Status::Sent, now).await?;
-        }
-        Ok(())
+        record_all(txn, &changed, Status::Sent, now).await
+    }
+
+    async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
+        self.write_all(&[self], txn, now).await
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -325,10 +350,11 @@ impl Effect for MarkFailed {
             .filter(messages::Column::Status.is_in(["queued", "sent"]))
             .exec_with_returning(txn)
             .await?;
-        for message in &changed {
-            record(txn, message, Status::Failed, now).await?;
-        }
-        Ok(())
+        record_all(txn, &changed, Status::Failed, now).await
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -339,8 +365,22 @@ pub async fn record(
     status: Status,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    record_all(db, std::slice::from_ref(message), status, now).await
+}
+
+/// Writes the events of `messages` reaching `status`, with one statement.
+async fn record_all(
+    db: &impl ConnectionTrait,
+    messages: &[messages::Model],
+    status: Status,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     if let Some(event) = status.event() {
-        events::record(db, &message.account_id, event, render::message_data(message), now).await?;
+        let reached = messages
+            .iter()
+            .map(|m| (m.account_id.clone(), event, render::message_data(m)))
+            .collect();
+        events::record_all(db, reached, now).await?;
     }
     Ok(())
 }

@@ -37,7 +37,33 @@ pub struct Model {
     pub read_at: Option<DateTimeUtc>,
 }
 
+/// What a delivery reads with its message in one statement.
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::channels::Entity",
+        from = "Column::ChannelId",
+        to = "super::channels::Column::Id"
+    )]
+    Channel,
+    #[sea_orm(
+        belongs_to = "super::contacts::Entity",
+        from = "Column::ContactId",
+        to = "super::contacts::Column::Id"
+    )]
+    Contact,
+}
+
+impl Related<super::channels::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Channel.def()
+    }
+}
+
+impl Related<super::contacts::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Contact.def()
+    }
+}
 
 impl ActiveModelBehavior for ActiveModel {}
