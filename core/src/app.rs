@@ -9,14 +9,6 @@ use tokio::sync::Notify;
 use tonic::service::Routes;
 
 use crate::{
-    knowledge::{
-        self,
-        import::{
-            Import,
-            fetch::{AddressRule, FetchLimits, Fetcher},
-        },
-        service::KbSourcesService,
-    },
     access::{
         guard::Guard,
         rate_limit::{RateLimiter, RedisWindows},
@@ -51,6 +43,14 @@ use crate::{
     },
     jobs::{self, Handlers, JobEngine, Wake},
     kb_groups::KbGroupsService,
+    knowledge::{
+        self,
+        import::{
+            Import,
+            fetch::{AddressRule, FetchLimits, Fetcher},
+        },
+        service::KbSourcesService,
+    },
     messaging::{
         accept::Sender,
         deliver::{self, Deliver},

@@ -17,8 +17,8 @@ use frontdesk_api::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, contacts_server::ContactsServer,
         conversations_server::ConversationsServer, deals_server::DealsServer, entry_points_server::EntryPointsServer,
-        kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer, messages_server::MessagesServer, pipelines_server::PipelinesServer,
-        webhooks_server::WebhooksServer,
+        kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
+        pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
     },
     wire,
 };

@@ -38,7 +38,12 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiR
 }
 
 /// Writes the source, its pages, its attachment and its job; the source's id.
-pub async fn create(txn: &DatabaseTransaction, account_id: &str, new: NewSource, now: DateTime<Utc>) -> ApiResult<String> {
+pub async fn create(
+    txn: &DatabaseTransaction,
+    account_id: &str,
+    new: NewSource,
+    now: DateTime<Utc>,
+) -> ApiResult<String> {
     let id = format!("{ID_PREFIX}{}", crate::ids::base62(16));
     let source = kb_sources::Model {
         id: id.clone(),
@@ -71,7 +76,12 @@ pub async fn create(txn: &DatabaseTransaction, account_id: &str, new: NewSource,
 }
 
 /// The pages to read, in order.
-pub async fn add_pages(db: &impl ConnectionTrait, source_id: &str, urls: &[String], now: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn add_pages(
+    db: &impl ConnectionTrait,
+    source_id: &str,
+    urls: &[String],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     if urls.is_empty() {
         return Ok(());
     }
@@ -90,12 +100,17 @@ pub async fn add_pages(db: &impl ConnectionTrait, source_id: &str, urls: &[Strin
         })
         .reset_all()
     });
-    kb_source_pages::Entity::insert_many(rows).exec_without_returning(db).await?;
+    kb_source_pages::Entity::insert_many(rows)
+        .exec_without_returning(db)
+        .await?;
     Ok(())
 }
 
 /// The failed pages of `sources`, in page order.
-pub async fn page_errors(db: &impl ConnectionTrait, source_ids: Vec<String>) -> Result<Vec<kb_source_pages::Model>, DbErr> {
+pub async fn page_errors(
+    db: &impl ConnectionTrait,
+    source_ids: Vec<String>,
+) -> Result<Vec<kb_source_pages::Model>, DbErr> {
     kb_source_pages::Entity::find()
         .filter(kb_source_pages::Column::SourceId.is_in(source_ids))
         .filter(kb_source_pages::Column::Status.eq("failed"))

@@ -15,7 +15,12 @@ pub fn text(body: &[u8], content_type: &str) -> String {
 }
 
 pub fn is_html(content_type: &str) -> bool {
-    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
     essence.is_empty() || essence == "text/html" || essence == "application/xhtml+xml"
 }
 

@@ -12,8 +12,8 @@ const MAX_QUESTION_CHARS: usize = 1000;
 
 /// Elements whose text is never main content.
 const DROPPED: &[&str] = &[
-    "script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe", "svg",
-    "button", "select", "dialog",
+    "script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe", "svg", "button",
+    "select", "dialog",
 ];
 /// ARIA roles of navigation, site banners and page footers.
 const DROPPED_ROLES: &[&str] = &["navigation", "banner", "contentinfo", "dialog", "alertdialog", "search"];
@@ -21,8 +21,28 @@ const DROPPED_ROLES: &[&str] = &["navigation", "banner", "contentinfo", "dialog"
 const BANNER_MARKS: &[&str] = &["cookie", "consent", "gdpr"];
 /// Elements that break lines.
 const BLOCKS: &[&str] = &[
-    "p", "div", "li", "br", "tr", "td", "th", "section", "article", "main", "table", "ul", "ol", "dl", "dt", "dd",
-    "blockquote", "pre", "figure", "figcaption", "hr", "address",
+    "p",
+    "div",
+    "li",
+    "br",
+    "tr",
+    "td",
+    "th",
+    "section",
+    "article",
+    "main",
+    "table",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "blockquote",
+    "pre",
+    "figure",
+    "figcaption",
+    "hr",
+    "address",
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,8 +144,12 @@ fn is_dropped(element: ElementRef<'_>) -> bool {
     if value.attr("role").is_some_and(|role| DROPPED_ROLES.contains(&role)) {
         return true;
     }
-    let marks = format!("{} {}", value.id().unwrap_or_default(), value.attr("class").unwrap_or_default())
-        .to_ascii_lowercase();
+    let marks = format!(
+        "{} {}",
+        value.id().unwrap_or_default(),
+        value.attr("class").unwrap_or_default()
+    )
+    .to_ascii_lowercase();
     BANNER_MARKS.iter().any(|mark| marks.contains(mark))
 }
 
@@ -134,7 +158,12 @@ fn is_dropped(element: ElementRef<'_>) -> bool {
 fn finish(raw: Vec<(String, String)>) -> Extracted {
     let mut extracted = Extracted::default();
     for (heading, body) in raw {
-        let text = body.lines().map(collapse).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n");
+        let text = body
+            .lines()
+            .map(collapse)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
         if text.is_empty() {
             continue;
         }
@@ -162,9 +191,16 @@ fn parts(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut rest = text;
     while rest.chars().count() > MAX_SECTION_CHARS {
-        let limit = rest.char_indices().nth(MAX_SECTION_CHARS).map_or(rest.len(), |(i, _)| i);
+        let limit = rest
+            .char_indices()
+            .nth(MAX_SECTION_CHARS)
+            .map_or(rest.len(), |(i, _)| i);
         let window = &rest[..limit];
-        let cut = window.rfind('\n').or_else(|| window.rfind(' ')).filter(|&i| i > 0).unwrap_or(limit);
+        let cut = window
+            .rfind('\n')
+            .or_else(|| window.rfind(' '))
+            .filter(|&i| i > 0)
+            .unwrap_or(limit);
         parts.push(rest[..cut].trim().to_owned());
         rest = rest[cut..].trim_start();
     }
@@ -209,7 +245,12 @@ mod tests {
         let text = "word ".repeat(1000);
         let extracted = plain(&text, "Long");
         assert_eq!(extracted.sections.len(), 3);
-        assert!(extracted.sections.iter().all(|s| s.answer.chars().count() <= MAX_SECTION_CHARS));
+        assert!(
+            extracted
+                .sections
+                .iter()
+                .all(|s| s.answer.chars().count() <= MAX_SECTION_CHARS)
+        );
         assert_eq!(extracted.sections[1].question, "Long (part 2)");
     }
 }

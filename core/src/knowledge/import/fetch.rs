@@ -97,7 +97,12 @@ impl Fetcher {
     async fn follow(&self, mut url: Url, max_bytes: usize) -> Result<Fetched, PageError> {
         for _ in 0..=self.limits.max_redirects {
             self.check_addresses(&url).await?;
-            let response = self.client.get(url.clone()).send().await.map_err(|e| transport(&e, self.limits.timeout))?;
+            let response = self
+                .client
+                .get(url.clone())
+                .send()
+                .await
+                .map_err(|e| transport(&e, self.limits.timeout))?;
             let status = response.status();
             if status.is_redirection() {
                 let location = response
@@ -161,13 +166,20 @@ fn next_hop(from: &Url, location: &str) -> Result<Url, PageError> {
         .join(location)
         .map_err(|_| PageError::new("http_error", format!("a redirect to an invalid URL: {location}")))?;
     if !matches!(next.scheme(), "http" | "https") || !next.username().is_empty() || next.password().is_some() {
-        return Err(PageError::new("http_error", format!("a redirect to a refused URL: {next}")));
+        return Err(PageError::new(
+            "http_error",
+            format!("a redirect to a refused URL: {next}"),
+        ));
     }
     Ok(next)
 }
 
 /// The body, or `too_large` as soon as it passes `max_bytes` (so a huge page is never held whole).
-async fn read_capped(mut response: reqwest::Response, max_bytes: usize, timeout: Duration) -> Result<Vec<u8>, PageError> {
+async fn read_capped(
+    mut response: reqwest::Response,
+    max_bytes: usize,
+    timeout: Duration,
+) -> Result<Vec<u8>, PageError> {
     let too_large = || PageError::new("too_large", format!("the page is larger than {max_bytes} bytes"));
     if response.content_length().is_some_and(|len| len > max_bytes as u64) {
         return Err(too_large());

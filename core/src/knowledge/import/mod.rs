@@ -101,7 +101,11 @@ impl Import {
 
     /// For a sitemap import whose pages are not listed yet, lists them; the source's error when the sitemap
     /// cannot be read.
-    async fn list_sitemap_pages(&self, source: &kb_sources::Model, now: DateTime<Utc>) -> Result<Option<String>, DbErr> {
+    async fn list_sitemap_pages(
+        &self,
+        source: &kb_sources::Model,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, DbErr> {
         let (Some(sitemap), "bulk") = (&source.origin_url, source.kind.as_str()) else {
             return Ok(None);
         };

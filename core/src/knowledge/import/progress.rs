@@ -78,7 +78,9 @@ pub async fn page_read(
         .reset_all()
     });
     if count > 0 {
-        source_faqs::Entity::insert_many(rows).exec_without_returning(&txn).await?;
+        source_faqs::Entity::insert_many(rows)
+            .exec_without_returning(&txn)
+            .await?;
     }
     advance(&txn, &source.id, count, cost, now).await?;
     txn.commit().await?;
@@ -112,8 +114,14 @@ async fn claim(
 ) -> Result<bool, DbErr> {
     let updated = kb_source_pages::Entity::update_many()
         .col_expr(kb_source_pages::Column::Status, Expr::value(status))
-        .col_expr(kb_source_pages::Column::ErrorCode, Expr::value(error.map(|e| e.reason.to_owned())))
-        .col_expr(kb_source_pages::Column::ErrorMessage, Expr::value(error.map(|e| e.message.clone())))
+        .col_expr(
+            kb_source_pages::Column::ErrorCode,
+            Expr::value(error.map(|e| e.reason.to_owned())),
+        )
+        .col_expr(
+            kb_source_pages::Column::ErrorMessage,
+            Expr::value(error.map(|e| e.message.clone())),
+        )
         .col_expr(
             kb_source_pages::Column::Characters,
             Expr::value(i32::try_from(characters).unwrap_or(i32::MAX)),
@@ -137,8 +145,14 @@ async fn advance(
     let plus = |column: kb_sources::Column, n: i64| Expr::col(column).add(n);
     kb_sources::Entity::update_many()
         .col_expr(kb_sources::Column::PagesDone, plus(kb_sources::Column::PagesDone, 1))
-        .col_expr(kb_sources::Column::Sections, plus(kb_sources::Column::Sections, faqs.into()))
-        .col_expr(kb_sources::Column::FaqsCreated, plus(kb_sources::Column::FaqsCreated, faqs.into()))
+        .col_expr(
+            kb_sources::Column::Sections,
+            plus(kb_sources::Column::Sections, faqs.into()),
+        )
+        .col_expr(
+            kb_sources::Column::FaqsCreated,
+            plus(kb_sources::Column::FaqsCreated, faqs.into()),
+        )
         .col_expr(
             kb_sources::Column::CreditsUsedMilli,
             plus(kb_sources::Column::CreditsUsedMilli, cost),
@@ -151,12 +165,20 @@ async fn advance(
 }
 
 /// Fails every page still pending with `error` (the balance ran out).
-pub async fn fail_pending(db: &DatabaseConnection, source_id: &str, error: &PageError, now: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn fail_pending(
+    db: &DatabaseConnection,
+    source_id: &str,
+    error: &PageError,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     let txn = store::begin_write(db).await?;
     let failed = kb_source_pages::Entity::update_many()
         .col_expr(kb_source_pages::Column::Status, Expr::value("failed"))
         .col_expr(kb_source_pages::Column::ErrorCode, Expr::value(error.reason))
-        .col_expr(kb_source_pages::Column::ErrorMessage, Expr::value(error.message.clone()))
+        .col_expr(
+            kb_source_pages::Column::ErrorMessage,
+            Expr::value(error.message.clone()),
+        )
         .col_expr(kb_source_pages::Column::UpdatedAt, Expr::value(now))
         .filter(kb_source_pages::Column::SourceId.eq(source_id))
         .filter(kb_source_pages::Column::Status.eq("pending"))
@@ -175,7 +197,12 @@ pub async fn fail_pending(db: &DatabaseConnection, source_id: &str, error: &Page
 }
 
 /// Moves a `queued` source to `processing`, with its page count once known.
-pub async fn started(db: &DatabaseConnection, source_id: &str, pages_total: i32, now: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn started(
+    db: &DatabaseConnection,
+    source_id: &str,
+    pages_total: i32,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     kb_sources::Entity::update_many()
         .col_expr(kb_sources::Column::Status, Expr::value("processing"))
         .col_expr(kb_sources::Column::PagesTotal, Expr::value(pages_total))
@@ -188,7 +215,12 @@ pub async fn started(db: &DatabaseConnection, source_id: &str, pages_total: i32,
 }
 
 /// Ends the source: `ready`, or `failed` with `error`, and its event, once.
-pub async fn finished(db: &DatabaseConnection, source_id: &str, error: Option<String>, now: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn finished(
+    db: &DatabaseConnection,
+    source_id: &str,
+    error: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     let txn = store::begin_write(db).await?;
     let (status, event) = match error {
         None => ("ready", EventType::KbSourceReady),
