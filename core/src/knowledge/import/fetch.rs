@@ -261,3 +261,46 @@ impl HostSlots {
         slots.acquire_owned().await.ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A site on 127.0.0.1 whose `/go` redirects to `to`.
+    async fn redirecting_site(to: &'static str) -> Url {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().route(
+            "/go",
+            axum::routing::get(move || async move { axum::response::Redirect::temporary(to) }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Url::parse(&format!("http://{addr}/go")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_a_private_address_is_refused_by_name() {
+        // The test's own address stands in for a public one: every other private address stays refused.
+        let rule: AddressRule =
+            Arc::new(|ip| ip == IpAddr::from([127, 0, 0, 1]) || crate::integrations::outbound::is_public(ip));
+        let limits = FetchLimits {
+            timeout: Duration::from_secs(5),
+            max_bytes: 1024,
+            max_redirects: 5,
+            per_host: 1,
+        };
+        let fetcher = Fetcher::new(rule, limits).unwrap();
+        for (to, named) in [
+            ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
+            ("http://10.0.0.7:8080/admin", "10.0.0.7"),
+            ("http://[::1]/", "::1"),
+        ] {
+            let url = redirecting_site(to).await;
+            let Err(error) = fetcher.get(&url, 1024).await else {
+                panic!("{to} was fetched");
+            };
+            assert_eq!(error.reason, "private_address", "{to}: {error:?}");
+            assert!(error.message.contains(named), "{to}: {error:?}");
+        }
+    }
+}
