@@ -153,6 +153,12 @@ async fn faqs(api: &Platform<'_>, source: &str) -> Vec<(String, String)> {
     faqs
 }
 
+/// The agent's search answer for `query`.
+async fn search(api: &Platform<'_>, agent: &str, query: &str) -> Value {
+    let body = json!({"query": query});
+    api.ok("POST", &format!("/v1/agents/{agent}/search"), Some(body)).await
+}
+
 on_both_databases!(a_page_becomes_searchable_faqs_without_noise, |db: Db| async move {
     let server = Server::start(&db, ENV).await;
     let api = Platform::new(&server).await;
@@ -201,13 +207,7 @@ on_both_databases!(a_page_becomes_searchable_faqs_without_noise, |db: Db| async 
     assert_eq!(done["credits_used"], json!(0.05));
     assert_eq!(balance(&server, &api.account_id).await, 9.95);
 
-    let found = api
-        .ok(
-            "POST",
-            &format!("/v1/agents/{agent}/search"),
-            Some(json!({"query": "holidays"})),
-        )
-        .await;
+    let found = search(&api, &agent, "holidays").await;
     assert_eq!(found["results"][0]["faq"]["question"], "Holidays", "{found}");
     assert_eq!(found["results"][0]["faq"]["source_id"], json!(source));
     let listed = api.ok("GET", "/v1/kb-sources", None).await;
@@ -219,13 +219,7 @@ on_both_databases!(a_page_becomes_searchable_faqs_without_noise, |db: Db| async 
         &api.send("GET", &format!("/v1/kb-sources/{source}"), None).await,
         "deleted source",
     );
-    let found = api
-        .ok(
-            "POST",
-            &format!("/v1/agents/{agent}/search"),
-            Some(json!({"query": "holidays"})),
-        )
-        .await;
+    let found = search(&api, &agent, "holidays").await;
     assert_eq!(found["results"], json!([]));
 });
 

@@ -90,7 +90,7 @@ impl KbSourcesService {
         let mut v = Violations::new();
         let sitemap = !r.sitemap_url.trim().is_empty();
         v.check(
-            sitemap != !r.urls.is_empty(),
+            sitemap == r.urls.is_empty(),
             "urls",
             "give either urls (1..100) or sitemap_url",
         );

@@ -96,7 +96,7 @@ impl Import {
                 Err(error) => progress::page_failed(&self.db, &source.id, page, &error, now).await?,
             }
         }
-        Ok(self.verdict(source).await?)
+        self.verdict(source).await
     }
 
     /// For a sitemap import whose pages are not listed yet, lists them; the source's error when the sitemap
