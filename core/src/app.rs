@@ -24,7 +24,7 @@ use crate::{
     campaigns::{CampaignsService, sunset::Sunset},
     channels::registry::Adapters,
     clock::{Clock, SteerableClock, SystemClock},
-    config::{CoreConfig, PaymentConfig, PaymentProviderKind},
+    config::{CoreConfig, ImportConfig, PaymentConfig, PaymentProviderKind},
     contacts::service::ContactsService,
     conversations::{
         idle::{self, Housekeeping},
@@ -38,11 +38,19 @@ use crate::{
     ids,
     integrations::{
         http,
-        outbound::OutboundPolicy,
+        outbound::{self, OutboundPolicy},
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
     jobs::{self, Handlers, JobEngine, Wake},
     kb_groups::KbGroupsService,
+    knowledge::{
+        self,
+        import::{
+            Import,
+            fetch::{AddressRule, FetchLimits, Fetcher},
+        },
+        service::KbSourcesService,
+    },
     messaging::{
         accept::Sender,
         deliver::{self, Deliver},
@@ -139,6 +147,11 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 clock: clock.clone(),
             }),
         );
+    let fetcher = Arc::new(knowledge_fetcher(policy, &config.imports)?);
+    let handlers = handlers.with(
+        knowledge::import::KIND,
+        Arc::new(Import::new(db.clone(), clock.clone(), fetcher)),
+    );
     // The recurring housekeeping job exists once, whichever replica starts first.
     jobs::enqueue(&db, idle::job(clock.now()), clock.now()).await?;
     let services = Services {
@@ -163,6 +176,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         ),
         entry_points: EntryPointsService::new(db.clone(), clock.clone()),
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
+        kb_sources: KbSourcesService::new(db.clone(), clock.clone(), policy, wake_jobs.clone()),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
         contacts: ContactsService::new(db.clone(), clock.clone()),
@@ -187,6 +201,19 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs),
         db,
     })
+}
+
+/// The guarded fetcher of knowledge imports: the outbound policy's address rule, and the page limits of
+/// CONVERSATIONS.md section 6 (5 MiB, 5 redirects).
+fn knowledge_fetcher(policy: OutboundPolicy, config: &ImportConfig) -> anyhow::Result<Fetcher> {
+    let rule: AddressRule = Arc::new(move |ip| policy.allow_private || outbound::is_public(ip));
+    let limits = FetchLimits {
+        timeout: config.import_timeout,
+        max_bytes: 5 * 1024 * 1024,
+        max_redirects: 5,
+        per_host: config.import_host_concurrency as usize,
+    };
+    Fetcher::new(rule, limits)
 }
 
 /// On a brand-new embedded database, creates a first account so a new user can call the API at once, and

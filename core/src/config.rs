@@ -46,7 +46,7 @@ pub struct CoreConfig {
     #[arg(skip = std::env::var("FRONTDESK_ADMIN_TOKEN").ok())]
     pub admin_token: Option<String>,
 
-    /// Allow loopback, private and link-local targets for webhooks (and later imports and tools).
+    /// Allow loopback, private and link-local targets for webhooks and knowledge imports (and later tools).
     #[arg(long, env = "FRONTDESK_ALLOW_PRIVATE_URLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_private_urls: bool,
 
@@ -76,6 +76,21 @@ pub struct CoreConfig {
 
     #[command(flatten)]
     pub jobs: JobConfig,
+
+    #[command(flatten)]
+    pub imports: ImportConfig,
+}
+
+/// Knowledge imports: how pages are fetched.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ImportConfig {
+    /// The longest one page (connection, redirects and body) may take before it is listed with `timeout`.
+    #[arg(long, env = "FRONTDESK_IMPORT_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub import_timeout: Duration,
+
+    /// Pages of one host fetched at once by one core process, whatever the number of imports.
+    #[arg(long, env = "FRONTDESK_IMPORT_HOST_CONCURRENCY", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub import_host_concurrency: u32,
 }
 
 /// Conversations and the channels that carry them.

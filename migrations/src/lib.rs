@@ -12,6 +12,7 @@ mod m20261122_000006_webhook_retention;
 mod m20261123_000007_webhook_claims;
 mod m20261123_000008_conversations;
 mod m20261123_000009_retrieval;
+mod m20261123_000010_kb_imports;
 
 pub struct Migrator;
 
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000007_webhook_claims::Migration),
             Box::new(m20261123_000008_conversations::Migration),
             Box::new(m20261123_000009_retrieval::Migration),
+            Box::new(m20261123_000010_kb_imports::Migration),
         ]
     }
 }

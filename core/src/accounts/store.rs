@@ -140,6 +140,19 @@ pub async fn adjust_credits(
     now: DateTime<Utc>,
 ) -> ApiResult<(i64, String)> {
     let txn = crate::store::begin_write(db).await?;
+    let adjusted = adjust_credits_in(&txn, account_id, delta_milli, reason, now).await?;
+    txn.commit().await?;
+    Ok(adjusted)
+}
+
+/// `adjust_credits` in the caller's transaction, so a charge commits with the work it pays for.
+pub async fn adjust_credits_in(
+    txn: &impl ConnectionTrait,
+    account_id: &str,
+    delta_milli: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<(i64, String)> {
     let new_balance = Expr::col(accounts::Column::CreditMilli).add(delta_milli);
     let updated = accounts::Entity::update_many()
         .col_expr(accounts::Column::CreditMilli, new_balance.clone())
@@ -147,19 +160,18 @@ pub async fn adjust_credits(
         .filter(accounts::Column::Id.eq(account_id))
         .filter(accounts::Column::DeletedAt.is_null())
         .filter(new_balance.gte(0))
-        .exec(&txn)
+        .exec(txn)
         .await?;
     if updated.rows_affected == 0 {
-        find_live(&txn, account_id).await?;
+        find_live(txn, account_id).await?;
         return Err(ApiError::new(
             Code::FailedPrecondition,
             "insufficient_credits",
             "the credit balance does not cover this debit",
         ));
     }
-    let balance = find_live(&txn, account_id).await?.credit_milli;
-    let entry = write_ledger(&txn, account_id, delta_milli, balance, reason, now).await?;
-    txn.commit().await?;
+    let balance = find_live(txn, account_id).await?.credit_milli;
+    let entry = write_ledger(txn, account_id, delta_milli, balance, reason, now).await?;
     Ok((balance, entry))
 }
 

@@ -17,8 +17,8 @@ use frontdesk_api::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, contacts_server::ContactsServer,
         conversations_server::ConversationsServer, deals_server::DealsServer, entry_points_server::EntryPointsServer,
-        kb_groups_server::KbGroupsServer, messages_server::MessagesServer, pipelines_server::PipelinesServer,
-        webhooks_server::WebhooksServer,
+        kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
+        pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
     },
     wire,
 };
@@ -39,6 +39,7 @@ use crate::{
     deals::{pipelines::PipelinesService, service::DealsService},
     hooks::ChannelHooksService,
     kb_groups::KbGroupsService,
+    knowledge::service::KbSourcesService,
     messaging::service::MessagesService,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
@@ -57,6 +58,7 @@ pub struct Services {
     pub channels: ChannelsService,
     pub entry_points: EntryPointsService,
     pub kb_groups: KbGroupsService,
+    pub kb_sources: KbSourcesService,
     pub broadcasts: BroadcastsService,
     pub campaigns: CampaignsService,
     pub contacts: ContactsService,
@@ -81,6 +83,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<ChannelsServer<ChannelsService>>().await;
     reporter.set_serving::<EntryPointsServer<EntryPointsService>>().await;
     reporter.set_serving::<KbGroupsServer<KbGroupsService>>().await;
+    reporter.set_serving::<KbSourcesServer<KbSourcesService>>().await;
     reporter.set_serving::<BroadcastsServer<BroadcastsService>>().await;
     reporter.set_serving::<CampaignsServer<CampaignsService>>().await;
     reporter.set_serving::<ContactsServer<ContactsService>>().await;
@@ -111,6 +114,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(ChannelsServer::new(services.channels)))
         .add_service(sized!(EntryPointsServer::new(services.entry_points)))
         .add_service(sized!(KbGroupsServer::new(services.kb_groups)))
+        .add_service(sized!(KbSourcesServer::new(services.kb_sources)))
         .add_service(sized!(BroadcastsServer::new(services.broadcasts)))
         .add_service(sized!(CampaignsServer::new(services.campaigns)))
         .add_service(sized!(ContactsServer::new(services.contacts)))

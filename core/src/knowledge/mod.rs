@@ -1,5 +1,9 @@
-//! Knowledge an agent answers from beyond its own FAQs: the FAQs of knowledge sources, and the retrieval
-//! index that ranks every FAQ an agent has for a question.
+//! Knowledge an agent answers from beyond its own FAQs: knowledge sources imported from the web (the
+//! `/v1/kb-sources` service and the import job), their FAQs, and the retrieval index that ranks every FAQ
+//! an agent has for a question.
 
+pub mod import;
 pub mod retrieval;
+pub mod service;
 pub mod source_faqs;
+pub mod sources;

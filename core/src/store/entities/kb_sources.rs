@@ -16,6 +16,8 @@ pub struct Model {
     pub faqs_created: i32,
     pub credits_used_milli: i64,
     pub error: Option<String>,
+    /// The page of a single-URL import, or the sitemap of a bulk import read from one.
+    pub origin_url: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

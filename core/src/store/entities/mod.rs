@@ -22,6 +22,7 @@ pub mod faq_index_terms;
 pub mod idempotency_keys;
 pub mod jobs;
 pub mod kb_groups;
+pub mod kb_source_pages;
 pub mod kb_sources;
 pub mod mcp_servers;
 pub mod messages;

@@ -1,0 +1,213 @@
+//! The `kb_import` job: reads a knowledge source's pages one by one (a sitemap's pages are listed first),
+//! checks each against `robots.txt`, fetches it through the guarded fetcher, extracts its sections and
+//! records them as FAQs with their charge (`progress`). One job per source; a run that dies is taken over
+//! by the job engine and resumes at the first page not yet recorded.
+
+pub mod decode;
+pub mod extract;
+pub mod fetch;
+pub mod progress;
+pub mod robots;
+pub mod sitemap;
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use reqwest::Url;
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use serde::{Deserialize, Serialize};
+
+use self::{
+    extract::Extracted,
+    fetch::{Fetcher, PageError},
+    progress::Recorded,
+    robots::RobotsRules,
+};
+use crate::{
+    clock::Clock,
+    jobs::{Handler, Job, NewJob, Outcome},
+    knowledge::sources,
+    store::entities::{kb_source_pages, kb_sources},
+};
+
+pub const KIND: &str = "kb_import";
+/// Pages of a bulk import, and of a sitemap's import.
+pub const MAX_PAGES: usize = 100;
+/// Runs of an import that keep failing on the database before it is given up.
+const MAX_ATTEMPTS: i32 = 10;
+/// A sitemap is read up to this size.
+const MAX_SITEMAP_BYTES: usize = 5 * 1024 * 1024;
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    source_id: String,
+}
+
+pub fn job(account_id: &str, source_id: &str, now: DateTime<Utc>) -> NewJob {
+    NewJob {
+        account_id: account_id.to_owned(),
+        kind: KIND,
+        lane: String::new(),
+        payload: serde_json::json!(Payload {
+            source_id: source_id.to_owned()
+        }),
+        run_at_ms: now.timestamp_millis(),
+        max_attempts: MAX_ATTEMPTS,
+        unique_key: Some(format!("{KIND}:{source_id}")),
+    }
+}
+
+pub struct Import {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    fetcher: Arc<Fetcher>,
+}
+
+impl Import {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, fetcher: Arc<Fetcher>) -> Self {
+        Self { db, clock, fetcher }
+    }
+
+    /// Reads what is left of the source; the error it failed with, if it did.
+    async fn import(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
+        let now = self.clock.now();
+        if let Some(error) = self.list_sitemap_pages(source, now).await? {
+            return Ok(Some(error));
+        }
+        let pending = kb_source_pages::Entity::find()
+            .filter(kb_source_pages::Column::SourceId.eq(&source.id))
+            .order_by_asc(kb_source_pages::Column::Position)
+            .all(&self.db)
+            .await?;
+        let total = i32::try_from(pending.len()).unwrap_or(i32::MAX);
+        progress::started(&self.db, &source.id, total, now).await?;
+        let mut robots = RobotsRules::default();
+        for page in pending.iter().filter(|p| p.status == "pending") {
+            let read = self.read(&mut robots, &page.url).await;
+            let now = self.clock.now();
+            match read {
+                Ok(extracted) => {
+                    if progress::page_read(&self.db, source, page, extracted, now).await? == Recorded::OutOfCredits {
+                        let error = PageError::new("insufficient_credits", "the credit balance is used up");
+                        progress::fail_pending(&self.db, &source.id, &error, now).await?;
+                        return Ok(Some(error.reason.to_owned()));
+                    }
+                }
+                Err(error) => progress::page_failed(&self.db, &source.id, page, &error, now).await?,
+            }
+        }
+        self.verdict(source).await
+    }
+
+    /// For a sitemap import whose pages are not listed yet, lists them; the source's error when the sitemap
+    /// cannot be read.
+    async fn list_sitemap_pages(
+        &self,
+        source: &kb_sources::Model,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, DbErr> {
+        let (Some(sitemap), "bulk") = (&source.origin_url, source.kind.as_str()) else {
+            return Ok(None);
+        };
+        let listed = kb_source_pages::Entity::find()
+            .filter(kb_source_pages::Column::SourceId.eq(&source.id))
+            .one(&self.db)
+            .await?;
+        if listed.is_some() {
+            return Ok(None);
+        }
+        let pages = match self.sitemap(sitemap).await {
+            Ok(pages) if !pages.is_empty() => pages,
+            Ok(_) => return Ok(Some("sitemap_empty".to_owned())),
+            Err(error) => {
+                tracing::info!(source_id = %source.id, reason = error.reason, message = %error.message, "sitemap unreadable");
+                return Ok(Some("sitemap_unreadable".to_owned()));
+            }
+        };
+        sources::add_pages(&self.db, &source.id, &pages, now).await?;
+        Ok(None)
+    }
+
+    async fn sitemap(&self, sitemap: &str) -> Result<Vec<String>, PageError> {
+        let url = Url::parse(sitemap).map_err(|e| PageError::new("http_error", e.to_string()))?;
+        let fetched = self.fetcher.get(&url, MAX_SITEMAP_BYTES).await?;
+        let xml = decode::text(&fetched.body, &fetched.content_type);
+        let pages = sitemap::pages(&xml, MAX_PAGES).map_err(|e| PageError::new("unsupported_content_type", e))?;
+        // Only http(s) pages; the guard checks their addresses when they are read.
+        Ok(pages
+            .into_iter()
+            .filter(|p| Url::parse(p).is_ok_and(|u| matches!(u.scheme(), "http" | "https")))
+            .collect())
+    }
+
+    /// One page's sections, or why it was not read.
+    async fn read(&self, robots: &mut RobotsRules, page: &str) -> Result<Extracted, PageError> {
+        let url = Url::parse(page).map_err(|e| PageError::new("http_error", format!("not a URL: {e}")))?;
+        if !robots.allows(&self.fetcher, &url).await {
+            return Err(PageError::new(
+                "robots_disallowed",
+                format!("robots.txt does not allow {} to read this page", fetch::BOT_NAME),
+            ));
+        }
+        let fetched = self.fetcher.get(&url, usize::MAX).await?;
+        let text = decode::text(&fetched.body, &fetched.content_type);
+        let extracted = if decode::is_html(&fetched.content_type) {
+            extract::html(&text, fetched.url.as_str())
+        } else if fetched.content_type.to_ascii_lowercase().starts_with("text/plain") {
+            extract::plain(&text, fetched.url.as_str())
+        } else {
+            return Err(PageError::new(
+                "unsupported_content_type",
+                format!("{} is not a web page", fetched.content_type),
+            ));
+        };
+        if extracted.sections.is_empty() {
+            return Err(PageError::new("no_text", "the page has no text to import"));
+        }
+        Ok(extracted)
+    }
+
+    /// The error a source that read all its pages ends with: a single page's reason, or none imported.
+    async fn verdict(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
+        let failed = sources::page_errors(&self.db, vec![source.id.clone()]).await?;
+        let pages = kb_source_pages::Entity::find()
+            .filter(kb_source_pages::Column::SourceId.eq(&source.id))
+            .count(&self.db)
+            .await?;
+        Ok(match (source.kind.as_str(), failed.first()) {
+            ("url", Some(page)) => page.error_code.clone(),
+            (_, Some(_)) if failed.len() as u64 == pages => Some("no_page_imported".to_owned()),
+            _ => None,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Import {
+    async fn run(&self, job: &Job) -> Outcome {
+        let Ok(payload) = serde_json::from_str::<Payload>(&job.payload) else {
+            return Outcome::Fail {
+                error: "unreadable payload".to_owned(),
+                effect: None,
+            };
+        };
+        let result = async {
+            let Some(source) = kb_sources::Entity::find_by_id(&payload.source_id).one(&self.db).await? else {
+                return Ok(());
+            };
+            if !matches!(source.status.as_str(), "queued" | "processing") {
+                return Ok(());
+            }
+            let error = self.import(&source).await?;
+            progress::finished(&self.db, &source.id, error, self.clock.now()).await
+        }
+        .await;
+        match result {
+            Ok(()) => Outcome::Done(None),
+            Err(err) => Outcome::Retry {
+                error: format!("database: {err}"),
+                after: Duration::from_secs(5),
+            },
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! `/v1/kb-sources`: web page imports (one URL, a list, or a sitemap), answered at once with the queued
+//! source; polling, listing and deleting sources; a source's FAQs.
+
+use std::sync::Arc;
+
+use frontdesk_api::v1::{
+    BulkImportRequest, DeleteKbSourceRequest, Deleted, GetKbSourceRequest, ImportAccepted, ImportUrlRequest,
+    KbSourceAnswer, KbSourceFaqList, KbSourceList, ListKbSourceFaqsRequest, ListKbSourcesRequest,
+    kb_sources_server::KbSources,
+};
+use reqwest::Url;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use tonic::{Request, Response, Status};
+
+use super::{
+    import::MAX_PAGES,
+    source_faqs::faq_message,
+    sources::{self, NewSource},
+};
+use crate::{
+    clock::Clock,
+    error::{ApiError, ApiResult},
+    integrations::outbound::OutboundPolicy,
+    jobs::Wake,
+    paging::{self, Page},
+    requests::{account_of, deleted},
+    store::{
+        self,
+        entities::{agent_kb_sources, kb_sources, source_faqs},
+    },
+    validate::Violations,
+};
+
+const MAX_URL_CHARS: usize = 2000;
+
+#[derive(Clone)]
+pub struct KbSourcesService {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    policy: OutboundPolicy,
+    wake: Wake,
+}
+
+impl KbSourcesService {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, policy: OutboundPolicy, wake: Wake) -> Self {
+        Self {
+            db,
+            clock,
+            policy,
+            wake,
+        }
+    }
+
+    /// `raw` as a URL to import, or the message for its field. Hosts that are names are checked when the page
+    /// is read (as every address they resolve to then).
+    fn url(&self, raw: &str) -> Result<String, String> {
+        if raw.trim().chars().count() > MAX_URL_CHARS {
+            return Err(format!("must be at most {MAX_URL_CHARS} characters"));
+        }
+        let url = Url::parse(raw.trim()).map_err(|_| "must be an absolute http(s) URL".to_owned())?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("must use http or https".to_owned());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("must not contain credentials".to_owned());
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("must name a host".to_owned());
+        }
+        self.policy
+            .refuse_literal(&url)
+            .map_err(|refusal| format!("{}: {refusal}", url.host_str().unwrap_or_default()))?;
+        Ok(url.to_string())
+    }
+
+    async fn accept(&self, account_id: &str, new: NewSource) -> ApiResult<Response<ImportAccepted>> {
+        let now = self.clock.now();
+        let txn = store::begin_write(&self.db).await?;
+        let source_id = sources::create(&txn, account_id, new, now).await?;
+        txn.commit().await?;
+        self.wake.notify();
+        Ok(Response::new(ImportAccepted {
+            success: true,
+            source_id,
+            status: "queued".to_owned(),
+        }))
+    }
+
+    fn bulk(&self, r: BulkImportRequest) -> ApiResult<NewSource> {
+        let mut v = Violations::new();
+        let sitemap = !r.sitemap_url.trim().is_empty();
+        v.check(
+            sitemap == r.urls.is_empty(),
+            "urls",
+            "give either urls (1..100) or sitemap_url",
+        );
+        v.check(
+            r.urls.len() <= MAX_PAGES,
+            "urls",
+            format!("must hold at most {MAX_PAGES} URLs"),
+        );
+        let mut pages = Vec::with_capacity(r.urls.len());
+        for (i, raw) in r.urls.iter().enumerate() {
+            match self.url(raw) {
+                Ok(url) => pages.push(url),
+                Err(message) => v.check(false, &format!("urls[{i}]"), message),
+            }
+        }
+        let origin_url = match sitemap.then(|| self.url(&r.sitemap_url)) {
+            Some(Err(message)) => {
+                v.check(false, "sitemap_url", message);
+                None
+            }
+            Some(Ok(url)) => Some(url),
+            None => None,
+        };
+        v.finish()?;
+        Ok(NewSource {
+            kind: "bulk",
+            origin_url,
+            pages,
+            agent_id: r.agent_id,
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl KbSources for KbSourcesService {
+    async fn import_url(&self, request: Request<ImportUrlRequest>) -> Result<Response<ImportAccepted>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        let url = self.url(&r.url).map_err(|message| ApiError::field("url", message))?;
+        let new = NewSource {
+            kind: "url",
+            origin_url: Some(url.clone()),
+            pages: vec![url],
+            agent_id: r.agent_id,
+        };
+        Ok(self.accept(&account_id, new).await?)
+    }
+
+    async fn bulk_import(&self, request: Request<BulkImportRequest>) -> Result<Response<ImportAccepted>, Status> {
+        let account_id = account_of(&request)?;
+        let new = self.bulk(request.into_inner())?;
+        Ok(self.accept(&account_id, new).await?)
+    }
+
+    async fn list_kb_sources(&self, request: Request<ListKbSourcesRequest>) -> Result<Response<KbSourceList>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        let page = Page::checked(r.limit, &r.cursor, sources::ID_PREFIX)?;
+        let select = kb_sources::Entity::find().filter(kb_sources::Column::AccountId.eq(&account_id));
+        let (rows, more) = paging::fetch(
+            &self.db,
+            select,
+            &page,
+            kb_sources::Column::CreatedAt,
+            kb_sources::Column::Id,
+        )
+        .await
+        .map_err(ApiError::from)?;
+        let failed = sources::page_errors(&self.db, rows.iter().map(|s| s.id.clone()).collect())
+            .await
+            .map_err(ApiError::from)?;
+        let (kb_sources, next_cursor) = paging::render(
+            &rows,
+            more,
+            |s| (s.created_at, s.id.as_str()),
+            |s| sources::message(s, &failed),
+        );
+        Ok(Response::new(KbSourceList {
+            success: true,
+            kb_sources,
+            next_cursor,
+        }))
+    }
+
+    async fn get_kb_source(&self, request: Request<GetKbSourceRequest>) -> Result<Response<KbSourceAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        let source = sources::find(&self.db, &account_id, &request.get_ref().source_id).await?;
+        let kb_source = sources::render(&self.db, &source).await.map_err(ApiError::from)?;
+        Ok(Response::new(KbSourceAnswer {
+            success: true,
+            kb_source: Some(kb_source),
+        }))
+    }
+
+    async fn delete_kb_source(&self, request: Request<DeleteKbSourceRequest>) -> Result<Response<Deleted>, Status> {
+        let account_id = account_of(&request)?;
+        let txn = store::begin_write(&self.db).await.map_err(ApiError::from)?;
+        let source = sources::find(&txn, &account_id, &request.get_ref().source_id).await?;
+        agent_kb_sources::Entity::delete_many()
+            .filter(agent_kb_sources::Column::SourceId.eq(&source.id))
+            .exec(&txn)
+            .await
+            .map_err(ApiError::from)?;
+        // Its pages, FAQs and their index rows go with it (ON DELETE CASCADE); a running import stops.
+        kb_sources::Entity::delete_by_id(&source.id)
+            .exec(&txn)
+            .await
+            .map_err(ApiError::from)?;
+        txn.commit().await.map_err(ApiError::from)?;
+        Ok(deleted(source.id))
+    }
+
+    async fn list_kb_source_faqs(
+        &self,
+        request: Request<ListKbSourceFaqsRequest>,
+    ) -> Result<Response<KbSourceFaqList>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        let page = Page::checked(r.limit, &r.cursor, "faq_")?;
+        let source = sources::find(&self.db, &account_id, &r.source_id).await?;
+        let select = source_faqs::Entity::find().filter(source_faqs::Column::SourceId.eq(&source.id));
+        let (rows, more) = paging::fetch(
+            &self.db,
+            select,
+            &page,
+            source_faqs::Column::CreatedAt,
+            source_faqs::Column::Id,
+        )
+        .await
+        .map_err(ApiError::from)?;
+        let (faqs, next_cursor) = paging::render(&rows, more, |f| (f.created_at, f.id.as_str()), faq_message);
+        Ok(Response::new(KbSourceFaqList {
+            success: true,
+            faqs,
+            next_cursor,
+        }))
+    }
+}

@@ -1,0 +1,28 @@
+//! One page of a knowledge source's import: its URL, whether it is read yet, and what reading it cost or
+//! why it failed.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "kb_source_pages")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub source_id: String,
+    /// Order of reading.
+    pub position: i32,
+    pub url: String,
+    /// `pending`, `done` or `failed`.
+    pub status: String,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    /// Characters of extracted text (what was charged for).
+    pub characters: i32,
+    pub credits_milli: i64,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
