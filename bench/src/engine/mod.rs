@@ -203,23 +203,26 @@ impl Engine {
         Ok(row.map(|r| r.try_get_by_index::<i64>(0)).transpose()?.unwrap_or(0))
     }
 
-    /// Waits until no delivery job is pending (every send delivered or failed), so the next scenario starts
-    /// on a quiet queue; fails when a delivery failed.
+    /// Waits until no delivery job is pending (every send delivered or failed) and every event is dispatched,
+    /// so the next scenario starts on a quiet queue; fails when a delivery failed.
     async fn drained(&self) -> anyhow::Result<()> {
-        let started = std::time::Instant::now();
-        while self
-            .count(
+        // The sends, then their events: the webhook dispatcher works off the outbox after the deliveries,
+        // and a backlog left there would run into the next scenario's measurement.
+        for (sql, what) in [
+            (
                 "SELECT count(*) FROM jobs WHERE kind = 'deliver_message' AND status = 'pending'",
-                vec![],
-            )
-            .await?
-            > 0
-        {
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(600),
-                "the send queue never drained"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+                "the send queue",
+            ),
+            (
+                "SELECT count(*) FROM event_outbox WHERE dispatched_at IS NULL",
+                "the event outbox",
+            ),
+        ] {
+            let started = std::time::Instant::now();
+            while self.count(sql, vec![]).await? > 0 {
+                anyhow::ensure!(started.elapsed() < Duration::from_secs(600), "{what} never drained");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
         let failed = self
             .count(

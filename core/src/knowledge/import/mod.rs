@@ -204,6 +204,24 @@ impl Handler for Import {
         .await;
         match result {
             Ok(()) => Outcome::Done(None),
+            Err(err) if job.is_last_attempt() => {
+                // Out of tries: the source ends `failed` instead of showing `processing` for ever (the job
+                // is kept, with its last error, for operators).
+                if let Err(also) = progress::finished(
+                    &self.db,
+                    &payload.source_id,
+                    Some("internal".to_owned()),
+                    self.clock.now(),
+                )
+                .await
+                {
+                    tracing::error!(source = payload.source_id, error = %also, "an import that used up its tries could not be marked failed");
+                }
+                Outcome::Fail {
+                    error: format!("database: {err}"),
+                    effect: None,
+                }
+            }
             Err(err) => Outcome::Retry {
                 error: format!("database: {err}"),
                 after: Duration::from_secs(5),
