@@ -86,6 +86,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     };
     let db = store::connect(&config.database_url, config.db_max_connections, limits).await?;
     store::migrate_unbounded(&db, &config.database_url).await?;
+    store::warn_without_autovacuum(&db).await?;
     let provider = payment_provider(&config.payments, &db).await?;
     let steerable = Arc::new(SteerableClock::default());
     let test_clock = config.test_clock.then(|| steerable.clone());

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use frontdesk_tests::{Db, Server, binary, call, server::base_env};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,6 +44,19 @@ async fn core_and_edge_run_apart() {
     .await;
     let health = call("GET", &edge.url("/healthz"), None).await;
     assert_eq!((health.status, health.body["status"].as_str()), (200, Some("ok")));
+    // The core warns when PostgreSQL will not vacuum its queue tables by itself (and only then).
+    let setting = db
+        .connect()
+        .await
+        .query_one_raw(Statement::from_string(DbBackend::Postgres, "SHOW autovacuum"))
+        .await
+        .unwrap()
+        .map(|row| row.try_get_by_index::<String>(0).unwrap());
+    assert_eq!(
+        core.logs().contains("autovacuum is off"),
+        setting.as_deref() == Some("off"),
+        "autovacuum {setting:?}"
+    );
     let body = json!({"plan": "growth", "currency": "AED", "phone": "+971501234567"}).to_string();
     let order = call("POST", &edge.url("/payments/create-order"), Some(&body)).await;
     assert_eq!((order.status, order.body["amount"].as_i64()), (200, Some(36_900)));

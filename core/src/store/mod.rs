@@ -76,6 +76,27 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
     db.begin_with_options(options).await
 }
 
+/// Warns when PostgreSQL's autovacuum is off: the job queue, the event outbox and conversation touches leave
+/// dead rows at the rate messages flow, and without vacuum their scans slow down as the day goes on.
+pub async fn warn_without_autovacuum(db: &DatabaseConnection) -> Result<(), DbErr> {
+    if db.get_database_backend() != DbBackend::Postgres {
+        return Ok(());
+    }
+    let statement = sea_orm::Statement::from_string(DbBackend::Postgres, "SHOW autovacuum");
+    let setting: Option<String> = db
+        .query_one_raw(statement)
+        .await?
+        .map(|row| row.try_get_by_index(0))
+        .transpose()?;
+    if setting.as_deref() == Some("off") {
+        tracing::warn!(
+            "PostgreSQL's autovacuum is off: the jobs, event_outbox and conversations tables will bloat and slow \
+             down; turn it on, or VACUUM them regularly"
+        );
+    }
+    Ok(())
+}
+
 /// A savepoint in `txn`: work that may fail on its own (a send of a batch) rolls back to it and the batch's
 /// transaction goes on.
 pub async fn savepoint(txn: &DatabaseTransaction) -> Result<DatabaseTransaction, DbErr> {
