@@ -251,7 +251,9 @@ impl AcceptWriter {
                 Err(refusal) => written.push(Some(Written::Refused(refusal))),
             }
         }
-        let keys: Vec<idempotency_keys::Model> = plans.iter().filter_map(|(_, plan)| plan.key.clone()).collect();
+        let mut keys: Vec<idempotency_keys::Model> = plans.iter().filter_map(|(_, plan)| plan.key.clone()).collect();
+        // In one order for every batch: two batches that wait on each other's keys then queue, not deadlock.
+        keys.sort_by(|a, b| (&a.account_id, &a.key).cmp(&(&b.account_id, &b.key)));
         let kept = idempotency::remember_all(&txn, &keys, now).await?;
         let (accepted, taken): (Vec<_>, Vec<_>) = plans.into_iter().partition(|(_, plan)| {
             plan.key
