@@ -2,9 +2,15 @@
 //! site served by the test: main text without navigation, headers, footers or cookie banners, one FAQ per
 //! section, searchable once imported; progress while importing; the charge of 0.05 credits per started
 //! 1,000 characters taken from the balance; per-page errors (robots.txt, timeout, size, redirects, HTTP);
-//! an empty balance; bad requests and another account's source.
+//! an empty balance; bad requests and another account's source; a core killed in the middle of a 50-page
+//! import resuming it after a restart, charging each page once.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use axum::{
     Router,
@@ -17,6 +23,7 @@ use frontdesk_api::admin::v1::{CreditsRequest, GetAccountRequest};
 use frontdesk_tests::{
     Db, Server, admin, on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
+    webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
 
@@ -415,3 +422,136 @@ on_both_databases!(bad_requests_and_other_accounts_sources, |db: Db| async move 
     assert_eq!(other.ok("GET", "/v1/kb-sources", None).await["kb_sources"], json!([]));
     api.ok("GET", &format!("/v1/kb-sources/{source}"), None).await;
 });
+
+/// Pages of the crash-resume test's site.
+const PAGES: usize = 50;
+
+/// The crash-resume test's site: `/page/{n}` for 1..=50, each "Topic NN" (8 characters) over 1,492 characters
+/// of text, 1,500 in all and so charged 0.10, answered after 150 ms so an import of them takes a while.
+/// Its address, and how many times each page was fetched.
+async fn fifty_page_site() -> (String, Arc<Mutex<BTreeMap<u32, usize>>>) {
+    let fetched = Arc::new(Mutex::new(BTreeMap::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new()
+        .route(
+            "/page/{n}",
+            get(
+                |State(fetched): State<Arc<Mutex<BTreeMap<u32, usize>>>>,
+                 axum::extract::Path(n): axum::extract::Path<u32>| async move {
+                    *fetched.lock().unwrap().entry(n).or_default() += 1;
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    html(format!(
+                        "<html><body><nav>Menu</nav><main><h1>Topic {n:02}</h1><p>{}</p></main></body></html>",
+                        "a".repeat(1492)
+                    ))
+                },
+            ),
+        )
+        .with_state(fetched.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, fetched)
+}
+
+on_both_databases!(
+    a_killed_core_resumes_an_import_and_charges_each_page_once,
+    |db: Db| async move {
+        // A short job lease, so the restarted core takes the dead one's import over soon.
+        let mut env = ENV.to_vec();
+        env.push(("FRONTDESK_JOB_LEASE", "2s"));
+        let mut server = Server::start(&db, &env).await;
+        let (base, fetched) = fifty_page_site().await;
+        let receiver = Receiver::start().await;
+        let (account_id, key, source, before, during) = {
+            let api = Platform::new(&server).await;
+            let hook = json!({"name": "kb", "url": receiver.url, "events": ["kb_source.ready", "kb_source.failed"]});
+            api.ok("POST", "/v1/webhooks", Some(hook)).await;
+            let before = balance(&server, &api.account_id).await;
+            let urls: Vec<String> = (1..=PAGES).map(|n| format!("{base}/page/{n}")).collect();
+            let source = import(&api, "/v1/kb-sources/bulk-import", json!({"urls": urls})).await;
+            let during = poll_until(&api, &source, |s| s["pages_done"].as_i64() >= Some(5)).await;
+            (api.account_id, api.key, source, before, during)
+        };
+        // SIGKILL once a few pages are recorded: the core is in the middle of the import (a page takes 150 ms
+        // to answer), with pages recorded before it and pending after it.
+        server.kill();
+        assert_eq!(
+            (during["status"].clone(), during["pages_total"].clone()),
+            (json!("processing"), json!(PAGES)),
+            "{during}"
+        );
+        assert!(
+            during["pages_done"].as_i64() < Some(40),
+            "the kill must land mid-import: {during}"
+        );
+
+        // The same core again on the same database: once the dead process's lease ends, its import is taken
+        // over and finishes.
+        let server = server.restart().await;
+        let api = Platform {
+            server: &server,
+            account_id,
+            key,
+        };
+        let done = finished(&api, &source).await;
+        assert_eq!(
+            (
+                done["status"].clone(),
+                done["pages_total"].clone(),
+                done["pages_done"].clone()
+            ),
+            (json!("ready"), json!(PAGES), json!(PAGES)),
+            "{done}"
+        );
+        assert_eq!(
+            (
+                done["faqs_created"].clone(),
+                done["sections"].clone(),
+                done["error"].clone(),
+                done["errors"].clone()
+            ),
+            (json!(PAGES), json!(PAGES), Value::Null, json!([])),
+            "{done}"
+        );
+
+        // One FAQ per page, none twice.
+        let listed = api
+            .ok("GET", &format!("/v1/kb-sources/{source}/faqs?limit=200"), None)
+            .await;
+        let mut questions: Vec<&str> = listed["faqs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                assert_eq!(f["answer"].as_str().map(str::len), Some(1492), "{f}");
+                f["question"].as_str().unwrap()
+            })
+            .collect();
+        questions.sort_unstable();
+        let expected: Vec<String> = (1..=PAGES).map(|n| format!("Topic {n:02}")).collect();
+        assert_eq!(questions, expected);
+
+        // Each page charged once: 50 × 0.10, on the source and off the balance.
+        let milli = |credits: f64| (credits * 1000.0).round() as i64;
+        assert_eq!(done["credits_used"].as_f64().map(milli), Some(5_000), "{done}");
+        let after = balance(&server, &api.account_id).await;
+        assert_eq!(milli(before) - milli(after), 5_000, "balance {before} -> {after}");
+
+        // The import resumed where it stopped instead of starting over: every page fetched, and at most the
+        // one in flight at the kill fetched twice.
+        let fetched = fetched.lock().unwrap().clone();
+        assert_eq!(fetched.len(), PAGES, "{fetched:?}");
+        assert!(fetched.values().sum::<usize>() <= PAGES + 1, "{fetched:?}");
+
+        // And the source ended once: one `kb_source.ready`, no `kb_source.failed`.
+        receiver.wait_for(1, Duration::from_secs(30)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let ended: Vec<String> = receiver
+            .deliveries()
+            .iter()
+            .map(|d| d.json["type"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(ended, ["kb_source.ready"]);
+        assert!(receiver.deliveries()[0].body.contains(&source));
+    }
+);
