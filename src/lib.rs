@@ -34,15 +34,29 @@ pub mod frontdesk {
         }
     }
 
+    /// Plain HTTP requests carried over gRPC, for the routes the edge forwards unread (internal).
+    pub mod raw {
+        pub mod v1 {
+            tonic::include_proto!("frontdesk.raw.v1");
+        }
+    }
+
     /// Provider callbacks, forwarded by the edge as they arrived (internal).
     pub mod hooks {
         pub mod v1 {
             tonic::include_proto!("frontdesk.hooks.v1");
         }
     }
+
+    /// The web chat visitor API and live sockets, served to the edge (internal).
+    pub mod webchat {
+        pub mod v1 {
+            tonic::include_proto!("frontdesk.webchat.v1");
+        }
+    }
 }
 
-pub use frontdesk::{admin, hooks, site, v1};
+pub use frontdesk::{admin, hooks, raw, site, v1, webchat};
 
 /// Conventions between the gRPC core and the REST edge that the proto files cannot express.
 pub mod wire {

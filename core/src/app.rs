@@ -62,6 +62,12 @@ use crate::{
     secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
+    webchat::{
+        WebChat,
+        live::Live,
+        pushes::Pushes,
+        service::{ChatSessionsService, WebChatService},
+    },
     webhooks::{self, dispatch::Dispatcher, service::WebhooksService},
 };
 
@@ -70,12 +76,14 @@ const LOCAL_KEY_ID: &str = "rzp_test_local";
 /// Settings key of the `local` provider's generated key secret.
 const LOCAL_SECRET_SETTING: &str = "local_payment_key_secret";
 
-/// The assembled core: its gRPC routes, its database, and the webhook and job engines ready to start.
+/// The assembled core: its gRPC routes, its database, the webhook and job engines ready to start, and the
+/// hub of its web chat sockets (closed when the process stops).
 pub struct Core {
     pub routes: Routes,
     pub db: DatabaseConnection,
     pub dispatcher: Dispatcher,
     pub jobs: JobEngine,
+    pub live: Live,
 }
 
 /// Connects and migrates the database, then builds every service into one set of gRPC routes.
@@ -112,11 +120,27 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     }
     let wake_jobs = Wake::default();
     let conversations = &config.conversations;
+    let live = match config.redis_url.as_deref() {
+        Some(url) => Live::with_redis(url).context("REDIS_URL")?,
+        None => Live::in_process(),
+    };
+    let pushes = Pushes::new(db.clone(), live.clone());
     let adapters = Arc::new(Adapters::new(
         sealer.clone(),
         &conversations.twilio_base_url,
         http::client(conversations.provider_timeout)?,
+        live.clone(),
     ));
+    let arrivals = Arrivals::start(db.clone(), clock.clone(), conversations.message_batching());
+    let webchat = Arc::new(WebChat::new(
+        db.clone(),
+        clock.clone(),
+        live.clone(),
+        arrivals.clone(),
+        sealer.clone(),
+        &config.webchat,
+        config.redis_url.as_deref(),
+    )?);
     let send_schedule = conversations.send_retry_schedule.0.clone();
     let send_attempts = i32::try_from(send_schedule.len()).unwrap_or(0) + 1;
     let sender = Sender::start(
@@ -174,23 +198,26 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             clock.clone(),
             sealer.clone(),
             &config.conversations.public_url,
+            pushes.clone(),
         ),
         entry_points: EntryPointsService::new(db.clone(), clock.clone()),
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
         kb_sources: KbSourcesService::new(db.clone(), clock.clone(), policy, wake_jobs.clone()),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
-        contacts: ContactsService::new(db.clone(), clock.clone()),
-        messages: MessagesService::new(db.clone(), clock.clone(), sender),
-        conversations: ConversationsService::new(db.clone(), clock.clone()),
+        contacts: ContactsService::new(db.clone(), clock.clone(), pushes.clone()),
+        messages: MessagesService::new(db.clone(), clock.clone(), sender, pushes.clone()),
+        conversations: ConversationsService::new(db.clone(), clock.clone(), pushes),
         hooks: ChannelHooksService::new(
             db.clone(),
             clock.clone(),
             adapters,
             &conversations.public_url,
             wake_jobs.clone(),
-            Arrivals::start(db.clone(), clock.clone(), conversations.message_batching()),
+            arrivals,
         ),
+        webchat: WebChatService::new(webchat.clone()),
+        chat_sessions: ChatSessionsService::new(webchat),
         admin: AdminService::new(db.clone(), clock.clone(), test_clock),
         admin_token: AdminToken::new(config.admin_token.clone()),
         guard: Arc::new(Guard::new(db.clone(), limiter)?),
@@ -201,6 +228,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         dispatcher: Dispatcher::new(db.clone(), clock.clone(), config.webhooks.clone(), policy, sealer, wake),
         jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs),
         db,
+        live,
     })
 }
 

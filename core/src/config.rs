@@ -79,6 +79,25 @@ pub struct CoreConfig {
 
     #[command(flatten)]
     pub imports: ImportConfig,
+
+    #[command(flatten)]
+    pub webchat: WebChatConfig,
+}
+
+/// Web chat visitors: how long a session lasts and how fast a visitor may go.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WebChatConfig {
+    /// How long a visitor's session token lasts after the session last resumed (a page load renews it).
+    #[arg(long = "webchat-session-ttl", env = "FRONTDESK_WEBCHAT_SESSION_TTL", default_value = "30d", value_parser = parse_positive_duration)]
+    pub session_ttl: Duration,
+
+    /// Messages one visitor session may send per minute (over the API and the socket together).
+    #[arg(long = "webchat-messages-per-minute", env = "FRONTDESK_WEBCHAT_MESSAGES_PER_MINUTE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub messages_per_minute: u32,
+
+    /// New sessions one client address may start per minute.
+    #[arg(long = "webchat-sessions-per-minute", env = "FRONTDESK_WEBCHAT_SESSIONS_PER_MINUTE", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub sessions_per_minute: u32,
 }
 
 /// Knowledge imports: how pages are fetched.
@@ -357,6 +376,21 @@ pub struct EdgeListenConfig {
     /// request); past it the connection is closed.
     #[arg(long, env = "FRONTDESK_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
     pub header_timeout: Duration,
+
+    /// Reverse proxies of your own in front of the edge (a load balancer: 1). The client's address, which
+    /// per-address limits count (new web chat sessions), is then the one the outermost proxy wrote into
+    /// `X-Forwarded-For`; with 0 it is the connection's peer and the header is ignored.
+    #[arg(long, env = "FRONTDESK_TRUSTED_PROXY_HOPS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub trusted_proxy_hops: u32,
+}
+
+impl EdgeListenConfig {
+    pub fn serve_options(&self) -> frontdesk_edge::ServeOptions {
+        frontdesk_edge::ServeOptions {
+            header_timeout: self.header_timeout,
+            trusted_proxy_hops: self.trusted_proxy_hops as usize,
+        }
+    }
 }
 
 /// Logging output format.

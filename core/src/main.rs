@@ -103,7 +103,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 db,
                 dispatcher,
                 jobs,
+                live,
             } = app::build_core(&core).await?;
+            close_sockets_on(shutdown.clone(), live);
             app::bootstrap_first_account(&db, &core.database_url).await?;
             let router =
                 frontdesk_edge::router(Transport::in_process(routes.clone()), metrics(), edge.request_timeout)?;
@@ -112,7 +114,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let deliveries = dispatcher.spawn(shutdown.clone())?;
             let workers = jobs.spawn(shutdown.clone())?;
             tokio::try_join!(grpc::serve(routes, grpc_listener, shutdown.clone().wait()), async {
-                Ok(frontdesk_edge::serve(router, http_listener, edge.header_timeout, shutdown.wait()).await?)
+                Ok(frontdesk_edge::serve(router, http_listener, edge.serve_options(), shutdown.wait()).await?)
             },)?;
             let _ = tokio::join!(deliveries, workers);
         }
@@ -121,8 +123,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 routes,
                 dispatcher,
                 jobs,
+                live,
                 ..
             } = app::build_core(&core).await?;
+            close_sockets_on(shutdown.clone(), live);
             let listener = TcpListener::bind(core.grpc_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
             let workers = jobs.spawn(shutdown.clone())?;
@@ -132,7 +136,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Edge { core_url, edge } => {
             let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics(), edge.request_timeout)?;
             let listener = TcpListener::bind(edge.http_addr).await?;
-            frontdesk_edge::serve(router, listener, edge.header_timeout, shutdown.wait()).await?;
+            frontdesk_edge::serve(router, listener, edge.serve_options(), shutdown.wait()).await?;
         }
         Command::Admin(args) => admin_cli::run(args).await?,
         Command::Migrate { database_url } => {
@@ -141,6 +145,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// When the process stops, its web chat sockets are closed with 1012 (their widgets reconnect to another
+/// replica, or to this one once it is back), so that the servers' drains do not wait for them.
+fn close_sockets_on(shutdown: Shutdown, live: frontdesk_core::webchat::live::Live) {
+    tokio::spawn(async move {
+        shutdown.wait().await;
+        live.close_all(
+            frontdesk_core::webchat::live::close::RESTART,
+            "the server is restarting; reconnect",
+        );
+    });
 }
 
 /// Installs the process's Prometheus recorder and returns what renders it for `GET /metrics`.

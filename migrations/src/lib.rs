@@ -13,6 +13,7 @@ mod m20261123_000007_webhook_claims;
 mod m20261123_000008_conversations;
 mod m20261123_000009_retrieval;
 mod m20261123_000010_kb_imports;
+mod m20261124_000020_webchat;
 
 pub struct Migrator;
 
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000008_conversations::Migration),
             Box::new(m20261123_000009_retrieval::Migration),
             Box::new(m20261123_000010_kb_imports::Migration),
+            Box::new(m20261124_000020_webchat::Migration),
         ]
     }
 }

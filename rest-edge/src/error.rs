@@ -90,6 +90,16 @@ impl HttpError {
 
     /// The JSON response, tagged with the request id.
     pub fn into_response_with_id(self, request_id: &str) -> Response {
+        let json = self.body_with_id(request_id);
+        let mut response = (self.status, json).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+
+    /// The JSON error body, tagged with the request id.
+    pub fn body_with_id(&self, request_id: &str) -> Vec<u8> {
         let body = ErrorBody {
             success: false,
             error: ErrorPayload {
@@ -103,12 +113,7 @@ impl HttpError {
                 request_id,
             },
         };
-        let json = serde_json::to_vec(&body).unwrap_or_default();
-        let mut response = (self.status, json).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        response
+        serde_json::to_vec(&body).unwrap_or_default()
     }
 }
 

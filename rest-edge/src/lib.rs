@@ -3,15 +3,17 @@
 //! particular resource. It also serves the OpenAPI document generated from the same descriptors.
 
 mod bindings;
+mod client_addr;
 mod error;
 pub mod json_out;
 mod openapi;
 mod path_template;
-mod provider_hooks;
+mod raw_forward;
 mod request;
 pub mod request_id;
 mod response;
 mod transport;
+mod webchat;
 mod wire_json;
 
 use std::{
@@ -36,10 +38,14 @@ use tokio::net::TcpListener;
 
 use bindings::Binding;
 pub use bindings::Naming;
+pub use client_addr::ClientAddr;
 pub use error::HttpError;
 use request_id::RequestId;
 pub use transport::Transport;
 use wire_json::{PlanId, Plans};
+
+/// The core's method that takes provider callbacks as they arrived.
+const RECEIVE_HOOK: raw_forward::RawMethod = "/frontdesk.hooks.v1.ChannelHooks/Receive";
 
 /// Largest accepted JSON request body; larger ones are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -97,10 +103,14 @@ pub fn router(
         router = router.route(&path, routes);
     }
     let hooks = transport.clone();
-    router = router.route(
-        "/hooks/{*rest}",
-        axum::routing::any(move |request: Request| provider_hooks::forward(hooks.clone(), call_timeout, request)),
-    );
+    router = router
+        .route(
+            "/hooks/{*rest}",
+            axum::routing::any(move |request: Request| {
+                raw_forward::forward(hooks.clone(), RECEIVE_HOOK, call_timeout, request)
+            }),
+        )
+        .merge(webchat::routes(transport.clone(), call_timeout));
     if let Some(render) = metrics {
         router = router.route(
             "/metrics",
@@ -119,14 +129,24 @@ pub fn router(
         .layer(axum::middleware::from_fn(observe)))
 }
 
-/// Serves `router` on `listener` (HTTP/1.1 and HTTP/2) until `shutdown` resolves, then drains in-flight
-/// requests. A client has `header_timeout` to send a request's headers (an idle keep-alive connection as
-/// long to start its next request); past it the connection is closed, so a client that sends half a header
-/// cannot hold a connection forever.
+/// How the listener treats its connections.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// A client has this long to send a request's headers (an idle keep-alive connection as long to start
+    /// its next request); past it the connection is closed, so a client that sends half a header cannot hold
+    /// a connection forever.
+    pub header_timeout: Duration,
+    /// Proxies of one's own in front of the edge: the client's address is the one the outermost of them
+    /// wrote into `X-Forwarded-For` (0: the connection's peer).
+    pub trusted_proxy_hops: usize,
+}
+
+/// Serves `router` on `listener` (HTTP/1.1 and HTTP/2, WebSocket upgrades) until `shutdown` resolves, then
+/// drains in-flight requests. Every request carries its client's address (`client_addr::ClientAddr`).
 pub async fn serve(
     router: Router,
     listener: TcpListener,
-    header_timeout: Duration,
+    options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::{
@@ -140,14 +160,14 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(options.header_timeout);
     builder.http2().timer(TokioTimer::new());
     let connections = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     accept_failed(err).await;
                     continue;
@@ -155,7 +175,15 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(router.clone());
+        let hops = options.trusted_proxy_hops;
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut request: http::Request<hyper::body::Incoming>| {
+                let client = client_addr::resolve(peer, request.headers(), hops);
+                request.extensions_mut().insert(client);
+                request
+            },
+        ));
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
         let connection = connections.watch(connection.into_owned());
         tokio::spawn(async move {

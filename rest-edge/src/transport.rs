@@ -17,6 +17,9 @@ use tower::{BoxError, ServiceExt, util::BoxCloneSyncService};
 
 type GrpcService = BoxCloneSyncService<http::Request<Body>, http::Response<Body>, TransportError>;
 
+/// The answers of a server-streaming call, each still encoded.
+pub type EncodedStream = tonic::Streaming<Bytes>;
+
 /// A failure to reach the core. A concrete type rather than `BoxError`: rustc cannot prove the boxed call
 /// future `Send` when the service's error is itself a boxed trait object.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +80,25 @@ impl Transport {
             grpc.unary(request, path, DynamicCodec::<M>(PhantomData))
                 .await
                 .map_err(deadline_exceeded)
+        })
+    }
+}
+
+impl Transport {
+    /// One server-streaming call of the method at `path`: each answer stays encoded. The future resolves
+    /// when the core has accepted or refused the call, before its first message.
+    pub fn server_streaming<M: Message + Send + 'static>(
+        &self,
+        path: PathAndQuery,
+        request: tonic::Request<M>,
+    ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<EncodedStream>, Status>> + Send + 'static>> {
+        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone());
+        Box::pin(async move {
+            grpc.ready()
+                .await
+                .map_err(|e| Status::unavailable(format!("core unavailable: {e}")))?;
+            grpc.server_streaming(request, path, DynamicCodec::<M>(PhantomData))
+                .await
         })
     }
 }

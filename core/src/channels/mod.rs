@@ -5,12 +5,16 @@
 
 pub mod registry;
 pub mod twilio;
+pub mod webchat;
 
 use std::time::Duration;
 
 use axum::body::Bytes;
 
 pub use twilio::TwilioAdapter;
+pub use webchat::WebChatAdapter;
+
+use crate::store::entities::messages;
 
 /// A provider callback exactly as it arrived: what an adapter needs to verify and parse it.
 #[derive(Clone, Debug)]
@@ -51,6 +55,8 @@ pub struct InboundMessage {
     pub sender_name: String,
     /// The ad or link that started the conversation when the provider says, else empty.
     pub referral: String,
+    /// The web page the message was written on (web chat), else empty.
+    pub page_url: String,
 }
 
 /// Who wrote a message, as the provider identifies them.
@@ -89,6 +95,8 @@ pub enum ProviderStatus {
 /// One message to send.
 #[derive(Clone, Copy, Debug)]
 pub struct Outbound<'a> {
+    /// The message as stored, for providers that show all of it (web chat).
+    pub message: &'a messages::Model,
     /// A phone number (E.164) or the provider's id of the recipient.
     pub to: &'a str,
     pub text: &'a str,
@@ -101,6 +109,10 @@ pub struct Outbound<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SendOutcome {
     Accepted {
+        provider_message_id: String,
+    },
+    /// Taken, and in the recipient's hands already (web chat to a visitor whose socket is open).
+    Delivered {
         provider_message_id: String,
     },
     /// The provider refused the message itself (a 4xx other than 429): retrying cannot help. `code` is the
@@ -155,12 +167,21 @@ pub enum ConfigError {
 
 #[async_trait::async_trait]
 pub trait ChannelAdapter: Send + Sync {
+    /// Sends one message through the provider's API.
+    async fn send(&self, message: &Outbound<'_>) -> SendOutcome;
+    /// How the provider's callbacks (`/hooks/...`) are read; `None` for a channel that has none (web chat,
+    /// whose visitors use the visitor API).
+    fn callbacks(&self) -> Option<&dyn Callbacks> {
+        None
+    }
+}
+
+/// A provider's callbacks: incoming messages and delivery reports, signed by the provider.
+pub trait Callbacks: Send + Sync {
     /// Checks that the provider signed this request; `Err` when the signature is missing or wrong.
     fn verify(&self, request: &RawRequest) -> Result<(), SignatureError>;
     /// Reads a verified request into provider-neutral shapes.
     fn parse(&self, request: &RawRequest) -> Result<Inbound, ParseError>;
     /// The answer the provider expects once a callback is taken.
     fn acknowledge(&self) -> Reply;
-    /// Sends one message through the provider's API.
-    async fn send(&self, message: &Outbound<'_>) -> SendOutcome;
 }

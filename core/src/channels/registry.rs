@@ -6,14 +6,14 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use super::{ChannelAdapter, ConfigError, TwilioAdapter};
-use crate::{secrets::Sealer, store::entities::channels};
+use super::{ChannelAdapter, ConfigError, TwilioAdapter, WebChatAdapter};
+use crate::{messaging::pacing, secrets::Sealer, store::entities::channels, webchat::live::Live};
 
 /// An adapter ready to use, with the channel's send pace.
 #[derive(Clone)]
 pub struct Ready {
     pub adapter: Arc<dyn ChannelAdapter>,
-    /// `max_per_second` of the channel's config (default 10).
+    /// `max_per_second` of the channel's config (default 10; web chat: unpaced).
     pub per_second: f64,
 }
 
@@ -32,15 +32,17 @@ pub struct Adapters {
     sealer: Sealer,
     twilio_base_url: String,
     http: reqwest::Client,
+    live: Live,
     built: Mutex<HashMap<String, Ready>>,
 }
 
 impl Adapters {
-    pub fn new(sealer: Sealer, twilio_base_url: &str, http: reqwest::Client) -> Self {
+    pub fn new(sealer: Sealer, twilio_base_url: &str, http: reqwest::Client, live: Live) -> Self {
         Self {
             sealer,
             twilio_base_url: twilio_base_url.trim_end_matches('/').to_owned(),
             http,
+            live,
             built: Mutex::default(),
         }
     }
@@ -55,13 +57,17 @@ impl Adapters {
             return Ok(ready.clone());
         }
         let config = self.config(channel)?;
-        let adapter: Arc<dyn ChannelAdapter> = match channel.provider.as_str() {
-            "twilio" => Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, self.http.clone())?),
+        let (adapter, default_pace): (Arc<dyn ChannelAdapter>, f64) = match channel.provider.as_str() {
+            "twilio" => (
+                Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, self.http.clone())?),
+                pacing::DEFAULT_PER_SECOND,
+            ),
+            "builtin" => (Arc::new(WebChatAdapter::new(self.live.clone())), pacing::MAX_PER_SECOND),
             other => return Err(AdapterError::Unsupported(other.to_owned())),
         };
         let ready = Ready {
             adapter,
-            per_second: crate::messaging::pacing::per_second(config.get("max_per_second").map(String::as_str)),
+            per_second: pacing::per_second(config.get("max_per_second").map(String::as_str), default_pace),
         };
         self.built
             .lock()
@@ -70,7 +76,8 @@ impl Adapters {
         Ok(ready)
     }
 
-    fn config(&self, channel: &channels::Model) -> Result<BTreeMap<String, String>, AdapterError> {
+    /// The channel's configuration, unsealed.
+    pub fn config(&self, channel: &channels::Model) -> Result<BTreeMap<String, String>, AdapterError> {
         let opened = self
             .sealer
             .open(&channel.id, &channel.config)

@@ -14,8 +14,8 @@ use serde::Deserialize;
 use url::form_urlencoded;
 
 use super::{
-    Attachment, ChannelAdapter, ConfigError, Inbound, InboundMessage, Outbound, ParseError, ProviderStatus, RawRequest,
-    Reply, SendOutcome, Sender, SignatureError, StatusUpdate,
+    Attachment, Callbacks, ChannelAdapter, ConfigError, Inbound, InboundMessage, Outbound, ParseError, ProviderStatus,
+    RawRequest, Reply, SendOutcome, Sender, SignatureError, StatusUpdate,
 };
 
 /// Empty TwiML: the message is taken and Twilio should send no reply of its own.
@@ -91,8 +91,7 @@ impl TwilioAdapter {
     }
 }
 
-#[async_trait::async_trait]
-impl ChannelAdapter for TwilioAdapter {
+impl Callbacks for TwilioAdapter {
     fn verify(&self, request: &RawRequest) -> Result<(), SignatureError> {
         let header = request.header("x-twilio-signature").ok_or(SignatureError::Missing)?;
         let params = Form::read(&request.body);
@@ -124,6 +123,13 @@ impl ChannelAdapter for TwilioAdapter {
             content_type: "text/xml",
             body: ACKNOWLEDGEMENT.to_owned(),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelAdapter for TwilioAdapter {
+    fn callbacks(&self) -> Option<&dyn Callbacks> {
+        Some(self)
     }
 
     async fn send(&self, message: &Outbound<'_>) -> SendOutcome {
@@ -201,6 +207,7 @@ fn inbound_message(form: &Form<'_>) -> Result<InboundMessage, ParseError> {
         attachments,
         sender_name: String::new(),
         referral: String::new(),
+        page_url: String::new(),
     })
 }
 
@@ -336,6 +343,7 @@ mod tests {
     use base64::{Engine, engine::general_purpose::STANDARD};
 
     use super::*;
+    use crate::store::entities::messages;
 
     const SID: &str = "AC0123456789abcdef0123456789abcdef";
     const TOKEN: &str = "12345";
@@ -497,6 +505,7 @@ mod tests {
                 ],
                 sender_name: String::new(),
                 referral: String::new(),
+                page_url: String::new(),
             }]
         );
     }
@@ -742,6 +751,7 @@ mod tests {
         ];
         let outcome = adapter_at(&base_url, Duration::from_secs(5))
             .send(&Outbound {
+                message: &messages::sample("api", "Your table is ready & waiting"),
                 to: "+14155550100",
                 text: "Your table is ready & waiting",
                 attachments: &attachments,
@@ -781,7 +791,9 @@ mod tests {
             "/2010-04-01/Accounts/{sid}/Messages.json",
             post(std::future::pending::<StatusCode>),
         );
+        let stored = messages::sample("api", "hi");
         let message = Outbound {
+            message: &stored,
             to: "+14155550100",
             text: "hi",
             attachments: &[],

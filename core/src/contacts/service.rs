@@ -26,17 +26,19 @@ use crate::{
         entities::{contact_identities, contacts},
         to_json_text,
     },
+    webchat::pushes::Pushes,
 };
 
 #[derive(Clone)]
 pub struct ContactsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+    pushes: Pushes,
 }
 
 impl ContactsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, pushes: Pushes) -> Self {
+        Self { db, clock, pushes }
     }
 }
 
@@ -152,10 +154,13 @@ impl ContactsService {
 
     async fn erase(&self, account_id: &str, contact_id: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
+        // Its web chat sessions go with it (a foreign key); their open sockets are told after the commit.
+        let sessions = crate::webchat::sessions::all_of_contact(&txn, account_id, contact_id).await?;
         if !store::erase(&txn, account_id, contact_id).await? {
             return Err(not_found());
         }
         txn.commit().await?;
+        self.pushes.sessions_erased(&sessions).await;
         Ok(())
     }
 }

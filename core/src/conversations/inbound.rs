@@ -212,7 +212,7 @@ impl ArrivalWriter {
                     inbound: Inbound {
                         text: &inbound.text,
                         referral: &inbound.referral,
-                        url: "",
+                        url: &inbound.page_url,
                     },
                     broadcast_id: "",
                     agent_id: None,

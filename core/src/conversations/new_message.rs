@@ -58,6 +58,7 @@ pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
         sent_at: None,
         delivered_at: None,
         read_at: None,
+        revised_at: None,
     }
 }
 

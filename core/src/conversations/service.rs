@@ -9,7 +9,7 @@ use frontdesk_api::{
     v1::{
         ConversationAnswer, ConversationList, ConversationRequest, ConversationThread, GetConversationRequest,
         HandOffRequest, ListConversationMessagesRequest, ListConversationsRequest, MessageList, TranscriptRequest,
-        conversations_server::Conversations,
+        TypingRequest, conversations_server::Conversations,
     },
 };
 use sea_orm::DatabaseConnection;
@@ -27,6 +27,7 @@ use crate::{
     requests::account_of,
     store::entities::conversations,
     validate::Violations,
+    webchat::pushes::Pushes,
 };
 
 /// Messages that come with a conversation.
@@ -44,11 +45,12 @@ const MAX_TRANSCRIPT_BYTES: usize = 32 * 1024 * 1024;
 pub struct ConversationsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+    pushes: Pushes,
 }
 
 impl ConversationsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, pushes: Pushes) -> Self {
+        Self { db, clock, pushes }
     }
 
     /// The account's conversation, or 404.
@@ -117,6 +119,17 @@ impl ConversationsService {
 
 #[tonic::async_trait]
 impl Conversations for ConversationsService {
+    async fn set_typing(&self, request: Request<TypingRequest>) -> Result<Response<ConversationAnswer>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        let conversation = self.conversation(&account_id, &r.conversation_id).await?;
+        self.pushes.typing(&conversation, r.on).await;
+        Ok(Response::new(ConversationAnswer {
+            success: true,
+            conversation: Some(render::conversation(&conversation)),
+        }))
+    }
+
     async fn list_conversations(
         &self,
         request: Request<ListConversationsRequest>,

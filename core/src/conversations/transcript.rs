@@ -204,32 +204,7 @@ mod tests {
     }
 
     fn message(author: &str, text: &str) -> messages::Model {
-        messages::Model {
-            seq: 1,
-            id: "msg_1".into(),
-            account_id: "acct_1".into(),
-            conversation_id: "cv_1".into(),
-            contact_id: "ct_1".into(),
-            channel_id: "ch_1".into(),
-            direction: if author == "contact" { "inbound" } else { "outbound" }.into(),
-            author: author.into(),
-            text: text.into(),
-            attachments: "[]".into(),
-            status: "received".into(),
-            error_code: None,
-            error_message: None,
-            provider_message_id: None,
-            reactions: "[]".into(),
-            edited: false,
-            edits: "[]".into(),
-            removed: false,
-            reply_to: String::new(),
-            broadcast_id: String::new(),
-            created_at: at(1_800_000_060),
-            sent_at: None,
-            delivered_at: None,
-            read_at: None,
-        }
+        messages::sample(author, text)
     }
 
     fn written(format: Format, messages: &[messages::Model]) -> (String, String) {

@@ -15,11 +15,12 @@ use frontdesk_api::{
     site::v0::{payments_server::PaymentsServer, site_server::SiteServer},
     v1::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
-        campaigns_server::CampaignsServer, channels_server::ChannelsServer, contacts_server::ContactsServer,
-        conversations_server::ConversationsServer, deals_server::DealsServer, entry_points_server::EntryPointsServer,
-        kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
-        pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
+        campaigns_server::CampaignsServer, channels_server::ChannelsServer, chat_sessions_server::ChatSessionsServer,
+        contacts_server::ContactsServer, conversations_server::ConversationsServer, deals_server::DealsServer,
+        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer,
+        messages_server::MessagesServer, pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
     },
+    webchat::v1::web_chat_server::WebChatServer,
     wire,
 };
 use tokio::net::TcpListener;
@@ -43,6 +44,7 @@ use crate::{
     messaging::service::MessagesService,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
+    webchat::service::{ChatSessionsService, WebChatService},
     webhooks::service::WebhooksService,
 };
 
@@ -65,6 +67,8 @@ pub struct Services {
     pub messages: MessagesService,
     pub conversations: ConversationsService,
     pub hooks: ChannelHooksService,
+    pub webchat: WebChatService,
+    pub chat_sessions: ChatSessionsService,
     pub admin: AdminService,
     pub admin_token: AdminToken,
     pub guard: Arc<Guard>,
@@ -92,6 +96,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .set_serving::<ConversationsServer<ConversationsService>>()
         .await;
     reporter.set_serving::<ChannelHooksServer<ChannelHooksService>>().await;
+    reporter.set_serving::<WebChatServer<WebChatService>>().await;
+    reporter.set_serving::<ChatSessionsServer<ChatSessionsService>>().await;
     // Both reflection versions: grpcurl and most tools ask v1, older clients v1alpha.
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
@@ -121,6 +127,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(MessagesServer::new(services.messages)))
         .add_service(sized!(ConversationsServer::new(services.conversations)))
         .add_service(sized!(ChannelHooksServer::new(services.hooks)))
+        .add_service(sized!(WebChatServer::new(services.webchat)))
+        .add_service(sized!(ChatSessionsServer::new(services.chat_sessions)))
         .add_service(InterceptedService::new(admin, move |request| {
             admin_token.check(request)
         }))

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use frontdesk_api::{
-    hooks::v1::{ProviderRequest, ProviderResponse, channel_hooks_server::ChannelHooks},
+    hooks::v1::channel_hooks_server::ChannelHooks,
+    raw::v1::{HttpRequest, HttpResponse},
     wire,
 };
 use sea_orm::{DatabaseConnection, EntityTrait};
@@ -21,6 +22,7 @@ use crate::{
         receipts,
     },
     jobs::{self, Wake},
+    raw_http,
     store::entities::channels,
 };
 
@@ -82,22 +84,9 @@ fn route_of(provider: &str) -> &'static str {
     }
 }
 
-/// An error answer in the API's error shape.
-fn refusal(status: u16, code: &str, message: &str, request_id: &str) -> ProviderResponse {
-    let body = serde_json::json!({
-        "success": false,
-        "error": {"code": code, "message": message, "request_id": request_id},
-    });
-    ProviderResponse {
-        status: u32::from(status),
-        content_type: "application/json".to_owned(),
-        body: body.to_string().into_bytes(),
-    }
-}
-
 impl ChannelHooksService {
-    async fn handle(&self, r: ProviderRequest, request_id: &str) -> Result<ProviderResponse, Status> {
-        let not_found = || refusal(404, "not_found", "no such channel callback", request_id);
+    async fn handle(&self, r: HttpRequest, request_id: &str) -> Result<HttpResponse, Status> {
+        let not_found = || raw_http::error(404, "not_found", "no such channel callback", request_id);
         let Some(path) = hook_path(&r.path) else {
             return Ok(not_found());
         };
@@ -112,13 +101,16 @@ impl ChannelHooksService {
             Ok(ready) => ready,
             Err(err) => {
                 tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
-                return Ok(refusal(
+                return Ok(raw_http::error(
                     503,
                     "unavailable",
                     "the channel cannot take callbacks",
                     request_id,
                 ));
             }
+        };
+        let Some(callbacks) = ready.adapter.callbacks() else {
+            return Ok(not_found());
         };
         let query = if r.query.is_empty() {
             String::new()
@@ -136,19 +128,19 @@ impl ChannelHooksService {
                 .collect(),
             body: r.body.into(),
         };
-        if let Err(err) = ready.adapter.verify(&raw) {
+        if let Err(err) = callbacks.verify(&raw) {
             metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "bad_signature").increment(1);
             tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
-            return Ok(refusal(
+            return Ok(raw_http::error(
                 401,
                 "invalid_signature",
                 "the provider signature is missing or wrong",
                 request_id,
             ));
         }
-        let parsed = match ready.adapter.parse(&raw) {
+        let parsed = match callbacks.parse(&raw) {
             Ok(parsed) => parsed,
-            Err(err) => return Ok(refusal(400, "invalid_argument", &err.to_string(), request_id)),
+            Err(err) => return Ok(raw_http::error(400, "invalid_argument", &err.to_string(), request_id)),
         };
         let now = self.clock.now();
         for message in &parsed.messages {
@@ -175,18 +167,19 @@ impl ChannelHooksService {
             self.wake.notify();
         }
         metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "accepted").increment(1);
-        let reply = ready.adapter.acknowledge();
-        Ok(ProviderResponse {
+        let reply = callbacks.acknowledge();
+        Ok(HttpResponse {
             status: u32::from(reply.status),
             content_type: reply.content_type.to_owned(),
             body: reply.body.into_bytes(),
+            headers: Vec::new(),
         })
     }
 }
 
 #[tonic::async_trait]
 impl ChannelHooks for ChannelHooksService {
-    async fn receive(&self, request: Request<ProviderRequest>) -> Result<Response<ProviderResponse>, Status> {
+    async fn receive(&self, request: Request<HttpRequest>) -> Result<Response<HttpResponse>, Status> {
         let request_id = request
             .metadata()
             .get(wire::REQUEST_ID)

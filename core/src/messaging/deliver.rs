@@ -214,6 +214,7 @@ impl Handler for Deliver {
             .collect();
         let status_callback = format!("{}/status", webhook_url(&self.public_url, &channel));
         let outbound = Outbound {
+            message: &message,
             to: &address,
             text: &message.text,
             attachments: &attachments,
@@ -223,6 +224,12 @@ impl Handler for Deliver {
             SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
                 message_id: message.id,
                 provider_message_id,
+                delivered: false,
+            }))),
+            SendOutcome::Delivered { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
+                message_id: message.id,
+                provider_message_id,
+                delivered: true,
             }))),
             SendOutcome::Rejected { code, message: text } => fail(
                 format!("provider refused: {code} {text}"),
@@ -283,44 +290,32 @@ impl From<Retry> for Outcome {
     }
 }
 
-/// The provider took the message: `sent`, with its id (`message.sent`).
+/// The provider took the message: `sent`, with its id (`message.sent`); or `delivered` already, when the
+/// provider handed it over at once (`message.sent` then `message.delivered`).
 struct MarkSent {
     message_id: String,
     provider_message_id: String,
+    delivered: bool,
 }
 
 #[async_trait::async_trait]
 impl Effect for MarkSent {
-    /// One statement sets every message of the batch `sent` with its own provider id, one more writes their
-    /// events: a delivery's outcome costs a share of two statements, not two.
+    /// One statement per outcome (sent, delivered) sets the batch's messages with each its own provider id,
+    /// one more writes their events: a delivery's outcome costs a share of a few statements, not two.
     async fn write_all(
         &self,
         alike: &[&dyn Effect],
         txn: &DatabaseTransaction,
         now: DateTime<Utc>,
     ) -> Result<(), DbErr> {
-        let sent: Vec<&MarkSent> = alike.iter().filter_map(|e| e.as_any().downcast_ref()).collect();
-        let mut provider_ids = CaseStatement::new();
-        for one in &sent {
-            provider_ids = provider_ids.case(
-                Expr::col(messages::Column::Id).eq(one.message_id.as_str()),
-                one.provider_message_id.as_str(),
-            );
+        let all: Vec<&MarkSent> = alike.iter().filter_map(|e| e.as_any().downcast_ref()).collect();
+        for delivered in [false, true] {
+            let group: Vec<&MarkSent> = all.iter().copied().filter(|one| one.delivered == delivered).collect();
+            if !group.is_empty() {
+                mark_sent(txn, &group, delivered, now).await?;
+            }
         }
-        let changed = messages::Entity::update_many()
-            .col_expr(messages::Column::Status, Expr::value("sent"))
-            .col_expr(
-                messages::Column::ProviderMessageId,
-                provider_ids
-                    .finally(Expr::col(messages::Column::ProviderMessageId))
-                    .into(),
-            )
-            .col_expr(messages::Column::SentAt, Expr::value(now))
-            .filter(messages::Column::Id.is_in(sent.iter().map(|one| one.message_id.as_str())))
-            .filter(messages::Column::Status.eq("queued"))
-            .exec_with_returning(txn)
-            .await?;
-        record_all(txn, &changed, Status::Sent, now).await
+        Ok(())
     }
 
     async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
@@ -330,6 +325,53 @@ impl Effect for MarkSent {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// Moves the queued messages of `sent` on to `sent` (or `delivered`) and writes their events.
+async fn mark_sent(
+    txn: &DatabaseTransaction,
+    sent: &[&MarkSent],
+    delivered: bool,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mut provider_ids = CaseStatement::new();
+    for one in sent {
+        provider_ids = provider_ids.case(
+            Expr::col(messages::Column::Id).eq(one.message_id.as_str()),
+            one.provider_message_id.as_str(),
+        );
+    }
+    let reached = if delivered { Status::Delivered } else { Status::Sent };
+    let mut update = messages::Entity::update_many()
+        .col_expr(messages::Column::Status, Expr::value(reached.as_str()))
+        .col_expr(
+            messages::Column::ProviderMessageId,
+            provider_ids
+                .finally(Expr::col(messages::Column::ProviderMessageId))
+                .into(),
+        )
+        .col_expr(messages::Column::SentAt, Expr::value(now));
+    if delivered {
+        update = update.col_expr(messages::Column::DeliveredAt, Expr::value(now));
+    }
+    let changed = update
+        .filter(messages::Column::Id.is_in(sent.iter().map(|one| one.message_id.as_str())))
+        .filter(messages::Column::Status.eq("queued"))
+        .exec_with_returning(txn)
+        .await?;
+    if delivered {
+        // Each state passed has its event, with the message as it stood then.
+        let as_sent: Vec<messages::Model> = changed
+            .iter()
+            .map(|m| messages::Model {
+                status: Status::Sent.as_str().to_owned(),
+                delivered_at: None,
+                ..m.clone()
+            })
+            .collect();
+        record_all(txn, &as_sent, Status::Sent, now).await?;
+    }
+    record_all(txn, &changed, reached, now).await
 }
 
 /// The message failed for good, before it was delivered (`message.failed`).

@@ -28,6 +28,7 @@ use crate::{
         entities::{conversations, messages},
         from_json_text, to_json_text,
     },
+    webchat::{frames::Change, pushes::Pushes},
 };
 
 /// Channel types whose providers cannot edit a message once sent: a correction goes out as a new message.
@@ -39,11 +40,17 @@ pub struct Edits {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
     sender: Sender,
+    pushes: Pushes,
 }
 
 impl Edits {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender) -> Self {
-        Self { db, clock, sender }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender, pushes: Pushes) -> Self {
+        Self {
+            db,
+            clock,
+            sender,
+            pushes,
+        }
     }
 
     /// `PATCH /v1/messages/{id}`: the message with its new text. The correction message, when one is due, is
@@ -89,7 +96,10 @@ impl Edits {
         });
         message.edits = to_json_text(&edits);
         message.edited = true;
-        save(txn, message).await
+        message.revised_at = Some(self.clock.now());
+        let saved = save(txn, message).await?;
+        self.pushes.message_changed(&saved, Change::Updated).await;
+        Ok(saved)
     }
 
     /// `DELETE /v1/messages/{id}`: text and attachments erased (earlier texts too), `removed` true. An
@@ -104,6 +114,7 @@ impl Edits {
         message.attachments = "[]".to_owned();
         message.edits = "[]".to_owned();
         message.removed = true;
+        message.revised_at = Some(self.clock.now());
         if message.direction == "outbound" && Status::parse(&message.status) == Some(Status::Queued) {
             let now = self.clock.now();
             message.status = Status::Failed.as_str().to_owned();
@@ -111,7 +122,9 @@ impl Edits {
             message.error_message = Some("the message was removed before it was sent".to_owned());
             deliver::record(&txn, &message, Status::Failed, now).await?;
         }
-        save(txn, message).await
+        let saved = save(txn, message).await?;
+        self.pushes.message_changed(&saved, Change::Removed).await;
+        Ok(saved)
     }
 
     /// `POST /v1/messages/{id}/reactions`: the API's reaction becomes `emoji` (`""` removes it).
@@ -149,7 +162,10 @@ impl Edits {
             });
         }
         message.reactions = to_json_text(&reactions);
-        save(txn, message).await
+        message.revised_at = Some(self.clock.now());
+        let saved = save(txn, message).await?;
+        self.pushes.message_changed(&saved, Change::Reaction).await;
+        Ok(saved)
     }
 
     /// The account's message in a write transaction that keeps it from other writers, or 404.

@@ -14,16 +14,17 @@ use tokio::time::Instant;
 
 /// The longest a send waits in its job for its slot.
 const MAX_WAIT: Duration = Duration::from_secs(2);
-/// Default and ceiling of `max_per_second`.
+/// Default of `max_per_second` for providers that limit senders (Twilio, Meta).
 pub const DEFAULT_PER_SECOND: f64 = 10.0;
-const MAX_PER_SECOND: f64 = 100_000.0;
+/// Ceiling of `max_per_second`, and the default of web chat, whose "provider" is this service.
+pub const MAX_PER_SECOND: f64 = 100_000.0;
 
-/// The channel's rate from its config value (absent, unreadable or out of range: the default).
-pub fn per_second(config_value: Option<&str>) -> f64 {
+/// The channel's rate from its config value (absent, unreadable or out of range: `default`).
+pub fn per_second(config_value: Option<&str>, default: f64) -> f64 {
     config_value
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|r| r.is_finite() && *r > 0.0)
-        .map_or(DEFAULT_PER_SECOND, |r| r.min(MAX_PER_SECOND))
+        .map_or(default, |r| r.min(MAX_PER_SECOND))
 }
 
 /// When a send may go.
@@ -78,9 +79,9 @@ mod tests {
 
     #[test]
     fn rates_from_config() {
-        assert_eq!(per_second(None), 10.0);
-        assert_eq!(per_second(Some("250")), 250.0);
-        assert_eq!(per_second(Some("0")), 10.0);
-        assert_eq!(per_second(Some("fast")), 10.0);
+        assert_eq!(per_second(None, DEFAULT_PER_SECOND), 10.0);
+        assert_eq!(per_second(Some("250"), DEFAULT_PER_SECOND), 250.0);
+        assert_eq!(per_second(Some("0"), DEFAULT_PER_SECOND), 10.0);
+        assert_eq!(per_second(Some("fast"), MAX_PER_SECOND), MAX_PER_SECOND);
     }
 }

@@ -25,6 +25,7 @@ use crate::{
     error::ApiError,
     requests::account_of,
     store::entities::messages,
+    webchat::pushes::Pushes,
 };
 
 #[derive(Clone)]
@@ -35,9 +36,9 @@ pub struct MessagesService {
 }
 
 impl MessagesService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender) -> Self {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender, pushes: Pushes) -> Self {
         Self {
-            edits: Edits::new(db.clone(), clock, sender.clone()),
+            edits: Edits::new(db.clone(), clock, sender.clone(), pushes),
             db,
             sender,
         }

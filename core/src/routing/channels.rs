@@ -23,6 +23,7 @@ use crate::{
     },
     timestamps,
     validate::{Violations, check_name},
+    webchat::{pushes::Pushes, widget::Widget},
 };
 
 /// Channel type -> the provider that carries it.
@@ -51,15 +52,23 @@ pub struct ChannelsService {
     sealer: Sealer,
     /// `FRONTDESK_PUBLIC_URL` without a trailing `/`.
     public_url: Arc<str>,
+    pushes: Pushes,
 }
 
 impl ChannelsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sealer: Sealer, public_url: &str) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        sealer: Sealer,
+        public_url: &str,
+        pushes: Pushes,
+    ) -> Self {
         Self {
             db,
             clock,
             sealer,
             public_url: public_url.trim_end_matches('/').into(),
+            pushes,
         }
     }
 }
@@ -99,6 +108,7 @@ fn channel_message(public_url: &str, m: &channels::Model) -> Channel {
         id: m.id.clone(),
         webhook_url: webhook_url(public_url, m),
         verify_token: m.verify_token.clone(),
+        widget_key: m.widget_key.clone().unwrap_or_default(),
         name: m.name.clone(),
         r#type: m.kind.clone(),
         provider: m.provider.clone(),
@@ -141,6 +151,13 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
             &format!("config.{key}"),
             format!("is required by {provider}"),
         );
+    }
+    if provider == "builtin"
+        && let Err(problems) = Widget::from_config(&r.config.clone().into_iter().collect())
+    {
+        for problem in problems {
+            v.push(problem);
+        }
     }
     let has = |key: &str| r.config.get(key).is_some_and(|value| !value.trim().is_empty());
     v.check(
@@ -199,8 +216,11 @@ impl ChannelsService {
                 .unwrap_or_else(|| crate::ids::base62(24)),
             _ => String::new(),
         };
+        // The widget's script tag names a web chat channel by a key of its own, public by nature.
+        let widget_key = (provider == "builtin").then(|| format!("wk_{}", crate::ids::base62(24)));
         let row = channels::Model {
             verify_token,
+            widget_key,
             config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
             configured_keys: to_json_text(&config.keys().collect::<Vec<_>>()),
             id,
@@ -229,8 +249,12 @@ impl ChannelsService {
             .filter(channel_defaults::Column::Channel.eq(&channel.name))
             .exec(&txn)
             .await?;
+        // Its web chat sessions go with it (a foreign key); their open sockets are told after the commit.
         channels::Entity::delete_by_id(&channel.id).exec(&txn).await?;
         txn.commit().await?;
+        if channel.kind == "webchat" {
+            self.pushes.channel_disconnected(&channel.id).await;
+        }
         Ok(())
     }
 }

@@ -31,6 +31,8 @@ pub struct RedisWindows {
     last_warning: Mutex<Option<Instant>>,
     /// When a call last failed: Redis is skipped until `BACK_OFF` has passed since.
     last_failure: Mutex<Option<Instant>>,
+    /// Count each request in the daily usage hashes operators' dashboards read (accounts' requests only).
+    record_usage: bool,
 }
 
 impl RedisWindows {
@@ -47,7 +49,15 @@ impl RedisWindows {
             script: Script::new(super::SLIDING_WINDOW_LUA),
             last_warning: Mutex::new(None),
             last_failure: Mutex::new(None),
+            record_usage: true,
         })
+    }
+
+    /// The same windows for keys that are no account (web chat visitors, client addresses): they are kept
+    /// out of the daily usage hashes, which list accounts.
+    pub fn without_usage(mut self) -> Self {
+        self.record_usage = false;
+        self
     }
 
     /// One request of `account_id` counted in Redis; an error (Redis unreachable, slow, or backing off)
@@ -62,7 +72,8 @@ impl RedisWindows {
             .arg(account_id)
             .arg(limit)
             .arg(window.as_secs().max(1))
-            .arg(USAGE_RETENTION_SECS);
+            .arg(USAGE_RETENTION_SECS)
+            .arg(u8::from(self.record_usage));
         let call = invocation.invoke_async::<(i64, i64, i64, i64)>(&mut connection);
         let answer = match tokio::time::timeout(REDIS_TIMEOUT, call).await {
             Ok(answer) => answer,

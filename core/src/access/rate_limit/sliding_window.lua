@@ -1,5 +1,6 @@
 -- Sliding-window rate limit over two fixed windows, one call per request.
--- ARGV: account id, limit (>= 1), window seconds, usage-hash retention seconds.
+-- ARGV: account id, limit (>= 1), window seconds, usage-hash retention seconds, and 1 to count the request
+-- in the usage hash (0 for keys that are no account, such as a web chat visitor's).
 -- Keys (documented for dashboards; built here so the time comes from this Redis, not the callers' clocks):
 --   frontdesk:rl:{account_id}:{window_start_unix}  integer count, expires after two windows
 --   frontdesk:usage:{YYYY-MM-DD}                   hash: {account_id} -> requests, {account_id}:throttled -> 429s
@@ -31,12 +32,15 @@ local month = mp < 10 and mp + 3 or mp - 9
 local year = yoe + era * 400
 if month <= 2 then year = year + 1 end
 local usage_key = 'frontdesk:usage:' .. string.format('%04d-%02d-%02d', year, month, day)
-redis.call('HINCRBY', usage_key, account, 1)
-redis.call('EXPIRE', usage_key, ARGV[4])
+local record_usage = ARGV[5] ~= '0'
+if record_usage then
+  redis.call('HINCRBY', usage_key, account, 1)
+  redis.call('EXPIRE', usage_key, ARGV[4])
+end
 
 local reset = math.ceil(start + window - now)
 if estimate + 1 > limit then
-  redis.call('HINCRBY', usage_key, account .. ':throttled', 1)
+  if record_usage then redis.call('HINCRBY', usage_key, account .. ':throttled', 1) end
   local retry
   if cur + 1 > limit then
     -- This window alone is full: wait for it to end, then for its weight to fall far enough.

@@ -16,6 +16,8 @@ pub struct Model {
     pub configured_keys: String,
     /// What the business types into Meta's console to verify the callback URL; "" for other providers.
     pub verify_token: String,
+    /// The public key a web chat widget names its channel by (`wk_` + 24 base62); `None` for other channels.
+    pub widget_key: Option<String>,
     pub created_at: DateTimeUtc,
 }
 

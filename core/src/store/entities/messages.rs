@@ -35,6 +35,9 @@ pub struct Model {
     pub sent_at: Option<DateTimeUtc>,
     pub delivered_at: Option<DateTimeUtc>,
     pub read_at: Option<DateTimeUtc>,
+    /// When the message was last corrected, removed or reacted to: a reconnecting web chat visitor is sent
+    /// the messages revised since it was last there.
+    pub revised_at: Option<DateTimeUtc>,
 }
 
 /// What a delivery reads with its message in one statement.
@@ -67,3 +70,35 @@ impl Related<super::contacts::Entity> for Entity {
 }
 
 impl ActiveModelBehavior for ActiveModel {}
+
+/// A stored message for unit tests: `author` `contact` makes it inbound, any other outbound.
+#[cfg(test)]
+pub fn sample(author: &str, text: &str) -> Model {
+    Model {
+        seq: 1,
+        id: "msg_1".into(),
+        account_id: "acct_1".into(),
+        conversation_id: "cv_1".into(),
+        contact_id: "ct_1".into(),
+        channel_id: "ch_1".into(),
+        direction: if author == "contact" { "inbound" } else { "outbound" }.into(),
+        author: author.into(),
+        text: text.into(),
+        attachments: "[]".into(),
+        status: "received".into(),
+        error_code: None,
+        error_message: None,
+        provider_message_id: None,
+        reactions: "[]".into(),
+        edited: false,
+        edits: "[]".into(),
+        removed: false,
+        reply_to: String::new(),
+        broadcast_id: String::new(),
+        created_at: chrono::DateTime::from_timestamp(1_800_000_060, 0).unwrap_or_default(),
+        sent_at: None,
+        delivered_at: None,
+        read_at: None,
+        revised_at: None,
+    }
+}

@@ -9,6 +9,7 @@ pub mod broadcasts;
 pub mod campaigns;
 pub mod channel_defaults;
 pub mod channels;
+pub mod chat_sessions;
 pub mod contact_identities;
 pub mod contacts;
 pub mod conversations;

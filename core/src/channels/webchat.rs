@@ -1,0 +1,79 @@
+//! The web chat "provider" is this service itself: sending a message is pushing it to the visitor's open
+//! sockets, on whichever replica holds them (`webchat::live`). A visitor with a socket open has it at once
+//! (`Delivered`); one without gets it from the thread when they come back (`Accepted`: sent, and delivered
+//! when they read it). The message's own id stands in for a provider's id.
+
+use crate::webchat::{
+    frames::{self, Change},
+    live::{Live, Push},
+};
+
+use super::{ChannelAdapter, Outbound, SendOutcome};
+
+pub struct WebChatAdapter {
+    live: Live,
+}
+
+impl WebChatAdapter {
+    pub fn new(live: Live) -> Self {
+        Self { live }
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelAdapter for WebChatAdapter {
+    /// `message.to` is the visitor's session (the contact's `webchat` identity).
+    async fn send(&self, message: &Outbound<'_>) -> SendOutcome {
+        let mut shown = message.message.clone();
+        shown.status = "sent".to_owned();
+        shown.provider_message_id = Some(shown.id.clone());
+        let frame = frames::message(Change::New, &shown, None);
+        let provider_message_id = shown.id;
+        match self.live.publish(message.to, Push::Frame(frame)).await {
+            Ok(0) => SendOutcome::Accepted { provider_message_id },
+            Ok(_) => SendOutcome::Delivered { provider_message_id },
+            // Without live updates the visitor still finds the message in the thread: it is sent, not lost
+            // (and sockets that missed it are closed, so their widgets reconnect and replay it).
+            Err(err) => {
+                tracing::warn!(error = %err, "a web chat reply was stored but not pushed live");
+                SendOutcome::Accepted { provider_message_id }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::entities::messages;
+
+    #[tokio::test]
+    async fn a_visitor_with_a_socket_has_it_at_once_and_one_without_later() {
+        let live = Live::in_process();
+        let adapter = WebChatAdapter::new(live.clone());
+        let stored = messages::sample("api", "Hello <b>there</b>");
+        let outbound = Outbound {
+            message: &stored,
+            to: "cs_1",
+            text: &stored.text,
+            attachments: &[],
+            status_callback: "",
+        };
+        let away = adapter.send(&outbound).await;
+        assert_eq!(
+            away,
+            SendOutcome::Accepted {
+                provider_message_id: "msg_1".to_owned()
+            }
+        );
+        let mut socket = live.subscribe("cs_1", "ch_1").await.unwrap();
+        assert!(matches!(adapter.send(&outbound).await, SendOutcome::Delivered { .. }));
+        let Some(Push::Frame(frame)) = socket.rx.recv().await else {
+            panic!("no frame")
+        };
+        let frame: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(frame["type"], "message");
+        assert_eq!(frame["message"]["text"], "Hello <b>there</b>");
+        assert_eq!(frame["message"]["status"], "sent");
+    }
+}

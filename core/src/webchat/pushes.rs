@@ -1,0 +1,77 @@
+//! Changes the business makes that a web chat visitor sees live: a correction, a removal or a reaction on
+//! a message of their thread, and a person typing. Pushed after the change committed, to every socket of the
+//! contact's sessions on the channel. A push that cannot be made is logged and dropped: the change itself is
+//! stored, and a visitor who missed it gets it when their widget reconnects (replay of what was revised).
+
+use sea_orm::DatabaseConnection;
+
+use super::{
+    frames::{self, Change},
+    live::{Live, Push, close},
+    sessions,
+};
+use crate::store::entities::{conversations, messages};
+
+#[derive(Clone)]
+pub struct Pushes {
+    db: DatabaseConnection,
+    live: Live,
+}
+
+impl Pushes {
+    pub fn new(db: DatabaseConnection, live: Live) -> Self {
+        Self { db, live }
+    }
+
+    /// `message` changed. A business message still queued is not the visitor's yet: its delivery shows it
+    /// as it is then.
+    pub async fn message_changed(&self, message: &messages::Model, change: Change) {
+        if message.direction == "outbound" && message.status == "queued" {
+            return;
+        }
+        let frame = frames::message(change, message, None);
+        self.to_sessions_of(&message.contact_id, &message.channel_id, Push::Frame(frame))
+            .await;
+    }
+
+    /// Someone at the business started (`on`) or stopped typing in `conversation`.
+    pub async fn typing(&self, conversation: &conversations::Model, on: bool) {
+        if conversation.channel_type == "webchat" {
+            let frame = Push::Frame(frames::typing(on));
+            self.to_sessions_of(&conversation.contact_id, &conversation.channel_id, frame)
+                .await;
+        }
+    }
+
+    /// The channel was disconnected: its visitors' sockets close (4401) on every replica.
+    pub async fn channel_disconnected(&self, channel_id: &str) {
+        if let Err(err) = self.live.revoke_channel(channel_id).await {
+            tracing::warn!(error = %err, "the sockets of a disconnected web chat channel were not told");
+        }
+    }
+
+    /// The sessions were erased with their contact: their sockets close (4401).
+    pub async fn sessions_erased(&self, session_ids: &[String]) {
+        let push = Push::Close(close::REVOKED, "the session was erased".to_owned());
+        for session in session_ids {
+            if let Err(err) = self.live.publish(session, push.clone()).await {
+                tracing::warn!(error = %err, "the socket of an erased web chat session was not told");
+            }
+        }
+    }
+
+    async fn to_sessions_of(&self, contact_id: &str, channel_id: &str, push: Push) {
+        let sessions = match sessions::of_contact(&self.db, contact_id, channel_id).await {
+            Ok(sessions) => sessions,
+            Err(err) => {
+                tracing::warn!(error = %err, "a web chat push could not find its sessions");
+                return;
+            }
+        };
+        for session in sessions {
+            if let Err(err) = self.live.publish(&session, push.clone()).await {
+                tracing::warn!(error = %err, "a web chat change was not pushed live");
+            }
+        }
+    }
+}
