@@ -567,8 +567,8 @@
       var now = Date.now();
       if (input.value && now - lastTypingAt >= 3000 && socketOpen()) { lastTypingAt = now; frame({ type: "typing" }); }
     });
-    panel.addEventListener("keydown", function (ev) {
-      if (ev.key === "Escape") { ev.stopPropagation(); setOpen(false); launcher.focus(); }
+    root.addEventListener("keydown", function (ev) {   // from the panel or the launcher
+      if (ev.key === "Escape" && isOpen) { ev.stopPropagation(); setOpen(false); launcher.focus(); }
     });
 
     applyConfig(null);
