@@ -13,6 +13,7 @@ pub mod redis_server;
 pub mod server;
 pub mod sms;
 pub mod twilio;
+pub mod webchat;
 pub mod webhook_receiver;
 
 pub use db::Db;

@@ -279,15 +279,15 @@ fn sent(result: Result<(), axum::Error>) -> Next {
 /// A frame that could not be read: over the size limit (1009), or a broken connection.
 fn refused_read(err: &axum::Error) -> Next {
     use std::error::Error as _;
-    let mut cause = err.source();
-    while let Some(error) = cause {
-        let text = error.to_string();
-        if text.contains("Space limit exceeded") || text.contains("too long") || text.contains("too big") {
-            return Next::Close(close::TOO_BIG, format!("frames are at most {MAX_FRAME} bytes"));
-        }
-        cause = error.source();
+    let too_big = err
+        .source()
+        .and_then(|cause| cause.downcast_ref::<tungstenite::Error>())
+        .is_some_and(|cause| matches!(cause, tungstenite::Error::Capacity(_)));
+    if too_big {
+        Next::Close(close::TOO_BIG, format!("frames are at most {MAX_FRAME} bytes"))
+    } else {
+        Next::Gone
     }
-    Next::Gone
 }
 
 /// How a refused frame ends: a revoked session closes with 4401, a frame the core could not read with 1007.
