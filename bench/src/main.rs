@@ -10,6 +10,7 @@ mod process;
 mod receiver;
 mod report;
 mod scenarios;
+mod webchat;
 
 use std::{path::PathBuf, time::Duration};
 

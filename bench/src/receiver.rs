@@ -1,6 +1,6 @@
-//! The receiver of the fan-out and pipeline scenarios, run as its own process (`frontdesk-bench
+//! The receiver of the fan-out, pipeline and web chat scenarios, run as its own process (`frontdesk-bench
 //! webhook-receiver`) like the bare server. `POST /hook/...` answers 200 and records the time from the event's
-//! `timestamp` (its commit) to receipt; `POST /limit` answers 200 without recording (the physical limit: the
+//! `timestamp` (its commit), or from the `t=<epoch ms>` a bench visitor wrote in its message, to receipt; `POST /limit` answers 200 without recording (the physical limit: the
 //! same receiver driven by a plain client). `POST /2010-04-01/Accounts/{sid}/Messages.json` is Twilio's
 //! Messages API: it takes the form Twilio takes (`To`, `From`, `Body`, `StatusCallback`), answers 201 with a
 //! message sid and `queued`, and records the time from the `t=<epoch ms>` the bench wrote in `Body` (when
@@ -37,10 +37,16 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Milliseconds since the epoch of the body's `"timestamp":"..."` (RFC 3339), read without parsing the
-/// whole body.
+/// When the event's cause was made: the `t=<epoch ms>` a bench client wrote at the start of a message's
+/// text (`"text":"t=..."`, a visitor's message in `message.received`), else the event's `"timestamp":"..."`
+/// (RFC 3339, its commit). Read without parsing the whole body.
 fn event_ms(body: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(body).ok()?;
+    if let Some(start) = text.find(r#""text":"t="#) {
+        let digits = &text[start + 10..];
+        let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+        return digits[..end].parse().ok();
+    }
     let start = text.find(r#""timestamp":""#)? + 13;
     let end = start + text[start..].find('"')?;
     let at = chrono::DateTime::parse_from_rfc3339(&text[start..end]).ok()?;
@@ -178,6 +184,8 @@ mod tests {
     fn reads_the_event_time() {
         let body = br#"{"type":"deal.created","timestamp":"2026-11-22T10:15:00.250Z","data":{}}"#;
         assert_eq!(super::event_ms(body), Some(1_795_342_500_250));
+        let visitor = br#"{"type":"message.received","timestamp":"2026-11-22T10:15:00.250Z","data":{"text":"t=1795342500100","x":1}}"#;
+        assert_eq!(super::event_ms(visitor), Some(1_795_342_500_100));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use crate::{
     engine,
     scenarios::{Footprint, Measured},
+    webchat,
 };
 
 /// A target's row: what, the figure, the goal, met.
@@ -142,7 +143,11 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
         ),
     ];
     let mut out = String::from("| target | measured | goal | met |\n|---|---:|---|---|\n");
-    for (name, measured, goal, met) in rows.into_iter().chain(engine_targets(results, footprint)) {
+    let rows = rows
+        .into_iter()
+        .chain(engine_targets(results, footprint))
+        .chain(webchat_targets(results, footprint));
+    for (name, measured, goal, met) in rows {
         let _ = writeln!(
             out,
             "| {name} | {measured} | {goal} | {} |",
@@ -219,6 +224,55 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
             ),
             "all equal",
             stored.exact(),
+        ));
+    }
+    rows
+}
+
+/// Web chat's targets, for the scenarios that ran: memory per idle socket against the bare socket's, and
+/// the two latencies of active sessions against the bare echo's round trip.
+fn webchat_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
+    let find = |name: &str| results.iter().find(|r| r.name == name);
+    let mut rows = Vec::new();
+    if let Some(idle) = &footprint.idle_sockets {
+        rows.push((
+            "web chat: extra resident memory per idle visitor socket, serve (SQLite)",
+            format!("{:.1} KiB ({} sockets)", idle.service_kib, idle.sockets),
+            "< 16 KiB",
+            idle.service_kib < 16.0,
+        ));
+        rows.push((
+            "web chat: the same on the bare axum socket (the limit; no goal set)",
+            format!(
+                "{:.1} KiB (service / limit {:.1}x); server CPU while idle {:.2} s",
+                idle.limit_kib,
+                idle.service_kib / idle.limit_kib.max(1e-9),
+                idle.service_cpu_while_idle
+            ),
+            "-",
+            true,
+        ));
+    }
+    for (name, what) in [
+        (
+            webchat::ACTIVE_VISITOR,
+            "web chat, 1,000 active sessions: visitor frame to message.received webhook, p99",
+        ),
+        (
+            webchat::ACTIVE_API,
+            "web chat, 1,000 active sessions: API send to the visitor's frame, p99",
+        ),
+    ] {
+        if let Some(measured) = find(name) {
+            rows.push(p99_under(what, measured, 100.0, "< 100 ms"));
+        }
+    }
+    if let Some(limit) = find(webchat::ACTIVE_LIMIT) {
+        rows.push(p99_under(
+            "web chat: bare WebSocket echo at the same rate, round trip p99 (the limit; no goal set)",
+            limit,
+            f64::INFINITY,
+            "-",
         ));
     }
     rows

@@ -48,6 +48,8 @@ pub struct Footprint {
     pub deals_plan: Option<String>,
     /// What the inbound scenario stored, against what it sent.
     pub inbound_stored: Option<crate::engine::Stored>,
+    /// What idle web chat sockets cost, when that scenario ran.
+    pub idle_sockets: Option<crate::webchat::IdleSockets>,
 }
 
 impl Setup {
@@ -265,6 +267,8 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     }
     let engine = crate::engine::run(setup, shape, wanted).await?;
     results.extend(engine.measured);
+    let webchat = crate::webchat::run(setup, shape, wanted).await?;
+    results.extend(webchat.measured);
     Ok((
         results,
         Footprint {
@@ -272,6 +276,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
             started_in,
             deals_plan,
             inbound_stored: engine.stored,
+            idle_sockets: webchat.idle,
         },
     ))
 }
