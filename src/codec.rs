@@ -39,12 +39,17 @@ where
     type Decoder = ProtoDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        self.0.encoder()
+        ProstEncoder::new(buffer_settings())
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        ProtoDecoder(self.0.decoder())
+        ProtoDecoder(ProstDecoder::new(buffer_settings()))
     }
+}
+
+/// Buffers start at `wire::CODEC_BUFFER_BYTES` instead of tonic's 8 KiB (and grow as a message needs).
+pub fn buffer_settings() -> BufferSettings {
+    BufferSettings::new(wire::CODEC_BUFFER_BYTES, wire::CODEC_YIELD_BYTES)
 }
 
 /// Decodes with prost; a failure is `INVALID_ARGUMENT`.

@@ -66,6 +66,12 @@ pub mod wire {
     /// stay far below it: list pages end before their items pass 4,000,000 bytes, and one resource is at
     /// most what a request (4 MiB) could store.
     pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+    /// The first buffer of a call's message encoder or decoder, grown as a message needs. Most messages are
+    /// small, and a stream keeps its buffers as long as it lasts: ten thousand web chat sockets each hold
+    /// one on both sides, where tonic's default (8 KiB) would cost them more than everything else together.
+    pub const CODEC_BUFFER_BYTES: usize = 1024;
+    /// Encoded bytes after which a streaming answer is handed on (tonic's default).
+    pub const CODEC_YIELD_BYTES: usize = 32 * 1024;
     /// Response metadata: the HTTP status the edge answers with for a successful call (e.g. `503` for a
     /// degraded health check), as in grpc-gateway's `x-http-code` convention.
     pub const HTTP_CODE: &str = "x-http-code";

@@ -138,8 +138,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         live.clone(),
         arrivals.clone(),
         sealer.clone(),
-        &config.webchat,
-        config.redis_url.as_deref(),
+        config,
     )?);
     let send_schedule = conversations.send_retry_schedule.0.clone();
     let send_attempts = i32::try_from(send_schedule.len()).unwrap_or(0) + 1;

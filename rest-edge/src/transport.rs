@@ -11,7 +11,7 @@ use prost::Message;
 use tonic::{
     Status,
     body::Body,
-    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
+    codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
 };
 use tower::{BoxError, ServiceExt, util::BoxCloneSyncService};
 
@@ -147,6 +147,10 @@ impl<M: Message> Encoder for DynamicEncoder<M> {
         item.encode(dst)
             .map_err(|e| Status::internal(format!("encoding request: {e}")))
     }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        frontdesk_api::codec::buffer_settings()
+    }
 }
 
 struct EncodedDecoder;
@@ -157,5 +161,9 @@ impl Decoder for EncodedDecoder {
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
         Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        frontdesk_api::codec::buffer_settings()
     }
 }

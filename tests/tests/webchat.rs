@@ -11,6 +11,7 @@ use frontdesk_tests::{
     Db, Server, on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
+    server::base_env,
     webchat::{Channel, Socket, Visitor, call},
     webhook_receiver::Receiver,
 };
@@ -257,6 +258,49 @@ on_both_databases!(a_reconnecting_socket_gets_what_it_missed_once, |db: Db| asyn
 });
 
 on_both_databases!(
+    a_reply_read_before_its_delivery_is_recorded_is_read,
+    |db: Db| async move {
+        // No job runs here: the reply stays queued, as it is for the instant between its push and the commit
+        // of its send's outcome. The visitor has it (from the thread) and says so.
+        let server = start(&db, &[("FRONTDESK_JOB_CONCURRENCY", "0")]).await;
+        let platform = Platform::new(&server).await;
+        let receiver = Receiver::start().await;
+        subscribe(&platform, &receiver).await;
+        let channel = Channel::connect(&platform, "site", json!({})).await;
+        let visitor = Visitor::start(&server, &channel, json!({})).await;
+        let answer = reply(&platform, &visitor, "We open at nine.").await;
+        let thread = visitor.thread(&server, "").await;
+        assert_eq!(
+            (thread[0]["id"].as_str(), thread[0]["status"].as_str()),
+            (Some(answer.as_str()), Some("queued"))
+        );
+        let mut socket = visitor.socket(&server, "", "").await;
+        socket.send(json!({"type": "seen", "message_id": answer})).await;
+        let read = socket.frame_of("status").await;
+        assert_eq!(read["message"]["status"], "read");
+        let message = message_when(&platform, &answer, |m| m["status"] == "read").await;
+        assert_eq!(
+            message["provider_message_id"],
+            answer.as_str(),
+            "web chat's messages are their own provider ids"
+        );
+        let events = receiver
+            .wait_until(WAIT, |d| d.iter().any(|d| d.json["type"] == "message.read"))
+            .await;
+        let passed: Vec<&str> = events
+            .iter()
+            .filter(|d| d.json["data"]["id"] == answer.as_str())
+            .map(|d| d.json["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            passed,
+            ["message.sent", "message.delivered", "message.read"],
+            "every state passed, in order"
+        );
+    }
+);
+
+on_both_databases!(
     sessions_resume_and_tokens_stay_with_their_channel,
     |db: Db| async move {
         let server = start(&db, &[]).await;
@@ -370,6 +414,17 @@ on_both_databases!(only_allowed_origins_get_a_grant, |db: Db| async move {
     assert_eq!(shop.status, 201);
     assert_eq!(shop.header("access-control-allow-origin"), Some(SHOP));
     assert_eq!(shop.header("access-control-expose-headers"), Some("Retry-After"));
+    // The server's own pages (the demo page) are no foreign origin.
+    let own = call(
+        &server,
+        "POST",
+        "/webchat/v1/sessions",
+        &[("origin", &server.http)],
+        Some(json!({"widget_key": key})),
+    )
+    .await;
+    assert_eq!(own.status, 201, "{}", own.body);
+    assert_eq!(own.header("access-control-allow-origin"), Some(server.http.as_str()));
     let token = shop.body["token"].as_str().unwrap();
     assert!(Socket::open(&server, token, "", SHOP).await.is_ok());
     assert_eq!(
@@ -615,13 +670,28 @@ on_both_databases!(
     }
 );
 
-/// Two core processes (each with its edge) on one PostgreSQL and Redis: the visitor's socket is held by
-/// one, the business's calls are made on the other, whose workers also run the delivery.
+/// Two replicas on one PostgreSQL and Redis: the visitor's socket is held by an edge process whose core
+/// (a process of its own) runs no jobs; the business's calls are made on the other replica (`serve`), whose
+/// workers also run the delivery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_made_on_another_replica_reaches_the_socket_in_order() {
     let db = Db::postgres().await;
     let redis = redis_server::shared_url();
-    let sockets = start(&db, &[("REDIS_URL", &redis), ("FRONTDESK_JOB_CONCURRENCY", "0")]).await;
+    let mut core_env = base_env();
+    for (name, value) in [
+        ("DATABASE_URL", db.url().as_str()),
+        ("REDIS_URL", redis.as_str()),
+        ("FRONTDESK_JOB_CONCURRENCY", "0"),
+    ] {
+        core_env.insert(name.into(), value.into());
+    }
+    let core = Server::spawn(None, vec!["core".into()], core_env).await;
+    let sockets = Server::spawn(
+        None,
+        vec!["edge".into(), "--core".into(), core.grpc.clone()],
+        base_env(),
+    )
+    .await;
     let calls = start(&db, &[("REDIS_URL", &redis)]).await;
     let platform = Platform::new(&calls).await;
     let channel = Channel::connect(&platform, "site", json!({})).await;

@@ -1,9 +1,10 @@
 //! 1,000 visitors chatting at once (20 in a smoke run) on `serve` with PostgreSQL + Redis: each visitor's
-//! socket sends a message every 2 s (its text `t=<epoch ms>`), and the business answers each visitor through
-//! `POST /v1/contacts/{id}/send-message` every 2 s (its text `u=<epoch µs>`, when the call was due). The
-//! receiver times each visitor message to its `message.received` webhook; the visitors time each answer
-//! from its API call to their frame. The limit: the same sockets on the bare axum server's echo, each frame
-//! timed out and back.
+//! socket sends a message every 2 s (its text `t=<epoch ms> u=<epoch µs>`), and the business answers each
+//! visitor through `POST /v1/contacts/{id}/send-message` every 2 s (its text `u=<epoch µs>`, when the call
+//! was due). The receiver times each visitor message to its `message.received` webhook; the visitors time
+//! each answer from its API call to their frame, and each of their own messages to its echo (stored, then
+//! pushed back to every socket of the session). The limit: the same sockets on the bare axum server's echo,
+//! each frame timed out and back.
 
 use std::{
     collections::BTreeMap,
@@ -29,6 +30,8 @@ pub const ACTIVE_LIMIT: &str = "limit: bare axum WebSocket echo, 1,000 sockets, 
 pub const ACTIVE_VISITOR: &str =
     "webchat: visitor frame to message.received webhook, 1,000 active sessions (PostgreSQL + Redis)";
 pub const ACTIVE_API: &str = "webchat: API send to the visitor's frame, 1,000 active sessions (PostgreSQL + Redis)";
+pub const ACTIVE_ECHO: &str =
+    "webchat: visitor frame to its echo on the socket (stored, then pushed back), 1,000 active sessions";
 /// How often each visitor writes, and each is answered.
 const PERIOD: Duration = Duration::from_secs(2);
 
@@ -36,12 +39,12 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
     let sessions = if shape.concurrency <= 2 { 20 } else { 1_000 };
     let bare = ServerProcess::spawn(&setup.bench, &["bare-server"], &BTreeMap::new(), 1)?;
     let addr = bare.http.expect("bare server address");
-    let urls = vec![format!("ws://{addr}/ws"); sessions];
+    let sockets = open(vec![format!("ws://{addr}/ws"); sessions]).await?;
     let cpu = bare.cpu_seconds();
-    let echoed = chat(urls, Mode::Echo, shape).await?;
+    let echoed = chat(sockets, Mode::Echo, shape).await?;
     let limit = Measured {
         name: ACTIVE_LIMIT,
-        outcome: echoed.frames,
+        outcome: echoed.answers,
         server_cpu: bare.cpu_seconds() - cpu,
         server_peak_rss: bare.rss_mib().1,
     };
@@ -57,27 +60,28 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
     env.insert("FRONTDESK_WEBCHAT_MESSAGES_PER_MINUTE".into(), "120".into());
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
     let site = Site::prepare(&serve, sessions).await?;
-    let hook = json!({"name": "bench", "url": format!("http://{receiver_addr}/hook/0"), "events": ["message.received"]});
+    let hook =
+        json!({"name": "bench", "url": format!("http://{receiver_addr}/hook/0"), "events": ["message.received"]});
     post_json(site.http, "/v1/webhooks", Some(&site.key), hook).await?;
 
+    // Every socket is open before the first answer is due, so each answer has a socket to reach.
+    let sockets = open(site.visitors.iter().map(|v| socket_url(site.http, &v.token)).collect()).await?;
     let cpu = serve.cpu_seconds();
-    let urls = site.visitors.iter().map(|v| socket_url(site.http, &v.token)).collect();
     let window_start_ms = epoch_ms() + u64::try_from(shape.warmup.as_millis()).unwrap_or(0);
     let answers = answer_every_visitor(&site, shape);
-    let (chatted, answered) = tokio::join!(chat(urls, Mode::Service, shape), answers);
+    // The receiver counts from the window on (a few warm-up messages' webhooks may still come after).
+    let window_opens = async {
+        tokio::time::sleep(shape.warmup).await;
+        receiver::reset(receiver_addr).await
+    };
+    let (chatted, answered, opened) = tokio::join!(chat(sockets, Mode::Service, shape), answers, window_opens);
     let (chatted, answered) = (chatted?, answered?);
+    opened?;
     let server_cpu = serve.cpu_seconds() - cpu;
-    anyhow::ensure!(
-        answered.error_count() == 0,
-        "API sends failed: {:?}",
-        answered.errors
-    );
+    anyhow::ensure!(answered.error_count() == 0, "API sends failed: {:?}", answered.errors);
     eprintln!(
         "webchat: {} visitor messages and {} answers in the window; {} answers' frames seen; frame errors {:?}",
-        chatted.sent_in_window,
-        answered.requests,
-        chatted.frames.requests,
-        chatted.frames.errors
+        chatted.sent_in_window, answered.requests, chatted.answers.requests, chatted.answers.errors
     );
     let mut webhooks = receiver::receipts(receiver_addr, chatted.sent_in_window, window_start_ms).await?;
     webhooks.elapsed = shape.duration;
@@ -94,7 +98,13 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
         },
         Measured {
             name: ACTIVE_API,
-            outcome: chatted.frames,
+            outcome: chatted.answers,
+            server_cpu,
+            server_peak_rss,
+        },
+        Measured {
+            name: ACTIVE_ECHO,
+            outcome: chatted.echoes,
             server_cpu,
             server_peak_rss,
         },
@@ -138,26 +148,43 @@ enum Mode {
     Service,
 }
 
-/// What the visitors saw.
+/// What the visitors saw, from the window.
 struct Chatted {
-    /// Timed frames (answers, or echoes), from the window.
-    frames: Outcome,
+    /// The business's answers (the service), or the bare server's echoes, timed.
+    answers: Outcome,
+    /// The visitors' own messages pushed back by the service, timed.
+    echoes: Outcome,
     /// Messages the visitors sent in the window.
     sent_in_window: u64,
 }
 
-/// One socket per URL, each writing a message every `PERIOD` (staggered over the period) and timing the
-/// frames it is waiting for, for the warm-up and the measured window.
-async fn chat(urls: Vec<String>, mode: Mode, shape: Shape) -> anyhow::Result<Chatted> {
-    let count = urls.len();
-    let mut sockets = Vec::with_capacity(count);
+/// Which frames a visitor times.
+#[derive(Clone, Copy)]
+enum Timed {
+    Answer,
+    Echo,
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A socket to each URL.
+async fn open(urls: Vec<String>) -> anyhow::Result<Vec<Socket>> {
+    let mut sockets = Vec::with_capacity(urls.len());
     for url in urls {
         sockets.push(tokio_tungstenite::connect_async(url).await?.0);
     }
+    Ok(sockets)
+}
+
+/// Each socket writing a message every `PERIOD` (staggered over the period) and timing the frames it is
+/// waiting for, for the warm-up and the measured window.
+async fn chat(sockets: Vec<Socket>, mode: Mode, shape: Shape) -> anyhow::Result<Chatted> {
+    let count = sockets.len();
     let started = Instant::now();
     let record_from = started + shape.warmup;
     let stop = record_from + shape.duration;
-    let timed = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?));
+    let histogram = || Histogram::<u64>::new_with_bounds(1, 60_000_000, 3);
+    let timed = Arc::new(Mutex::new([histogram()?, histogram()?]));
     let mut visitors = tokio::task::JoinSet::new();
     for (n, socket) in sockets.into_iter().enumerate() {
         let offset = PERIOD.mul_f64(n as f64 / count as f64);
@@ -165,7 +192,7 @@ async fn chat(urls: Vec<String>, mode: Mode, shape: Shape) -> anyhow::Result<Cha
         visitors.spawn(async move {
             let (mut write, mut read) = socket.split();
             let mut tick = tokio::time::interval_at((started + offset).into(), PERIOD);
-            let (mut sent, mut timed_frames, mut errors) = (0_u64, 0_u64, 0_u64);
+            let (mut written, mut sent, mut errors) = (0_u64, 0_u64, 0_u64);
             // After the window, a grace period for frames still on their way.
             let grace = tokio::time::sleep_until((stop + Duration::from_secs(3)).into());
             tokio::pin!(grace);
@@ -178,13 +205,14 @@ async fn chat(urls: Vec<String>, mode: Mode, shape: Shape) -> anyhow::Result<Cha
                         }
                         let text = match mode {
                             Mode::Echo => format!("u={}", epoch_us()),
-                            Mode::Service => format!("t={}", epoch_ms()),
+                            Mode::Service => format!("t={} u={}", epoch_ms(), epoch_us()),
                         };
-                        let frame = json!({"type": "message", "text": text, "client_message_id": format!("b{n}-{sent}")});
+                        let frame = json!({"type": "message", "text": text, "client_message_id": format!("b{n}-{written}")});
                         if write.send(Message::Text(frame.to_string().into())).await.is_err() {
                             errors += 1;
                             break;
                         }
+                        written += 1;
                         if at >= record_from {
                             sent += 1;
                         }
@@ -197,57 +225,59 @@ async fn chat(urls: Vec<String>, mode: Mode, shape: Shape) -> anyhow::Result<Cha
                             }
                             continue;
                         };
-                        if let Some(due_us) = timed_text(&text, mode)
+                        if let Some((kind, due_us)) = timed_text(&text, mode)
                             && Instant::now() >= record_from
                         {
                             let latency = u64::try_from(epoch_us().saturating_sub(due_us)).unwrap_or(u64::MAX);
-                            let _ = timed.lock().unwrap_or_else(|e| e.into_inner()).record(latency.max(1));
-                            timed_frames += 1;
+                            let _ = timed.lock().unwrap_or_else(|e| e.into_inner())[kind as usize].record(latency.max(1));
                         }
                     }
                     () = &mut grace => break,
                 }
             }
-            (sent, timed_frames, errors)
+            (sent, errors)
         });
     }
-    let (mut sent, mut frames, mut errors) = (0, 0, 0);
-    for (s, f, e) in visitors.join_all().await {
+    let (mut sent, mut errors) = (0, 0);
+    for (s, e) in visitors.join_all().await {
         sent += s;
-        frames += f;
         errors += e;
     }
-    let latency_us = std::mem::replace(
+    let [answers, echoes] = std::mem::replace(
         &mut *timed.lock().unwrap_or_else(|e| e.into_inner()),
-        Histogram::new(3)?,
+        [histogram()?, histogram()?],
     );
-    let mut outcome = Outcome {
-        requests: frames,
-        elapsed: shape.duration,
-        latency_us,
-        errors: Default::default(),
+    let outcome = |latency_us: Histogram<u64>| {
+        let mut outcome = Outcome {
+            requests: latency_us.len(),
+            elapsed: shape.duration,
+            latency_us,
+            errors: Default::default(),
+        };
+        if errors > 0 {
+            outcome.errors.insert("socket closed".to_owned(), errors);
+        }
+        outcome
     };
-    if errors > 0 {
-        outcome.errors.insert("socket closed".to_owned(), errors);
-    }
     Ok(Chatted {
-        frames: outcome,
+        answers: outcome(answers),
+        echoes: outcome(echoes),
         sent_in_window: sent,
     })
 }
 
-/// The `u=<epoch µs>` of a frame being waited for: an echo (the bare server), or an answer from the API
-/// (the service; the visitor's own messages coming back are not timed here).
-fn timed_text(frame: &str, mode: Mode) -> Option<u128> {
+/// Which timed frame this is, and the `u=<epoch µs>` in its text: an echo of the bare server (counted as
+/// an answer), an answer from the API, or a visitor's own message pushed back.
+fn timed_text(frame: &str, mode: Mode) -> Option<(Timed, u128)> {
     let frame: Value = serde_json::from_str(frame).ok()?;
-    let text = match mode {
-        Mode::Echo => frame["text"].as_str()?,
-        Mode::Service if frame["type"] == "message" && frame["message"]["author"] == "api" => {
-            frame["message"]["text"].as_str()?
-        }
-        Mode::Service => return None,
+    let (kind, text) = match mode {
+        Mode::Echo => (Timed::Answer, frame["text"].as_str()?),
+        Mode::Service if frame["type"] != "message" => return None,
+        Mode::Service if frame["message"]["author"] == "api" => (Timed::Answer, frame["message"]["text"].as_str()?),
+        Mode::Service => (Timed::Echo, frame["message"]["text"].as_str()?),
     };
-    text.strip_prefix("u=")?.parse().ok()
+    let (_, micros) = text.split_once("u=")?;
+    Some((kind, micros.parse().ok()?))
 }
 
 fn epoch_us() -> u128 {

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-pub use active::{ACTIVE_API, ACTIVE_LIMIT, ACTIVE_VISITOR};
+pub use active::{ACTIVE_API, ACTIVE_ECHO, ACTIVE_LIMIT, ACTIVE_VISITOR};
 pub use idle::IdleSockets;
 
 use crate::{process::ServerProcess, scenarios::Measured};

@@ -34,7 +34,7 @@ use crate::{
     routing::resolver::Inbound,
     store::{
         self,
-        entities::{channels, contacts as contact_rows, conversations, messages},
+        entities::{channels, contact_identities, contacts as contact_rows, conversations, messages},
         group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
     },
 };
@@ -104,8 +104,42 @@ impl BatchWriter for ArrivalWriter {
 struct Known {
     /// By account and phone.
     by_phone: HashMap<(String, String), contact_rows::Model>,
+    /// By account, identity kind and external id.
+    by_identity: HashMap<(String, &'static str, String), contact_rows::Model>,
     /// By contact and channel name.
     open: HashMap<(String, String), conversations::Model>,
+}
+
+impl Known {
+    /// The sender's contact, when the batch read it.
+    fn contact(&self, account_id: &str, sender: &Sender) -> Option<&contact_rows::Model> {
+        match sender {
+            Sender::Phone(phone) => {
+                let phone = E164Phone::parse(phone)?;
+                self.by_phone.get(&(account_id.to_owned(), phone.as_str().to_owned()))
+            }
+            Sender::Identity { kind, external_id } => {
+                self.by_identity
+                    .get(&(account_id.to_owned(), *kind, external_id.clone()))
+            }
+        }
+    }
+
+    /// Remembers the sender's contact for the rest of the batch.
+    fn remember(&mut self, account_id: &str, sender: &Sender, contact: &contact_rows::Model) {
+        match sender {
+            Sender::Phone(_) => {
+                if let Some(phone) = &contact.phone {
+                    self.by_phone
+                        .insert((account_id.to_owned(), phone.clone()), contact.clone());
+                }
+            }
+            Sender::Identity { kind, external_id } => {
+                let key = (account_id.to_owned(), *kind, external_id.clone());
+                self.by_identity.insert(key, contact.clone());
+            }
+        }
+    }
 }
 
 impl ArrivalWriter {
@@ -174,17 +208,11 @@ impl ArrivalWriter {
             Ok(new) => new,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        let phone_key = new
-            .phone
-            .as_ref()
-            .map(|p| (account_id.to_owned(), p.as_str().to_owned()));
-        let contact = match phone_key.as_ref().and_then(|key| known.by_phone.get(key)) {
+        let contact = match known.contact(account_id, &inbound.sender) {
             Some(contact) => contact.clone(),
             None => {
                 let (contact, _) = contacts::find_or_create(txn, account_id, new, now).await?;
-                if let Some(key) = phone_key {
-                    known.by_phone.insert(key, contact.clone());
-                }
+                known.remember(account_id, &inbound.sender, &contact);
                 contact
             }
         };
@@ -292,9 +320,10 @@ async fn stored_before(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResu
         .collect())
 }
 
-/// The senders' contacts known by phone, and their open conversations.
+/// The senders' contacts known by phone or by identity, and their open conversations: one statement each.
 async fn known(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<Known> {
     let mut known = Known::default();
+    let accounts: HashSet<&str> = batch.iter().map(|a| a.channel.account_id.as_str()).collect();
     let phones: HashSet<String> = batch
         .iter()
         .filter_map(|a| match &a.message.sender {
@@ -302,21 +331,45 @@ async fn known(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<Known
             Sender::Identity { .. } => None,
         })
         .collect();
-    if phones.is_empty() {
-        return Ok(known);
-    }
-    let accounts: HashSet<&str> = batch.iter().map(|a| a.channel.account_id.as_str()).collect();
-    let found = contact_rows::Entity::find()
-        .filter(contact_rows::Column::AccountId.is_in(accounts))
-        .filter(contact_rows::Column::Phone.is_in(phones))
-        .all(txn)
-        .await?;
-    let ids: Vec<String> = found.iter().map(|c| c.id.clone()).collect();
-    for contact in found {
-        if let Some(phone) = contact.phone.clone() {
-            known.by_phone.insert((contact.account_id.clone(), phone), contact);
+    let external_ids: HashSet<&str> = batch
+        .iter()
+        .filter_map(|a| match &a.message.sender {
+            Sender::Identity { external_id, .. } => Some(external_id.as_str()),
+            Sender::Phone(_) => None,
+        })
+        .collect();
+    let mut found = Vec::new();
+    if !phones.is_empty() {
+        found = contact_rows::Entity::find()
+            .filter(contact_rows::Column::AccountId.is_in(accounts.iter().copied()))
+            .filter(contact_rows::Column::Phone.is_in(phones))
+            .all(txn)
+            .await?;
+        for contact in &found {
+            if let Some(phone) = contact.phone.clone() {
+                known
+                    .by_phone
+                    .insert((contact.account_id.clone(), phone), contact.clone());
+            }
         }
     }
+    if !external_ids.is_empty() {
+        let held = contact_identities::Entity::find()
+            .filter(contact_identities::Column::AccountId.is_in(accounts.iter().copied()))
+            .filter(contact_identities::Column::ExternalId.is_in(external_ids))
+            .find_also_related(contact_rows::Entity)
+            .all(txn)
+            .await?;
+        for (identity, contact) in held {
+            let (Some(contact), Some(kind)) = (contact, IdentityKind::parse(&identity.kind)) else {
+                continue;
+            };
+            let key = (identity.account_id, kind.as_str(), identity.external_id);
+            known.by_identity.insert(key, contact.clone());
+            found.push(contact);
+        }
+    }
+    let ids: HashSet<String> = found.iter().map(|c| c.id.clone()).collect();
     if ids.is_empty() {
         return Ok(known);
     }

@@ -31,16 +31,40 @@ pub enum Applied {
     Unknown,
 }
 
+/// A provider's report, for the message with its id on the channel.
 pub async fn apply(
     db: &DatabaseConnection,
     channel_id: &str,
     update: &StatusUpdate,
     now: DateTime<Utc>,
 ) -> Result<Applied, DbErr> {
-    let txn = crate::store::begin_write(db).await?;
-    let mut select = messages::Entity::find()
+    let select = messages::Entity::find()
         .filter(messages::Column::ChannelId.eq(channel_id))
         .filter(messages::Column::ProviderMessageId.eq(&update.provider_message_id));
+    report(db, select, &update.status, now).await
+}
+
+/// A report about a message by its own id, where this service is the provider (web chat). It may come
+/// before the send's own outcome is written (the visitor read the message as soon as it was pushed): the
+/// message then moves on from `queued`, and takes its own id as the provider's, as the send would have.
+pub async fn apply_to_message(
+    db: &DatabaseConnection,
+    message_id: &str,
+    status: &ProviderStatus,
+    now: DateTime<Utc>,
+) -> Result<Applied, DbErr> {
+    let select = messages::Entity::find().filter(messages::Column::Id.eq(message_id));
+    report(db, select, status, now).await
+}
+
+/// Applies `status` to the message `select` finds, under a row lock.
+async fn report(
+    db: &DatabaseConnection,
+    mut select: sea_orm::Select<messages::Entity>,
+    status: &ProviderStatus,
+    now: DateTime<Utc>,
+) -> Result<Applied, DbErr> {
+    let txn = crate::store::begin_write(db).await?;
     if txn.get_database_backend() == DbBackend::Postgres {
         select = select.lock_exclusive();
     }
@@ -48,7 +72,7 @@ pub async fn apply(
         return Ok(Applied::Unknown);
     };
     let current = Status::parse(&before.status);
-    let reported = match &update.status {
+    let reported = match status {
         ProviderStatus::Sent => Status::Sent,
         ProviderStatus::Delivered => Status::Delivered,
         ProviderStatus::Read => Status::Read,
@@ -62,6 +86,9 @@ pub async fn apply(
         return Ok(Applied::Unchanged);
     }
     let mut message = before.clone();
+    if message.provider_message_id.is_none() {
+        message.provider_message_id = Some(message.id.clone());
+    }
     for step in &passed {
         message.status = step.as_str().to_owned();
         match step {
@@ -69,7 +96,7 @@ pub async fn apply(
             Status::Delivered => message.delivered_at = Some(now),
             Status::Read => message.read_at = Some(now),
             Status::Failed => {
-                if let ProviderStatus::Failed { code, message: text } = &update.status {
+                if let ProviderStatus::Failed { code, message: text } = status {
                     message.error_code = Some(code.clone());
                     message.error_message = Some(text.clone());
                 }

@@ -37,7 +37,7 @@ use self::{
 use crate::{
     channels::{InboundMessage, Sender},
     clock::Clock,
-    config::WebChatConfig,
+    config::CoreConfig,
     conversations::inbound::{Arrival, Arrivals},
     error::{ApiError, ApiResult},
     secrets::Sealer,
@@ -58,6 +58,8 @@ pub struct WebChat {
     arrivals: Arrivals,
     widgets: Widgets,
     session_ttl: chrono::Duration,
+    /// The origin of `FRONTDESK_PUBLIC_URL`: this server's own pages are no foreign origin.
+    public_origin: String,
 }
 
 /// Why a visitor's request was refused: as any call, or by a rate limit (which says when to retry).
@@ -95,19 +97,33 @@ impl WebChat {
         live: Live,
         arrivals: Arrivals,
         sealer: Sealer,
-        config: &WebChatConfig,
-        redis_url: Option<&str>,
+        config: &CoreConfig,
     ) -> anyhow::Result<Self> {
+        let webchat = &config.webchat;
+        let limits = VisitorLimits::new(
+            config.redis_url.as_deref(),
+            webchat.messages_per_minute,
+            webchat.sessions_per_minute,
+        )?;
         Ok(Self {
+            public_origin: widget::origin_of(&config.conversations.public_url),
             presence: Presence::start(db.clone(), clock.clone()),
-            limits: VisitorLimits::new(redis_url, config.messages_per_minute, config.sessions_per_minute)?,
+            limits,
             widgets: Widgets::new(sealer),
-            session_ttl: chrono::Duration::from_std(config.session_ttl)?,
+            session_ttl: chrono::Duration::from_std(webchat.session_ttl)?,
             db,
             clock,
             live,
             arrivals,
         })
+    }
+
+    /// This server, as a request that came to `host` sees it.
+    fn here<'a>(&'a self, host: &'a str) -> widget::Here<'a> {
+        widget::Here {
+            host,
+            public_origin: &self.public_origin,
+        }
     }
 
     /// The channel's widget; a channel whose config cannot be opened is an internal error (logged).

@@ -2,7 +2,9 @@
 //! open: every process refreshes `present_until` for the sessions of its own sockets every `HEARTBEAT`, so a
 //! process that died without a goodbye leaves its visitors online for at most `TTL`. A closed socket (the
 //! last of its session here) ends it at once. Writes are gathered and flushed every `FLUSH` with one
-//! statement per kind, so ten thousand sockets opening at once cost a handful of statements.
+//! statement per kind, so ten thousand sockets opening at once cost a handful of statements; and a visitor's
+//! activity (a message, typing) is written at most once per `SEEN_EVERY`, so a lively chat does not turn
+//! every message into a row update as well.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -18,6 +20,8 @@ use crate::{clock::Clock, store::entities::chat_sessions};
 const HEARTBEAT: Duration = Duration::from_secs(20);
 const TTL: Duration = Duration::from_secs(45);
 const FLUSH: Duration = Duration::from_millis(250);
+/// `last_seen_at` is as precise as this.
+const SEEN_EVERY: Duration = Duration::from_secs(5);
 /// Ids per statement.
 const CHUNK: usize = 500;
 
@@ -42,6 +46,8 @@ struct State {
     active: HashSet<String>,
     /// Their last socket here closed.
     left: HashSet<String>,
+    /// Written for activity within the current `SEEN_EVERY`: more activity waits for the next.
+    recently_seen: HashSet<String>,
 }
 
 /// An open socket's presence; dropping it is the socket closing.
@@ -81,13 +87,16 @@ impl Presence {
         let flusher = presence.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(FLUSH);
-            let beats_per_heartbeat = (HEARTBEAT.as_millis() / FLUSH.as_millis()).max(1);
+            let ticks_per = |every: Duration| (every.as_millis() / FLUSH.as_millis()).max(1);
             let mut ticks: u128 = 0;
             loop {
                 tick.tick().await;
                 ticks += 1;
-                if ticks.is_multiple_of(beats_per_heartbeat) {
+                if ticks.is_multiple_of(ticks_per(HEARTBEAT)) {
                     flusher.heartbeat();
+                }
+                if ticks.is_multiple_of(ticks_per(SEEN_EVERY)) {
+                    flusher.state().recently_seen.clear();
                 }
                 if let Err(err) = flusher.flush().await {
                     tracing::warn!(error = %err, "web chat presence could not be written; retrying");
@@ -113,6 +122,9 @@ impl Presence {
     /// The visitor did something (sent a message, typed, read).
     pub fn seen(&self, session_id: &str) {
         let mut state = self.state();
+        if !state.recently_seen.insert(session_id.to_owned()) {
+            return;
+        }
         if state.sockets.contains_key(session_id) {
             state.present.insert(session_id.to_owned());
         } else {

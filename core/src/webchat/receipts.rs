@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder};
 
 use crate::{
-    channels::{ProviderStatus, StatusUpdate},
+    channels::ProviderStatus,
     conversations::receipts::{self, Applied},
     store::entities::{chat_sessions, messages},
 };
@@ -17,13 +17,13 @@ pub async fn reached(db: &DatabaseConnection, messages: &[messages::Model], now:
         .iter()
         .filter(|m| m.direction == "outbound" && m.status == "sent")
     {
-        report(db, message, ProviderStatus::Delivered, now).await?;
+        receipts::apply_to_message(db, &message.id, &ProviderStatus::Delivered, now).await?;
     }
     Ok(())
 }
 
-/// Marks the business's messages of the thread up to `upto` as `read`; returns those that changed, as they
-/// are now.
+/// Marks the business's messages of the thread up to `upto` as `read` (also those whose send's outcome is
+/// not written yet: the visitor has them); returns those that changed, as they are now.
 pub async fn seen(
     db: &DatabaseConnection,
     session: &chat_sessions::Model,
@@ -36,13 +36,13 @@ pub async fn seen(
         .filter(messages::Column::ChannelId.eq(&session.channel_id))
         .filter(messages::Column::Seq.lte(upto.seq))
         .filter(messages::Column::Direction.eq("outbound"))
-        .filter(messages::Column::Status.is_in(["sent", "delivered"]))
+        .filter(messages::Column::Status.is_in(["queued", "sent", "delivered"]))
         .order_by_asc(messages::Column::Seq)
         .all(db)
         .await?;
     let mut changed = Vec::new();
     for message in &unread {
-        if let Applied::Moved(_) = report(db, message, ProviderStatus::Read, now).await? {
+        if let Applied::Moved(_) = receipts::apply_to_message(db, &message.id, &ProviderStatus::Read, now).await? {
             changed.push(message.id.clone());
         }
     }
@@ -54,21 +54,4 @@ pub async fn seen(
         .order_by_asc(messages::Column::Seq)
         .all(db)
         .await
-}
-
-/// Web chat's messages carry their own id as the provider's.
-async fn report(
-    db: &DatabaseConnection,
-    message: &messages::Model,
-    status: ProviderStatus,
-    now: DateTime<Utc>,
-) -> Result<Applied, DbErr> {
-    let update = StatusUpdate {
-        provider_message_id: message
-            .provider_message_id
-            .clone()
-            .unwrap_or_else(|| message.id.clone()),
-        status,
-    };
-    receipts::apply(db, &message.channel_id, &update, now).await
 }

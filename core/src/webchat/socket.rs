@@ -77,7 +77,8 @@ impl WebChat {
     pub async fn open(&self, r: OpenRequest) -> ApiResult<Feed> {
         let now = self.clock.now();
         let visitor = sessions::authenticate(&self.db, &r.token, now).await?;
-        if !self.widget_of(&visitor.channel)?.origins.allow(&r.origin) {
+        let here = self.here(&r.host);
+        if !self.widget_of(&visitor.channel)?.origins.allow(&r.origin, &here) {
             return Err(origin_not_allowed());
         }
         let session = &visitor.session;

@@ -13,7 +13,7 @@ use tonic::Code;
 use super::{
     Refusal, WebChat, receipts,
     sessions::{self, NewVisitor, THREAD_LIMIT, Visitor},
-    widget::Widget,
+    widget::{Here, Widget},
 };
 use crate::{
     contacts::Email,
@@ -84,7 +84,7 @@ impl Call<'_> {
         }
         let response = raw_http::with_header(response, "vary", "Origin");
         match &self.widget {
-            Some(widget) if widget.origins.allow(&self.origin) => {
+            Some(widget) if widget.origins.allow(&self.origin, &self.here()) => {
                 let granted = raw_http::with_header(response, "access-control-allow-origin", self.origin.clone());
                 // A page's script may read when to retry a refused call.
                 raw_http::with_header(granted, "access-control-expose-headers", "Retry-After")
@@ -96,7 +96,7 @@ impl Call<'_> {
     /// A preflight: granted when the channel named by `key` allows the origin.
     async fn preflight(self) -> HttpResponse {
         let allowed = match self.keyed_widget().await {
-            Some(widget) => !self.origin.is_empty() && widget.origins.allow(&self.origin),
+            Some(widget) => !self.origin.is_empty() && widget.origins.allow(&self.origin, &self.here()),
             None => false,
         };
         if !allowed {
@@ -120,6 +120,11 @@ impl Call<'_> {
         response
     }
 
+    /// This server, as this request reached it.
+    fn here(&self) -> Here<'_> {
+        self.chat.here(header(self.request, "host"))
+    }
+
     /// The widget of the channel named by the `key` query parameter, if any.
     async fn keyed_widget(&self) -> Option<Arc<Widget>> {
         let key = query_value(self.request, "key")?;
@@ -129,7 +134,7 @@ impl Call<'_> {
 
     /// Notes the channel's widget and refuses an origin it does not allow.
     fn admit(&mut self, widget: Arc<Widget>) -> ApiResult<()> {
-        let allowed = widget.origins.allow(&self.origin);
+        let allowed = widget.origins.allow(&self.origin, &self.here());
         self.widget = Some(widget);
         if allowed { Ok(()) } else { Err(origin_not_allowed()) }
     }

@@ -110,20 +110,54 @@ impl AllowedOrigins {
         Ok(Self(origins))
     }
 
-    /// Whether a page of `origin` (an `Origin` header) may use the widget. A request without one comes from
-    /// no browser page and is not a cross-origin request at all.
-    pub fn allow(&self, origin: &str) -> bool {
+    /// Whether a page of `origin` (an `Origin` header) may use the widget on a request to this server. A
+    /// request without an origin comes from no browser page; one from a page of this very server
+    /// (`/webchat/demo`) is not cross-origin at all; any other page must be listed.
+    pub fn allow(&self, origin: &str, here: &Here<'_>) -> bool {
         if origin.is_empty() || self.0.is_empty() {
             return true;
         }
         let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-        self.0.contains(&origin)
+        here.is(&origin) || self.0.contains(&origin)
     }
+}
+
+/// This server, as a request reached it: the `Host` it was sent to, and the origin of
+/// `FRONTDESK_PUBLIC_URL` (what browsers see behind a proxy that rewrites `Host`).
+#[derive(Clone, Copy, Debug)]
+pub struct Here<'a> {
+    pub host: &'a str,
+    pub public_origin: &'a str,
+}
+
+impl Here<'_> {
+    /// Whether `origin` (lower case) is one of this server's own.
+    fn is(&self, origin: &str) -> bool {
+        let same_host = origin
+            .split_once("://")
+            .is_some_and(|(_, authority)| !self.host.is_empty() && authority.eq_ignore_ascii_case(self.host));
+        same_host || origin == self.public_origin
+    }
+}
+
+/// The origin of a URL (`https://frontdesk.example`), lower case; "" for one that has none (never `null`,
+/// which a sandboxed page sends).
+pub fn origin_of(url: &str) -> String {
+    url::Url::parse(url)
+        .ok()
+        .map(|url| url.origin())
+        .filter(url::Origin::is_tuple)
+        .map_or_else(String::new, |origin| origin.ascii_serialization())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const HERE: Here<'static> = Here {
+        host: "frontdesk.example",
+        public_origin: "https://chat.example",
+    };
 
     fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -134,7 +168,7 @@ mod tests {
         let widget = Widget::from_config(&config(&[])).unwrap();
         assert_eq!(widget.look.title, DEFAULT_TITLE);
         assert_eq!(widget.look.color, DEFAULT_COLOR);
-        assert!(widget.origins.allow("https://anything.example"));
+        assert!(widget.origins.allow("https://anything.example", &HERE));
         let problems = Widget::from_config(&config(&[
             ("color", "blue"),
             ("position", "top"),
@@ -148,12 +182,23 @@ mod tests {
     #[test]
     fn origins_match_exactly_with_default_ports_folded() {
         let origins = AllowedOrigins::parse("https://Shop.example:443, http://localhost:3000").unwrap();
-        assert!(origins.allow("https://shop.example"));
-        assert!(origins.allow("http://localhost:3000"));
-        assert!(!origins.allow("http://shop.example"));
-        assert!(!origins.allow("https://shop.example.evil.example"));
-        assert!(!origins.allow("null"));
-        assert!(origins.allow(""), "no Origin header: not a browser page");
+        let allow = |origin: &str| origins.allow(origin, &HERE);
+        assert!(allow("https://shop.example"));
+        assert!(allow("http://localhost:3000"));
+        assert!(!allow("http://shop.example"));
+        assert!(!allow("https://shop.example.evil.example"));
+        assert!(!allow("null"));
+        assert!(allow(""), "no Origin header: not a browser page");
+        assert!(allow("https://frontdesk.example"), "the server's own pages");
+        assert!(allow("https://chat.example"), "the public URL's");
+        let proxied = Here {
+            host: "127.0.0.1:8080",
+            public_origin: "",
+        };
+        assert!(origins.allow("http://127.0.0.1:8080", &proxied));
+        assert!(!origins.allow("http://127.0.0.1:8081", &proxied));
+        assert_eq!(origin_of("https://Chat.example:443/x?y"), "https://chat.example");
+        assert_eq!(origin_of("data:text/plain,x"), "");
         assert!(AllowedOrigins::parse("ftp://x.example").is_err());
     }
 }

@@ -75,11 +75,13 @@ impl Sockets {
         };
         let (token, after) = credentials(&request);
         let origin = header_text(&request, header::ORIGIN.as_str());
+        let host = header_text(&request, header::HOST.as_str());
         let peer = request.extensions().get::<ClientAddr>().map(|addr| addr.0);
         let mut call = tonic::Request::new(OpenRequest {
             token: token.clone(),
             after,
             origin,
+            host,
         });
         if let Ok(value) = id.parse() {
             call.metadata_mut().insert(frontdesk_api::wire::REQUEST_ID, value);

@@ -18,6 +18,20 @@ pub struct Model {
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::contacts::Entity",
+        from = "Column::ContactId",
+        to = "super::contacts::Column::Id"
+    )]
+    Contact,
+}
+
+/// What a batch of arrived messages reads with the identities of their senders in one statement.
+impl Related<super::contacts::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Contact.def()
+    }
+}
 
 impl ActiveModelBehavior for ActiveModel {}
