@@ -30,7 +30,7 @@
   var order = [];          // entries sorted by created_at, then arrival
   var pending = {};        // client_message_id -> {text, el, timer, failed, renewed}
   var cursor = null;       // newest entry seen on the stream (session answer, socket, replay): ?after=
-  var seenEntry = null, seenSentId = null;
+  var seenEntry = null, seenSentId = null, seenSentAt = 0, seenTries = 0, seenTimer = 0;
   var seq = 0, isOpen = false, typingTimer = 0, noticeTimer = 0;
   var ui = {};
 
@@ -97,6 +97,7 @@
   // are returned so a caller that starts a new session at once can send them again.
   function reset() {
     token = null; session = null; ready = false; cursor = null; seenEntry = null; seenSentId = null;
+    clearTimeout(seenTimer);
     dropSocket(false);
     clearTimeout(retryTimer);
     order.forEach(function (e) { e.el.remove(); });
@@ -398,15 +399,22 @@
     return null;
   }
 
-  // The visitor looks at the thread: tell the server once per newest business message.
+  // The visitor looks at the thread: tell the server which business message is the newest seen. The server
+  // confirms with a status frame (read); without one, say it again a few times, 3 s, 6 s and 9 s later: a seen
+  // frame can be lost with a dying socket, or reach the server before it has recorded the reply as sent.
   function markSeen() {
     if (!isOpen || document.visibilityState !== "visible") return;
     var e = latestFromUs();
     if (!e) return;
     seenEntry = e;
-    if (socketOpen() && e.m.id !== seenSentId && e.m.status !== "read") {
+    var again = e.m.id === seenSentId;
+    if (socketOpen() && e.m.status !== "read" && (!again || (seenTries < 4 && Date.now() - seenSentAt >= 2900))) {
+      seenTries = again ? seenTries + 1 : 1;
       seenSentId = e.m.id;
+      seenSentAt = Date.now();
       frame({ type: "seen", message_id: e.m.id });
+      clearTimeout(seenTimer);
+      if (seenTries < 4) seenTimer = setTimeout(markSeen, 3000 * seenTries);
     }
     updateBadge();
   }
