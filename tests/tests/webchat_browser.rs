@@ -474,7 +474,7 @@ async fn a_page_on_another_site_chats_through_cors() {
     let contact_id = session["chat_session"]["contact_id"].as_str().unwrap();
     let answer = reply(&platform, contact_id, "Hello, shop visitor").await;
     assert_eq!(shown(&browser, "outbound", "Hello, shop visitor").await, answer);
-    // A reload resumes the session with the stored token (a `GET` with `Authorization`, preflighted).
+    // A reload resumes the session with the stored token (a preflighted POST).
     browser.reload().await;
     let resumed = format!("{}.length === 2", thread_js());
     browser.wait_until("the thread after the reload", &resumed, WAIT).await;
@@ -492,10 +492,19 @@ async fn a_page_on_another_site_chats_through_cors() {
     refused.set_probe(&probe(&elsewhere.widget_key));
     refused.goto(&format!("{shop}/?key={}", elsewhere.widget_key)).await;
     refused.click(&part("launcher"), WAIT).await;
-    let told = format!("{}?.hidden === false", part("status"));
-    refused
+    let told = format!("{}?.hidden === false && {0}.textContent", part("status"));
+    let notice = refused
         .wait_until("the visitor told the chat cannot be used", &told, WAIT)
         .await;
+    assert_eq!(notice, "Can't reach the chat right now. Please try again later.");
+    assert!(
+        refused
+            .log()
+            .iter()
+            .any(|line| line.contains(&format!("add {shop} to the channel's allowed_origins"))),
+        "the page's developer is told why: {:?}",
+        refused.log()
+    );
     let contacts = platform.ok("GET", "/v1/contacts", None).await["contacts"].clone();
     assert_eq!(contacts.as_array().map(Vec::len), Some(1), "{contacts}");
     site.abort();

@@ -117,7 +117,15 @@
     else if (err.status === 429) notice("Too many attempts. Try again in a moment.", err.retryAfter || 10);
     else if (err.status) notice("Something went wrong. Please try again.", 8);
     else if (token) retry(false);   // offline while resuming: try again with back-off
-    else notice("Can't reach the chat. Check your connection.", 8);
+    else unreachable();
+  }
+
+  // No answer at all: offline, or the server refused this page's origin (a CORS refusal looks the same to a script).
+  function unreachable() {
+    if (navigator.onLine === false) return notice("You're offline. Check your connection.", 8);
+    console.warn("Front Desk web chat: no answer from " + ORIGIN + ". If the browser reports a CORS error, add " +
+      location.origin + " to the channel's allowed_origins.");
+    notice("Can't reach the chat right now. Please try again later.", 8);
   }
 
   // ---- the socket
