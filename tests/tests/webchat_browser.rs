@@ -4,6 +4,9 @@
 //! the thread survives a reload and a dropped connection with every message shown once, and the panel fills a
 //! phone's screen. A page on another site uses the widget through CORS. Screenshots are kept in the target
 //! directory (`webchat-widget.png`, `webchat-widget-phone.png`).
+//!
+//! `readme_screenshot` (ignored) makes the README's picture, docs/webchat-widget.png:
+//! `cargo test -p frontdesk-tests --test webchat_browser -- --ignored readme_screenshot`.
 
 use std::{collections::HashMap, future::Future, net::SocketAddr, time::Duration};
 
@@ -508,4 +511,60 @@ async fn a_page_on_another_site_chats_through_cors() {
     let contacts = platform.ok("GET", "/v1/contacts", None).await["contacts"].clone();
     assert_eq!(contacts.as_array().map(Vec::len), Some(1), "{contacts}");
     site.abort();
+}
+
+/// The README's picture of the widget, docs/webchat-widget.png: the panel open on the demo page with a short
+/// conversation, the business typing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes docs/webchat-widget.png; run by hand after changing the widget's look"]
+async fn readme_screenshot() {
+    let db = Db::sqlite();
+    let server = start_server(&db).await;
+    let platform = Platform::new(&server).await;
+    let config = json!({
+        "title": "Acme Outdoor",
+        "greeting": "Hi there! Ask us anything about orders, sizes or shipping.",
+        "color": "#0f766e",
+    });
+    let channel = Channel::connect(&platform, "site", config).await;
+    let browser = open_demo(&server, &channel).await;
+    // Wide enough that the page's text column ends left of the panel: the picture shows the widget alone.
+    let (width, height) = (1600.0, 900.0);
+    browser.set_viewport(1600, 900, 2.0, false).await;
+    browser.click(&part("launcher"), WAIT).await;
+    let ready = format!("{} && {} === 'input'", panel_open(), focused());
+    browser.wait_until("the panel open", &ready, WAIT).await;
+
+    say(&browser, "Hi! Do you ship to Canada?").await;
+    let session = the_session(&platform).await;
+    let contact_id = session["chat_session"]["contact_id"].as_str().unwrap().to_owned();
+    let conversation_id = session["chat_session"]["conversation_id"].as_str().unwrap().to_owned();
+    let answer = "We do! Delivery to Canada takes 3-5 business days, and orders over $75 ship free.";
+    reply(&platform, &contact_id, answer).await;
+    shown(&browser, "outbound", answer).await;
+    say(&browser, "Great. And if the jacket doesn't fit?").await;
+    set_typing(&platform, &conversation_id, true).await;
+    let typing = format!("{}?.hidden === false", part("typing"));
+    browser.wait_until("the typing indicator", &typing, WAIT).await;
+    // No caret or focus ring in the picture.
+    browser.eval("document.activeElement.blur()").await;
+    let unfocused = format!(
+        "{} === null && getComputedStyle({}).borderTopColor === 'rgb(226, 232, 240)'",
+        focused(),
+        part("input")
+    );
+    browser.wait_until("the text box at rest", &unfocused, WAIT).await;
+
+    let panel = browser
+        .eval(&format!(
+            "(() => {{ const r = {}.getBoundingClientRect(); return [r.left, r.top]; }})()",
+            part("panel")
+        ))
+        .await;
+    let (left, top) = (panel[0].as_f64().unwrap() - 28.0, panel[1].as_f64().unwrap() - 28.0);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/webchat-widget.png");
+    browser
+        .screenshot_clip(&path, (left, top, width - left, height - top))
+        .await;
+    assert_png(&path);
 }
