@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod binary;
 pub mod blackhole;
+pub mod browser;
 pub mod db;
 pub mod knowledge;
 pub mod platform;

@@ -30,7 +30,7 @@
   var order = [];          // entries sorted by created_at, then arrival
   var pending = {};        // client_message_id -> {text, el, timer, failed, renewed}
   var cursor = null;       // newest entry seen on the stream (session answer, socket, replay): ?after=
-  var seenEntry = null, seenSentId = null;
+  var seenEntry = null, seenSentId = null, seenSentAt = 0, seenTries = 0, seenTimer = 0;
   var seq = 0, isOpen = false, typingTimer = 0, noticeTimer = 0;
   var ui = {};
 
@@ -97,6 +97,7 @@
   // are returned so a caller that starts a new session at once can send them again.
   function reset() {
     token = null; session = null; ready = false; cursor = null; seenEntry = null; seenSentId = null;
+    clearTimeout(seenTimer);
     dropSocket(false);
     clearTimeout(retryTimer);
     order.forEach(function (e) { e.el.remove(); });
@@ -116,7 +117,15 @@
     else if (err.status === 429) notice("Too many attempts. Try again in a moment.", err.retryAfter || 10);
     else if (err.status) notice("Something went wrong. Please try again.", 8);
     else if (token) retry(false);   // offline while resuming: try again with back-off
-    else notice("Can't reach the chat. Check your connection.", 8);
+    else unreachable();
+  }
+
+  // No answer at all: offline, or the server refused this page's origin (a CORS refusal looks the same to a script).
+  function unreachable() {
+    if (navigator.onLine === false) return notice("You're offline. Check your connection.", 8);
+    console.warn("Front Desk web chat: no answer from " + ORIGIN + ". If the browser reports a CORS error, add " +
+      location.origin + " to the channel's allowed_origins.");
+    notice("Can't reach the chat right now. Please try again later.", 8);
   }
 
   // ---- the socket
@@ -261,7 +270,7 @@
       while (i > 0 && cmp(order[i - 1], e) > 0) i--;
       order.splice(i, 0, e);
       // Stored messages go before the pending ones, which stay last until their echo arrives.
-      var next = order[i + 1] ? order[i + 1].el : ui.thread.querySelector("[data-pending]");
+      var next = order[i + 1] ? order[i + 1].el : ui.thread.querySelector("[data-pending]") || ui.typing;
       if (e.el.parentNode !== ui.thread || e.el.nextSibling !== next) ui.thread.insertBefore(e.el, next);
     }
     if (fromStream && (!cursor || cmp(e, cursor) > 0)) cursor = e;
@@ -296,7 +305,7 @@
     var meta = d.appendChild(el("div", { class: "meta" }));
     if (m) {
       var t = new Date(m.created_at);
-      if (!isNaN(t)) meta.appendChild(el("span", { class: "time" }, t.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })));
+      if (!isNaN(t)) meta.appendChild(el("span", { class: "time" }, t.toLocaleTimeString([], { hour: "numeric", minute: "2-digit" })));
       if (m.edited && !m.removed) meta.appendChild(el("span", null, "(edited)"));
     } else if (!p.failed) meta.appendChild(el("span", null, "Sending\u2026"));
     else {
@@ -345,7 +354,7 @@
     var id = "c-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
     var p = pending[id] = { text: text, el: el("div", { "data-client-id": id }) };
     draw(p.el, null, p);
-    ui.thread.appendChild(p.el);   // optimistic: shown at once, after every stored message
+    ui.thread.insertBefore(p.el, ui.typing);   // optimistic: shown at once, after every stored message
     scrollDown();
     deliver(id);
   }
@@ -398,15 +407,22 @@
     return null;
   }
 
-  // The visitor looks at the thread: tell the server once per newest business message.
+  // The visitor looks at the thread: tell the server which business message is the newest seen. The server
+  // confirms with a status frame (read); without one, say it again a few times, 3 s, 6 s and 9 s later: a seen
+  // frame can be lost with a dying socket, or reach the server before it has recorded the reply as sent.
   function markSeen() {
     if (!isOpen || document.visibilityState !== "visible") return;
     var e = latestFromUs();
     if (!e) return;
     seenEntry = e;
-    if (socketOpen() && e.m.id !== seenSentId && e.m.status !== "read") {
+    var again = e.m.id === seenSentId;
+    if (socketOpen() && e.m.status !== "read" && (!again || (seenTries < 4 && Date.now() - seenSentAt >= 2900))) {
+      seenTries = again ? seenTries + 1 : 1;
       seenSentId = e.m.id;
+      seenSentAt = Date.now();
       frame({ type: "seen", message_id: e.m.id });
+      clearTimeout(seenTimer);
+      if (seenTries < 4) seenTimer = setTimeout(markSeen, 3000 * seenTries);
     }
     updateBadge();
   }
@@ -472,7 +488,7 @@
     ".panel{position:fixed;bottom:88px;right:20px;z-index:2147483000;width:376px;height:min(620px,calc(100vh - 108px));display:flex;flex-direction:column;background:#f8fafc;border-radius:16px;overflow:hidden;box-shadow:0 12px 48px rgba(15,23,42,.22),0 2px 8px rgba(15,23,42,.08);animation:fd-in .18s ease-out}",
     ".left .panel{right:auto;left:20px}",
     "@keyframes fd-in{from{opacity:0;transform:translateY(12px) scale(.98)}to{opacity:1;transform:none}}",
-    ".head{display:flex;align-items:center;gap:12px;padding:16px 12px 16px 18px;background:var(--accent);color:var(--on-accent)}",
+    ".head{display:flex;align-items:center;gap:12px;padding:16px 12px 16px 18px;background:var(--accent);background:linear-gradient(135deg,var(--accent),var(--accent-deep));color:var(--on-accent);box-shadow:0 1px 0 rgba(15,23,42,.08);position:relative;z-index:1}",
     ".avatar{flex:none;width:36px;height:36px;border-radius:50%;background:rgba(255,255,255,.22);display:flex;align-items:center;justify-content:center;font-weight:700;font-size:16px}",
     ".title{flex:1;margin:0;font-size:16px;font-weight:650;line-height:1.3;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}",
     ".close{flex:none;width:36px;height:36px;border:0;border-radius:50%;background:transparent;color:inherit;display:flex;align-items:center;justify-content:center}",
@@ -487,7 +503,7 @@
     ".them{align-self:flex-start;align-items:flex-start}",
     ".bubble{padding:9px 13px;border-radius:18px;white-space:pre-wrap;overflow-wrap:anywhere}",
     ".me .bubble{background:var(--accent);color:var(--on-accent);border-bottom-right-radius:6px}",
-    ".them .bubble{background:#fff;color:#0f172a;border:1px solid #e2e8f0;border-bottom-left-radius:6px}",
+    ".them .bubble{background:#fff;color:#0f172a;border:1px solid #e5e7eb;border-bottom-left-radius:6px;box-shadow:0 1px 2px rgba(15,23,42,.05)}",
     ".bubble a{color:inherit;text-decoration:underline}",
     ".bubble.removed{font-style:italic;opacity:.7}",
     "[data-pending] .bubble{opacity:.72}",
@@ -496,14 +512,14 @@
     ".meta{display:flex;gap:6px;padding:3px 6px 0;font-size:11px;color:#64748b}",
     ".failed{color:#b91c1c}",
     ".retry{border:0;background:none;padding:0;color:#b91c1c;font-size:11px;font-weight:600;text-decoration:underline}",
-    ".typing{align-self:flex-start;margin:4px 14px 6px;padding:10px 13px;background:#fff;border:1px solid #e2e8f0;border-radius:18px;border-bottom-left-radius:6px;display:flex;gap:4px}",
+    ".typing{align-self:flex-start;margin-top:10px;padding:11px 14px;background:#fff;border:1px solid #e5e7eb;border-radius:18px;border-bottom-left-radius:6px;display:flex;gap:4px;box-shadow:0 1px 2px rgba(15,23,42,.05)}",
     ".typing i{width:7px;height:7px;border-radius:50%;background:#94a3b8;animation:fd-dot 1.2s infinite ease-in-out}",
     ".typing i:nth-child(2){animation-delay:.15s}.typing i:nth-child(3){animation-delay:.3s}",
     "@keyframes fd-dot{0%,60%,100%{transform:none;opacity:.5}30%{transform:translateY(-4px);opacity:1}}",
     ".status{margin:0;padding:7px 14px;background:#fef3c7;color:#78350f;font-size:12.5px;border-top:1px solid #fde68a}",
     ".compose{display:flex;align-items:flex-end;gap:8px;padding:10px 10px 10px 14px;border-top:1px solid #e2e8f0;background:#fff}",
-    ".compose textarea{flex:1;resize:none;border:1px solid #cbd5e1;border-radius:20px;padding:9px 14px;max-height:128px;font:inherit;color:inherit;background:#fff;line-height:1.4;outline:none}",
-    ".compose textarea:focus{border-color:var(--accent);box-shadow:0 0 0 1px var(--accent)}",
+    ".compose textarea{flex:1;resize:none;border:1px solid #e2e8f0;border-radius:20px;padding:9px 14px;max-height:128px;font:inherit;color:inherit;background:#f8fafc;line-height:1.4;outline:none;transition:border-color .15s,background .15s}",
+    ".compose textarea:focus{border-color:var(--accent);background:#fff;box-shadow:0 0 0 1px var(--accent)}",
     ".send{flex:none;width:40px;height:40px;border:0;border-radius:50%;background:var(--accent);color:var(--on-accent);display:flex;align-items:center;justify-content:center}",
     ".send:disabled{opacity:.4;cursor:default}",
     ".foot{padding:0 0 8px;background:#fff;text-align:center;font-size:11px;color:#94a3b8}",
@@ -537,7 +553,8 @@
     ui.thread = panel.appendChild(el("div", { class: "thread", "data-fd": "thread", role: "log", "aria-live": "polite", tabindex: "0" }));
     ui.greeting = ui.thread.appendChild(el("div", { class: "msg them", "data-fd": "greeting" })).appendChild(el("div", { class: "bubble" }));
 
-    ui.typing = panel.appendChild(el("div", { class: "typing", "data-fd": "typing", hidden: "" }));
+    // The typing indicator is the thread's last item: under the newest message, like a reply on its way.
+    ui.typing = ui.thread.appendChild(el("div", { class: "typing", "data-fd": "typing", hidden: "" }));
     ui.typing.appendChild(el("span", { class: "sr" }, "Typing\u2026"));
     for (var i = 0; i < 3; i++) ui.typing.appendChild(el("i", { "aria-hidden": "true" }));
     ui.status = panel.appendChild(el("p", { class: "status", "data-fd": "status", role: "status", hidden: "" }));
@@ -594,12 +611,20 @@
     if (!ui.root) return;
     ui.root.style.setProperty("--accent", cfg.color);
     ui.root.style.setProperty("--on-accent", textOn(cfg.color));
+    ui.root.style.setProperty("--accent-deep", shade(cfg.color, 0.82));
     ui.root.classList.toggle("left", cfg.position === "left");
     ui.title.textContent = cfg.title;
     ui.avatar.textContent = (cfg.title.trim()[0] || "?").toUpperCase();
     ui.panel.setAttribute("aria-label", cfg.title);
     ui.greeting.textContent = cfg.greeting;
     updateBadge();
+  }
+
+  // The accent colour darkened to `f` of its brightness: the far end of the header's gradient.
+  function shade(hex, f) {
+    return "#" + [1, 3, 5].map(function (i) {
+      return ("0" + Math.round(parseInt(hex.substr(i, 2), 16) * f).toString(16)).slice(-2);
+    }).join("");
   }
 
   // White or near-black text on the accent colour, whichever contrasts more (WCAG relative luminance).
