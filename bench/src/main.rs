@@ -5,6 +5,7 @@
 mod bare;
 mod drill;
 mod engine;
+mod knowledge;
 mod load;
 mod process;
 mod receiver;
@@ -44,6 +45,13 @@ enum Command {
     /// SIGKILLs `serve` while clients create deals with a webhook subscription; reports lost, delayed and
     /// duplicated deliveries.
     CrashDrill(drill::DrillArgs),
+    /// The embedding model's speed in this process, as JSON (started by `run` on one core; not for direct use).
+    EmbedSpeed {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 256)]
+        sections: usize,
+    },
 }
 
 #[derive(clap::Args)]
@@ -82,6 +90,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::BareServer { addr }) => runtime.block_on(bare::serve(&addr)),
         Some(Command::WebhookReceiver { addr }) => runtime.block_on(receiver::serve(&addr)),
+        Some(Command::EmbedSpeed { model, sections }) => knowledge::embed_speed(&model, sections),
         Some(Command::CrashDrill(drill)) => runtime.block_on(async {
             let (setup, work_dir) = setup(&cli.run)?;
             let outcome = drill::crash_drill(&setup, drill).await;
@@ -119,10 +128,12 @@ fn setup(args: &RunArgs) -> anyhow::Result<(scenarios::Setup, PathBuf)> {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (setup, work_dir) = setup(&args)?;
     let shape = if args.smoke {
+        // Long enough that a request started in the window exists even when the first ones of a cold debug
+        // server on a busy machine take most of a second (the window counts requests started in it).
         load::Shape {
             concurrency: 2,
-            duration: Duration::from_millis(700),
-            warmup: Duration::from_millis(100),
+            duration: Duration::from_millis(1_500),
+            warmup: Duration::from_millis(200),
         }
     } else {
         load::Shape {
@@ -143,6 +154,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (results, footprint) = outcome?;
     println!("\n{}", report::table(&results));
     println!("{}", report::targets(&results, &footprint));
+    if let Some(knowledge) = &footprint.knowledge {
+        println!("{}", knowledge::targets(&results, knowledge));
+    }
     if let Some(plan) = &footprint.deals_plan {
         println!("Plan of the deals list query:\n{plan}");
     }

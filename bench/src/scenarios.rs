@@ -50,6 +50,8 @@ pub struct Footprint {
     pub inbound_stored: Option<crate::engine::Stored>,
     /// What idle web chat sockets cost, when that scenario ran.
     pub idle_sockets: Option<crate::webchat::IdleSockets>,
+    /// The knowledge scenarios' facts (the model's own speed), when they ran.
+    pub knowledge: Option<crate::knowledge::Run>,
 }
 
 impl Setup {
@@ -62,6 +64,9 @@ impl Setup {
             ("FRONTDESK_ADMIN_TOKEN", ADMIN_TOKEN),
             ("RAZORPAY_KEY_SECRET", "bench-secret"),
             ("FRONTDESK_SECRET_KEY", "YmVuY2gtc2VjcmV0LWtleS0zMi1ieXRlcy1sb25nISE="),
+            // No embedding model (its 90 MiB would weigh on every footprint figure); the knowledge
+            // scenarios name theirs.
+            ("FRONTDESK_EMBEDDING_MODEL", "none"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -137,6 +142,11 @@ pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
 
 /// A growth account with a limit high enough never to throttle the run; its key.
 pub(crate) async fn bench_account(grpc: std::net::SocketAddr) -> anyhow::Result<String> {
+    Ok(funded_account(grpc, "").await?.1)
+}
+
+/// The same with an opening credit balance (`""`: none); its id and key.
+pub(crate) async fn funded_account(grpc: std::net::SocketAddr, credits: &str) -> anyhow::Result<(String, String)> {
     let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
     let token: MetadataValue<_> = format!("Bearer {ADMIN_TOKEN}").parse()?;
     let mut admin = AdminClient::with_interceptor(channel, move |mut r: Request<()>| {
@@ -147,12 +157,13 @@ pub(crate) async fn bench_account(grpc: std::net::SocketAddr) -> anyhow::Result<
         .create_account(CreateAccountRequest {
             name: "bench".into(),
             plan: "growth".into(),
+            credits: credits.into(),
             rate_limit: 1_000_000,
             ..Default::default()
         })
         .await?
         .into_inner();
-    Ok(created.api_key)
+    Ok((created.account.map(|a| a.id).unwrap_or_default(), created.api_key))
 }
 
 pub(crate) fn get(path: &str, key: Option<&str>) -> HttpRequest {
@@ -269,6 +280,8 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     results.extend(engine.measured);
     let webchat = crate::webchat::run(setup, shape, wanted).await?;
     results.extend(webchat.measured);
+    let mut knowledge = crate::knowledge::run(setup, shape, wanted).await?;
+    results.append(&mut knowledge.measured);
     Ok((
         results,
         Footprint {
@@ -277,6 +290,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
             deals_plan,
             inbound_stored: engine.stored,
             idle_sockets: webchat.idle,
+            knowledge: Some(knowledge),
         },
     ))
 }

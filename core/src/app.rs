@@ -24,7 +24,7 @@ use crate::{
     campaigns::{CampaignsService, sunset::Sunset},
     channels::registry::Adapters,
     clock::{Clock, SteerableClock, SystemClock},
-    config::{CoreConfig, ImportConfig, PaymentConfig, PaymentProviderKind},
+    config::{CoreConfig, ImportConfig, PaymentConfig, PaymentProviderKind, RetrievalConfig},
     contacts::service::ContactsService,
     conversations::{
         idle::{self, Housekeeping},
@@ -33,6 +33,7 @@ use crate::{
         service::ConversationsService,
     },
     deals::{pipelines::PipelinesService, service::DealsService},
+    events,
     grpc::{self, Services},
     hooks::ChannelHooksService,
     ids,
@@ -45,9 +46,14 @@ use crate::{
     kb_groups::KbGroupsService,
     knowledge::{
         self,
+        embeddings::{self, Embedder},
         import::{
-            Import,
+            Import, PageReader,
             fetch::{AddressRule, FetchLimits, Fetcher},
+        },
+        retrieval::{
+            Retrieval,
+            vectors::{self, EmbedJob},
         },
         service::KbSourcesService,
     },
@@ -131,7 +137,13 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         http::client(conversations.provider_timeout)?,
         live.clone(),
     ));
-    let arrivals = Arrivals::start(db.clone(), clock.clone(), conversations.message_batching());
+    let committed = events::Committed::default();
+    let arrivals = Arrivals::start(
+        db.clone(),
+        clock.clone(),
+        conversations.message_batching(),
+        committed.clone(),
+    );
     let webchat = Arc::new(WebChat::new(
         db.clone(),
         clock.clone(),
@@ -172,10 +184,30 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         );
     let fetcher = Arc::new(knowledge_fetcher(policy, &config.imports)?);
-    let handlers = handlers.with(
-        knowledge::import::KIND,
-        Arc::new(Import::new(db.clone(), clock.clone(), fetcher)),
-    );
+    let retrieval = Arc::new(Retrieval::new(
+        embedder(&config.retrieval, &config.database_url)?,
+        config.retrieval.dense_weight,
+        clock.clone(),
+        wake_jobs.clone(),
+    ));
+    let embedder = retrieval.embedder().cloned();
+    let handlers = handlers
+        .with(
+            knowledge::import::KIND,
+            Arc::new(Import::new(
+                db.clone(),
+                clock.clone(),
+                fetcher.clone(),
+                embedder.clone(),
+            )),
+        )
+        .with(
+            vectors::KIND,
+            Arc::new(EmbedJob {
+                db: db.clone(),
+                embedder,
+            }),
+        );
     // The recurring housekeeping job exists once, whichever replica starts first.
     jobs::enqueue(&db, idle::job(clock.now()), clock.now()).await?;
     let services = Services {
@@ -191,7 +223,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         deals: DealsService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),
-        agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy),
+        agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy, retrieval),
         channels: ChannelsService::new(
             db.clone(),
             clock.clone(),
@@ -201,7 +233,14 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         ),
         entry_points: EntryPointsService::new(db.clone(), clock.clone()),
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
-        kb_sources: KbSourcesService::new(db.clone(), clock.clone(), policy, wake_jobs.clone()),
+        kb_sources: KbSourcesService::new(
+            db.clone(),
+            clock.clone(),
+            policy,
+            wake_jobs.clone(),
+            PageReader { fetcher },
+            config.uploads.max_bytes(),
+        ),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
         contacts: ContactsService::new(db.clone(), clock.clone(), pushes.clone()),
@@ -224,11 +263,40 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     };
     Ok(Core {
         routes: grpc::routes(services).await?,
-        dispatcher: Dispatcher::new(db.clone(), clock.clone(), config.webhooks.clone(), policy, sealer, wake),
+        dispatcher: Dispatcher::new(
+            db.clone(),
+            clock.clone(),
+            config.webhooks.clone(),
+            policy,
+            sealer,
+            wake,
+            committed,
+        ),
         jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs),
         db,
         live,
     })
+}
+
+/// The sentence-embedding model of semantic retrieval, loaded once at start-up; `None` (lexical retrieval
+/// only, and the log says so) without a model folder. A folder named but unreadable stops the start.
+fn embedder(config: &RetrievalConfig, database_url: &str) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let Some(folder) = embeddings::model_folder(config.embedding_model.as_deref(), database_url) else {
+        tracing::info!(
+            "no embedding model (FRONTDESK_EMBEDDING_MODEL, or models/all-MiniLM-L6-v2 from scripts/fetch-model): retrieval is lexical only"
+        );
+        return Ok(None);
+    };
+    let started = std::time::Instant::now();
+    let model = embeddings::LocalModel::load(&folder)
+        .with_context(|| format!("loading the embedding model {}", folder.display()))?;
+    tracing::info!(
+        model = %folder.display(),
+        dimension = model.dimension(),
+        load_ms = started.elapsed().as_millis() as u64,
+        "semantic retrieval: embedding model loaded"
+    );
+    Ok(Some(Arc::new(model)))
 }
 
 /// The guarded fetcher of knowledge imports: the outbound policy's address rule, and the page limits of

@@ -81,6 +81,12 @@ pub struct CoreConfig {
     pub imports: ImportConfig,
 
     #[command(flatten)]
+    pub retrieval: RetrievalConfig,
+
+    #[command(flatten)]
+    pub uploads: UploadConfig,
+
+    #[command(flatten)]
     pub webchat: WebChatConfig,
 }
 
@@ -110,6 +116,46 @@ pub struct ImportConfig {
     /// Pages of one host fetched at once by one core process, whatever the number of imports.
     #[arg(long, env = "FRONTDESK_IMPORT_HOST_CONCURRENCY", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub import_host_concurrency: u32,
+}
+
+/// Retrieval over an agent's knowledge: the sentence-embedding model and the fusion of its score with the
+/// lexical one.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RetrievalConfig {
+    /// A sentence-transformers model folder (`model.safetensors`, `config.json`, `tokenizer.json`,
+    /// `1_Pooling/config.json`) run in process on the CPU for semantic retrieval; `none`: lexical only.
+    /// Unset: `models/all-MiniLM-L6-v2` beside the SQLite file or in the working directory, when there
+    /// (`scripts/fetch-model` installs it), else lexical only.
+    #[arg(long, env = "FRONTDESK_EMBEDDING_MODEL")]
+    pub embedding_model: Option<String>,
+
+    /// Weight of the meaning (embedding cosine) in a search's fused score; the words (normalised BM25)
+    /// weigh the rest. 0: words only.
+    #[arg(long, env = "FRONTDESK_RETRIEVAL_DENSE_WEIGHT", default_value_t = crate::knowledge::retrieval::DENSE_WEIGHT, value_parser = parse_weight)]
+    pub dense_weight: f64,
+}
+
+fn parse_weight(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(w) if (0.0..=1.0).contains(&w) => Ok(w),
+        _ => Err(format!("{s:?} is not a weight between 0 and 1")),
+    }
+}
+
+/// Uploaded documents (knowledge imports); read by the edge (which refuses a larger file while it streams
+/// in) and the core (which refuses it from a direct gRPC caller, and sizes its gRPC message limit by it).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct UploadConfig {
+    /// Largest document `POST /v1/kb-sources/file` takes, in megabytes (MiB); a larger one is refused with
+    /// 413 `payload_too_large`.
+    #[arg(long = "max-upload-mb", env = "FRONTDESK_MAX_UPLOAD_MB", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_upload_mb: u32,
+}
+
+impl UploadConfig {
+    pub fn max_bytes(&self) -> usize {
+        self.max_upload_mb as usize * 1024 * 1024
+    }
 }
 
 /// Conversations and the channels that carry them.
@@ -218,7 +264,10 @@ pub struct WebhookConfig {
 
     /// Attempts running at once to one subscription in this process; an account's subscriptions together
     /// get at most half of `FRONTDESK_WEBHOOK_CONCURRENCY`. A slow or dead endpoint then holds only its share.
-    #[arg(long = "webhook-endpoint-concurrency", env = "FRONTDESK_WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// 64: one subscription taking 500 events a second on the loaded bench machine queued behind 32 (the
+    /// claim passes over a full endpoint until an answer frees it), stretching the p99 to seconds
+    /// (docs/BENCHMARKS.md, "Web chat").
+    #[arg(long = "webhook-endpoint-concurrency", env = "FRONTDESK_WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub endpoint_concurrency: u32,
 
     /// How long a delivery's record (with its attempts) is kept after it was delivered or failed for good;
@@ -385,6 +434,13 @@ pub struct EdgeListenConfig {
 }
 
 impl EdgeListenConfig {
+    pub fn limits(&self, uploads: UploadConfig) -> frontdesk_edge::Limits {
+        frontdesk_edge::Limits {
+            call_timeout: self.request_timeout,
+            max_upload_bytes: uploads.max_bytes(),
+        }
+    }
+
     pub fn serve_options(&self) -> frontdesk_edge::ServeOptions {
         frontdesk_edge::ServeOptions {
             header_timeout: self.header_timeout,

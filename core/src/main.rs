@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use frontdesk_core::{
     admin_cli::{self, AdminArgs},
     app,
-    config::{CoreConfig, EdgeListenConfig, LogFormat},
+    config::{CoreConfig, EdgeListenConfig, LogFormat, UploadConfig},
     grpc,
     shutdown::Shutdown,
     store, telemetry,
@@ -56,9 +56,18 @@ enum Command {
         core_url: String,
         #[command(flatten)]
         edge: EdgeListenConfig,
+        #[command(flatten)]
+        uploads: UploadConfig,
     },
     /// Operator commands over the admin gRPC service (needs FRONTDESK_ADMIN_TOKEN).
     Admin(AdminArgs),
+    /// Internal: extract one document read on stdin (the knowledge import's child process).
+    #[command(name = "extract-document", hide = true)]
+    ExtractDocument {
+        format: String,
+        title: String,
+        memory_bytes: u64,
+    },
     /// Apply pending database migrations and exit.
     Migrate {
         /// SQLite file or PostgreSQL URL.
@@ -69,6 +78,15 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // The document extractor's child process: no runtime, no logs, one answer on stdout.
+    if let Some(Command::ExtractDocument {
+        format,
+        title,
+        memory_bytes,
+    }) = &cli.command
+    {
+        return frontdesk_core::knowledge::import::documents::child_main(format, title, *memory_bytes);
+    }
     let command = match cli.command {
         Some(command) => command,
         // No subcommand: `serve`, with its settings from the environment and defaults.
@@ -107,8 +125,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
             } = app::build_core(&core).await?;
             close_sockets_on(shutdown.clone(), live);
             app::bootstrap_first_account(&db, &core.database_url).await?;
-            let router =
-                frontdesk_edge::router(Transport::in_process(routes.clone()), metrics(), edge.request_timeout)?;
+            let router = frontdesk_edge::router(
+                Transport::in_process(routes.clone()),
+                metrics(),
+                edge.limits(core.uploads),
+            )?;
             let grpc_listener = TcpListener::bind(core.grpc_addr).await?;
             let http_listener = TcpListener::bind(edge.http_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
@@ -133,12 +154,17 @@ async fn run(command: Command) -> anyhow::Result<()> {
             grpc::serve(routes, listener, shutdown.wait()).await?;
             let _ = tokio::join!(deliveries, workers);
         }
-        Command::Edge { core_url, edge } => {
-            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics(), edge.request_timeout)?;
+        Command::Edge {
+            core_url,
+            edge,
+            uploads,
+        } => {
+            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics(), edge.limits(uploads))?;
             let listener = TcpListener::bind(edge.http_addr).await?;
             frontdesk_edge::serve(router, listener, edge.serve_options(), shutdown.wait()).await?;
         }
         Command::Admin(args) => admin_cli::run(args).await?,
+        Command::ExtractDocument { .. } => anyhow::bail!("extract-document runs before the runtime starts"),
         Command::Migrate { database_url } => {
             store::migrate_at(&database_url).await?;
             tracing::info!(database = store::redact(&database_url), "migrations applied");

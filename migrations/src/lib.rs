@@ -14,6 +14,8 @@ mod m20261123_000008_conversations;
 mod m20261123_000009_retrieval;
 mod m20261123_000010_kb_imports;
 mod m20261124_000020_webchat;
+mod m20261124_000021_semantic;
+mod m20261124_000031_kb_source_files;
 
 pub struct Migrator;
 
@@ -32,6 +34,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000009_retrieval::Migration),
             Box::new(m20261123_000010_kb_imports::Migration),
             Box::new(m20261124_000020_webchat::Migration),
+            Box::new(m20261124_000021_semantic::Migration),
+            Box::new(m20261124_000031_kb_source_files::Migration),
         ]
     }
 }

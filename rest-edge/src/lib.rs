@@ -6,6 +6,7 @@ mod bindings;
 mod client_addr;
 mod error;
 pub mod json_out;
+mod multipart;
 mod openapi;
 mod path_template;
 mod raw_forward;
@@ -58,14 +59,23 @@ pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 #[error("REST edge: {0}")]
 pub struct StartError(String);
 
+/// What the routes allow.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Each call to the core has this time limit (its gRPC deadline); past it the answer is 504
+    /// `deadline_exceeded`.
+    pub call_timeout: Duration,
+    /// Largest file of an upload (`multipart/form-data`); a larger one is refused with 413 while it streams in.
+    pub max_upload_bytes: usize,
+}
+
 /// Every route of the contract, the OpenAPI document, `/metrics` (when given a renderer), and JSON answers
-/// for unknown routes and methods. Each call to the core has `call_timeout` (its gRPC deadline); past it
-/// the answer is 504 `deadline_exceeded`.
-pub fn router(
-    transport: Transport,
-    metrics: Option<MetricsRender>,
-    call_timeout: Duration,
-) -> Result<Router, StartError> {
+/// for unknown routes and methods.
+pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limits) -> Result<Router, StartError> {
+    let Limits {
+        call_timeout,
+        max_upload_bytes,
+    } = limits;
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
     let bindings = bindings::load(&pool).map_err(StartError)?;
     let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
@@ -86,6 +96,7 @@ pub fn router(
         let path = binding.template.axum_path.clone();
         let route = Arc::new(Route {
             raw_body: binding.method.output().full_name() == "google.api.HttpBody",
+            max_upload_bytes: multipart::is_upload(&binding).then_some(max_upload_bytes),
             binding,
             response,
             plans: plans.clone(),
@@ -216,6 +227,8 @@ struct Route {
     binding: Binding,
     /// The answer is a `google.api.HttpBody`: its bytes are the response body, its `content_type` the header.
     raw_body: bool,
+    /// The operation takes an upload (`multipart::is_upload`): files up to this size.
+    max_upload_bytes: Option<usize>,
     response: PlanId,
     plans: Arc<Plans>,
     call_timeout: Duration,
@@ -238,6 +251,9 @@ async fn transcode(
             .iter()
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect();
+        if let Some(max_file_bytes) = route.max_upload_bytes {
+            return multipart::build(binding, &params, query.as_deref(), request, max_file_bytes).await;
+        }
         let body = read_body(request).await?;
         request::build(binding, &params, query.as_deref(), &body)
     }

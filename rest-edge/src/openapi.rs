@@ -136,13 +136,36 @@ fn operation(binding: &Binding, schemas: &mut Schemas<'_>, comments: &Comments) 
         BodyRule::Whole => Some(schemas.message_ref(&input, binding.naming)),
         BodyRule::Field(field) => Some(schemas.field(field, binding.naming)),
     };
-    if let Some(schema) = body_schema {
+    if crate::multipart::is_upload(binding) {
+        operation["requestBody"] = json!({
+            "required": true,
+            "content": {"multipart/form-data": {"schema": upload_schema(binding, schemas, comments)}},
+        });
+    } else if let Some(schema) = body_schema {
         operation["requestBody"] = json!({
             "required": matches!(binding.body, BodyRule::Whole) && input.fields().len() > 0,
             "content": {"application/json": {"schema": schema}},
         });
     }
     operation
+}
+
+/// The parts of an upload: a file field is a binary part, every other field a text part.
+fn upload_schema(binding: &Binding, schemas: &mut Schemas<'_>, comments: &Comments) -> Value {
+    let mut properties = Map::new();
+    for field in binding.input().fields() {
+        let mut schema = match field.kind() {
+            Kind::Message(m) if m.full_name() == crate::multipart::FILE_PART => {
+                json!({"type": "string", "contentMediaType": "application/octet-stream"})
+            }
+            _ => schemas.field(&field, binding.naming),
+        };
+        if let Some(description) = field_description(comments, &field).as_str() {
+            schema = with_description(schema, description);
+        }
+        properties.insert(binding.naming.field_name(&field).to_owned(), schema);
+    }
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
 }
 
 fn responses(binding: &Binding, schemas: &mut Schemas<'_>) -> Value {
@@ -182,7 +205,12 @@ fn responses(binding: &Binding, schemas: &mut Schemas<'_>) -> Value {
             error("Rate limit reached (`rate_limited`); see `Retry-After`."),
         );
     }
-    if !matches!(binding.body, BodyRule::None) {
+    if crate::multipart::is_upload(binding) {
+        responses.insert(
+            "413".to_owned(),
+            error("File larger than FRONTDESK_MAX_UPLOAD_MB, default 20 MB (`payload_too_large`)."),
+        );
+    } else if !matches!(binding.body, BodyRule::None) {
         responses.insert(
             "413".to_owned(),
             error("Request body larger than 1 MiB (`payload_too_large`)."),

@@ -23,7 +23,7 @@ pub struct Lifted {
 /// Query parameter carrying an API key.
 const API_KEY_PARAM: &str = "apiKey";
 /// Query parameter or body field naming the sub-account an agency acts on.
-const SUB_ACCOUNT_PARAM: &str = "sub_account_id";
+pub const SUB_ACCOUNT_PARAM: &str = "sub_account_id";
 
 /// Only the lifted parameters of a query string, for a request that could not be parsed as a whole.
 pub fn lift_query(query: Option<&str>) -> Lifted {

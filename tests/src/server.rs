@@ -160,6 +160,16 @@ impl Drop for Server {
     }
 }
 
+/// The repository's sentence-embedding model folder (`scripts/fetch-model`, run by `scripts/test-prereqs`).
+pub fn embedding_model() -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/all-MiniLM-L6-v2");
+    assert!(
+        std::path::Path::new(dir).join("model.safetensors").is_file(),
+        "{dir} is missing: run scripts/fetch-model"
+    );
+    dir.to_owned()
+}
+
 /// Key of sealed credentials in tests (PostgreSQL deployments must set one).
 pub const TEST_SECRET_KEY: &str = "dGVzdC1zZWNyZXQta2V5LTMyLWJ5dGVzLWxvbmchISE=";
 
@@ -173,6 +183,8 @@ pub fn base_env() -> BTreeMap<String, String> {
         ("RAZORPAY_KEY_SECRET", crate::razorpay::TEST_KEY_SECRET),
         ("FRONTDESK_ADMIN_TOKEN", crate::admin::TEST_ADMIN_TOKEN),
         ("FRONTDESK_SECRET_KEY", TEST_SECRET_KEY),
+        // Retrieval is lexical unless a test asks for the model (`embedding_model`).
+        ("FRONTDESK_EMBEDDING_MODEL", "none"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

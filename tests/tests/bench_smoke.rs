@@ -11,6 +11,7 @@ fn the_benchmark_harness_runs_every_scenario() {
         .arg("--smoke")
         .arg("--frontdesk")
         .arg(&frontdesk)
+        .env("FRONTDESK_EMBEDDING_MODEL", frontdesk_tests::server::embedding_model())
         .output()
         .expect("frontdesk-bench runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -35,6 +36,9 @@ fn the_benchmark_harness_runs_every_scenario() {
         "engine: pipeline capacity",
         "engine: pipeline at half capacity",
         "engine: POST /hooks/twilio/{channelId}",
+        "kb bulk import",
+        "kb search: 10,000 FAQs, fused",
+        "kb search: 10,000 FAQs, lexical only",
     ];
     for scenario in scenarios {
         let row = stdout
@@ -47,6 +51,7 @@ fn the_benchmark_harness_runs_every_scenario() {
         assert_eq!(cells[8], "0", "{scenario} had no errors: {row}");
     }
     assert!(stdout.contains("| start to healthy (SQLite) |"), "{stdout}");
+    assert!(stdout.contains("| embedding at import, one core"), "{stdout}");
     let stored = stdout
         .lines()
         .find(|l| l.starts_with("| inbound: each answered request stored one message"))

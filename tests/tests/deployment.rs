@@ -183,6 +183,15 @@ async fn the_openapi_document_is_valid_openapi_3_1_and_covers_every_route() {
     ] {
         assert!(doc["paths"][path].is_object(), "{path} documented");
     }
+    // An upload takes multipart/form-data: the file as a binary part, its other fields as text parts.
+    let upload = &doc["paths"]["/v1/kb-sources/file"]["post"]["requestBody"]["content"]["multipart/form-data"];
+    assert_eq!(
+        upload["schema"]["properties"]["file"]["contentMediaType"], "application/octet-stream",
+        "{upload}"
+    );
+    assert!(upload["schema"]["properties"]["agent_id"].is_object(), "{upload}");
+    assert!(doc["paths"]["/v1/kb-sources/file"]["post"]["responses"]["413"].is_object());
+    assert!(doc["paths"]["/v1/kb-sources/estimate"]["post"].is_object());
     let create = &doc["paths"]["/payments/create-order"]["post"];
     assert!(create["requestBody"]["content"]["application/json"]["schema"]["$ref"].is_string());
     let request_schema = &doc["components"]["schemas"]["frontdesk.site.v0.CreateOrderRequest"];

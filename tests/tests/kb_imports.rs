@@ -19,9 +19,11 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
     routing::get,
 };
-use frontdesk_api::admin::v1::{CreditsRequest, GetAccountRequest};
+use frontdesk_api::admin::v1::CreditsRequest;
 use frontdesk_tests::{
-    Db, Server, admin, on_both_databases,
+    Db, Server, admin,
+    knowledge::{balance, finished, poll_until},
+    on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
     webhook_receiver::Receiver,
 };
@@ -104,23 +106,6 @@ async fn sitemap(State(base): State<String>) -> Response {
     ([(header::CONTENT_TYPE, "application/xml")], xml).into_response()
 }
 
-/// Polls the source until `done` says so (30 s at most); its last state.
-async fn poll_until(api: &Platform<'_>, source: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let kb_source = api.ok("GET", &format!("/v1/kb-sources/{source}"), None).await["kb_source"].clone();
-        if done(&kb_source) {
-            return kb_source;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "still {kb_source}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn finished(api: &Platform<'_>, source: &str) -> Value {
-    poll_until(api, source, |s| s["status"] == "ready" || s["status"] == "failed").await
-}
-
 /// Starts an import at `path`; the new source's id, after checking the immediate answer.
 async fn import(api: &Platform<'_>, path: &str, body: Value) -> String {
     let answer = api.ok("POST", path, Some(body)).await;
@@ -128,19 +113,6 @@ async fn import(api: &Platform<'_>, path: &str, body: Value) -> String {
     let id = answer["source_id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("kbs_"), "{id}");
     id
-}
-
-async fn balance(server: &Server, account_id: &str) -> f64 {
-    let request = GetAccountRequest {
-        account_id: account_id.to_owned(),
-    };
-    admin::client(server)
-        .await
-        .get_account(request)
-        .await
-        .unwrap()
-        .into_inner()
-        .credit_balance
 }
 
 async fn faqs(api: &Platform<'_>, source: &str) -> Vec<(String, String)> {

@@ -201,6 +201,29 @@ on_both_databases!(a_visitor_and_the_business_talk_live, |db: Db| async move {
     socket.close().await;
 });
 
+// An arrived message wakes its process's webhook fan-out when it commits: its `message.received` goes out
+// at once, though the fan-out's idle poll is 30 s.
+on_both_databases!(an_arrived_message_is_fanned_out_at_once, |db: Db| async move {
+    let server = start(&db, &[("FRONTDESK_WEBHOOK_POLL_INTERVAL", "30s")]).await;
+    let platform = Platform::new(&server).await;
+    let receiver = Receiver::start().await;
+    subscribe(&platform, &receiver).await;
+    let channel = Channel::connect(&platform, "site", json!({})).await;
+    let visitor = Visitor::start(&server, &channel, json!({})).await;
+    let mut socket = visitor.socket(&server, "", "").await;
+    socket
+        .send(json!({"type": "message", "text": "Anyone there?", "client_message_id": "c-1"}))
+        .await;
+    let echo = socket.frame_of("message").await;
+    let received = receiver
+        .wait_until(Duration::from_secs(5), |d| {
+            d.iter().any(|d| d.json["type"] == "message.received")
+        })
+        .await;
+    let event = received.iter().find(|d| d.json["type"] == "message.received").unwrap();
+    assert_eq!(event.json["data"]["id"], echo["message"]["id"]);
+});
+
 on_both_databases!(a_reconnecting_socket_gets_what_it_missed_once, |db: Db| async move {
     let server = start(&db, &[]).await;
     let platform = Platform::new(&server).await;

@@ -1,6 +1,7 @@
 //! The `Agents` gRPC service: agents and their bot configuration here; FAQs, knowledge attachments and
 //! tools in their own modules.
 
+use crate::knowledge::retrieval::Retrieval;
 use std::sync::Arc;
 
 use frontdesk_api::v1::{
@@ -41,15 +42,23 @@ pub struct AgentsService {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) sealer: Sealer,
     pub(super) policy: OutboundPolicy,
+    pub(super) retrieval: Arc<Retrieval>,
 }
 
 impl AgentsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sealer: Sealer, policy: OutboundPolicy) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        sealer: Sealer,
+        policy: OutboundPolicy,
+        retrieval: Arc<Retrieval>,
+    ) -> Self {
         Self {
             db,
             clock,
             sealer,
             policy,
+            retrieval,
         }
     }
 }
@@ -248,7 +257,7 @@ impl Agents for AgentsService {
     async fn search_faqs(&self, request: Request<SearchFaqsRequest>) -> Result<Response<SearchFaqsAnswer>, Status> {
         let account_id = account_of(&request)?;
         Ok(Response::new(
-            search::search(&self.db, &account_id, request.into_inner()).await?,
+            search::search(&self.db, &self.retrieval, &account_id, request.into_inner()).await?,
         ))
     }
 

@@ -59,9 +59,15 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
-    pub fn start(db: DatabaseConnection, clock: Arc<dyn Clock>, batching: Batching) -> Self {
+    /// `committed` is signalled after each batch that stored a message (and so its `message.received`).
+    pub fn start(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        batching: Batching,
+        committed: events::Committed,
+    ) -> Self {
         Self {
-            commits: GroupCommit::start(ArrivalWriter { db, clock }, batching),
+            commits: GroupCommit::start(ArrivalWriter { db, clock, committed }, batching),
         }
     }
 
@@ -79,6 +85,7 @@ impl Arrivals {
 struct ArrivalWriter {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+    committed: events::Committed,
 }
 
 #[async_trait::async_trait]
@@ -91,11 +98,15 @@ impl BatchWriter for ArrivalWriter {
     async fn write(&self, arrivals: Vec<Arrival>) -> Vec<Stored> {
         let now = self.clock.now();
         let batch: Vec<&Arrival> = arrivals.iter().collect();
-        together_or_alone(&batch, |batch| self.transaction(batch, now))
+        let stored: Vec<Stored> = together_or_alone(&batch, |batch| self.transaction(batch, now))
             .await
             .into_iter()
             .map(|stored| stored.and_then(|own| own))
-            .collect()
+            .collect();
+        if stored.iter().any(|stored| matches!(stored, Ok(Some(_)))) {
+            self.committed.signal();
+        }
+        stored
     }
 }
 

@@ -2,7 +2,7 @@
 //! transaction as the change, so an event exists exactly when its change committed. The webhook dispatcher
 //! (`crate::webhooks`) fans each event out to deliveries.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
 use frontdesk_api::FILE_DESCRIPTOR_SET;
@@ -72,6 +72,24 @@ event_types! {
 impl EventType {
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|t| t.as_str() == name)
+    }
+}
+
+/// Tells this process's webhook fan-out that events were committed, so it reads them now instead of at its
+/// next poll. Only the busiest writers (arrived messages) signal; every other event, and every event another
+/// replica commits, waits at most `FRONTDESK_WEBHOOK_POLL_INTERVAL`.
+#[derive(Clone, Default)]
+pub struct Committed(Arc<tokio::sync::Notify>);
+
+impl Committed {
+    /// Called after the commit of a transaction that wrote events.
+    pub fn signal(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves at the next signal (at once if one came since the last wait).
+    pub async fn wait(&self) {
+        self.0.notified().await;
     }
 }
 

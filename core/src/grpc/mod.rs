@@ -110,6 +110,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         };
     }
     let admin = sized!(AdminServer::new(services.admin));
+    // Knowledge sources take uploads: requests up to the upload limit.
+    let kb_request_bytes = services.kb_sources.max_request_bytes();
     let routes = Routes::new(sized!(SiteServer::new(services.health)))
         .add_service(sized!(PaymentsServer::new(services.payments)))
         .add_service(sized!(ApiKeysServer::new(services.api_keys)))
@@ -120,7 +122,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(ChannelsServer::new(services.channels)))
         .add_service(sized!(EntryPointsServer::new(services.entry_points)))
         .add_service(sized!(KbGroupsServer::new(services.kb_groups)))
-        .add_service(sized!(KbSourcesServer::new(services.kb_sources)))
+        .add_service(sized!(KbSourcesServer::new(services.kb_sources)).max_decoding_message_size(kb_request_bytes))
         .add_service(sized!(BroadcastsServer::new(services.broadcasts)))
         .add_service(sized!(CampaignsServer::new(services.campaigns)))
         .add_service(sized!(ContactsServer::new(services.contacts)))

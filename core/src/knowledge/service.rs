@@ -1,21 +1,26 @@
-//! `/v1/kb-sources`: web page imports (one URL, a list, or a sitemap), answered at once with the queued
-//! source; polling, listing and deleting sources; a source's FAQs.
+//! `/v1/kb-sources`: web page imports (one URL, a list, or a sitemap) and document uploads, answered at once
+//! with the queued source; estimates of a web import's cost; polling, listing and deleting sources; a
+//! source's FAQs.
 
 use std::sync::Arc;
 
 use frontdesk_api::v1::{
-    BulkImportRequest, DeleteKbSourceRequest, Deleted, GetKbSourceRequest, ImportAccepted, ImportUrlRequest,
-    KbSourceAnswer, KbSourceFaqList, KbSourceList, ListKbSourceFaqsRequest, ListKbSourcesRequest,
-    kb_sources_server::KbSources,
+    BulkImportRequest, DeleteKbSourceRequest, Deleted, EstimateImportRequest, FilePart, GetKbSourceRequest,
+    ImportAccepted, ImportEstimate, ImportFileRequest, ImportUrlRequest, KbSourceAnswer, KbSourceFaqList, KbSourceList,
+    ListKbSourceFaqsRequest, ListKbSourcesRequest, kb_sources_server::KbSources,
 };
 use reqwest::Url;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait},
+};
 use tonic::{Request, Response, Status};
 
 use super::{
-    import::MAX_PAGES,
+    estimate,
+    import::{MAX_PAGES, PageReader, documents::Format},
     source_faqs::faq_message,
-    sources::{self, NewSource},
+    sources::{self, NewFile, NewSource},
 };
 use crate::{
     clock::Clock,
@@ -32,6 +37,8 @@ use crate::{
 };
 
 const MAX_URL_CHARS: usize = 2000;
+/// The longest file name kept.
+const MAX_FILE_NAME_CHARS: usize = 255;
 
 #[derive(Clone)]
 pub struct KbSourcesService {
@@ -39,16 +46,69 @@ pub struct KbSourcesService {
     clock: Arc<dyn Clock>,
     policy: OutboundPolicy,
     wake: Wake,
+    pages: PageReader,
+    max_upload_bytes: usize,
 }
 
 impl KbSourcesService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, policy: OutboundPolicy, wake: Wake) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        policy: OutboundPolicy,
+        wake: Wake,
+        pages: PageReader,
+        max_upload_bytes: usize,
+    ) -> Self {
         Self {
             db,
             clock,
             policy,
             wake,
+            pages,
+            max_upload_bytes,
         }
+    }
+
+    /// The largest request this service reads: an upload at the limit and its other fields.
+    pub fn max_request_bytes(&self) -> usize {
+        self.max_upload_bytes.saturating_add(1024 * 1024)
+    }
+
+    /// The uploaded document, checked: present, not empty, within the limit, of a supported type.
+    fn file(&self, part: Option<FilePart>) -> ApiResult<NewFile> {
+        let Some(part) = part else {
+            return Err(ApiError::field(
+                "file",
+                "is required: send the document as the multipart part `file`",
+            ));
+        };
+        if part.data.len() > self.max_upload_bytes {
+            return Err(ApiError::new(
+                tonic::Code::ResourceExhausted,
+                "payload_too_large",
+                format!(
+                    "the file is larger than the upload limit of {} MB (FRONTDESK_MAX_UPLOAD_MB)",
+                    self.max_upload_bytes / (1024 * 1024)
+                ),
+            ));
+        }
+        if part.data.is_empty() {
+            return Err(ApiError::field("file", "is empty"));
+        }
+        let file_name = file_name(&part.file_name);
+        let content_type: String = part
+            .content_type
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(255)
+            .collect();
+        let format = Format::of(&file_name, &content_type).map_err(|message| ApiError::field("file", message))?;
+        Ok(NewFile {
+            file_name,
+            content_type,
+            format,
+            data: part.data,
+        })
     }
 
     /// `raw` as a URL to import, or the message for its field. Hosts that are names are checked when the page
@@ -120,8 +180,23 @@ impl KbSourcesService {
             origin_url,
             pages,
             agent_id: r.agent_id,
+            file: None,
         })
     }
+}
+
+/// The name of an uploaded file without any folders, control characters or excess length; `document`
+/// for none.
+fn file_name(raw: &str) -> String {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
+    let name: String = base
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_FILE_NAME_CHARS)
+        .collect::<String>()
+        .trim()
+        .to_owned();
+    if name.is_empty() { "document".to_owned() } else { name }
 }
 
 #[tonic::async_trait]
@@ -135,8 +210,39 @@ impl KbSources for KbSourcesService {
             origin_url: Some(url.clone()),
             pages: vec![url],
             agent_id: r.agent_id,
+            file: None,
         };
         Ok(self.accept(&account_id, new).await?)
+    }
+
+    async fn import_file(&self, request: Request<ImportFileRequest>) -> Result<Response<ImportAccepted>, Status> {
+        let account_id = account_of(&request)?;
+        let r = request.into_inner();
+        let file = self.file(r.file)?;
+        let new = NewSource {
+            kind: "file",
+            origin_url: None,
+            pages: vec![file.file_name.clone()],
+            agent_id: r.agent_id,
+            file: Some(file),
+        };
+        Ok(self.accept(&account_id, new).await?)
+    }
+
+    async fn estimate_import(
+        &self,
+        request: Request<EstimateImportRequest>,
+    ) -> Result<Response<ImportEstimate>, Status> {
+        account_of(&request)?;
+        let r = request.into_inner();
+        let new = self.bulk(BulkImportRequest {
+            urls: r.urls,
+            sitemap_url: r.sitemap_url,
+            agent_id: String::new(),
+        })?;
+        Ok(Response::new(
+            estimate::estimate(&self.pages, new.origin_url, new.pages).await,
+        ))
     }
 
     async fn bulk_import(&self, request: Request<BulkImportRequest>) -> Result<Response<ImportAccepted>, Status> {
@@ -211,17 +317,36 @@ impl KbSources for KbSourcesService {
         let r = request.into_inner();
         let page = Page::checked(r.limit, &r.cursor, "faq_")?;
         let source = sources::find(&self.db, &account_id, &r.source_id).await?;
-        let select = source_faqs::Entity::find().filter(source_faqs::Column::SourceId.eq(&source.id));
-        let (rows, more) = paging::fetch(
-            &self.db,
-            select,
-            &page,
-            source_faqs::Column::CreatedAt,
-            source_faqs::Column::Id,
-        )
-        .await
-        .map_err(ApiError::from)?;
-        let (faqs, next_cursor) = paging::render(&rows, more, |f| (f.created_at, f.id.as_str()), faq_message);
+        // Section order: by (position, id), after the cursor. The list's cursor is the usual one, whose
+        // instant carries the last FAQ's position (in microseconds since the epoch).
+        let mut select = source_faqs::Entity::find().filter(source_faqs::Column::SourceId.eq(&source.id));
+        if let Some(after) = &page.after {
+            let position = i32::try_from(after.created_at.timestamp_micros()).unwrap_or(i32::MAX);
+            select = select.filter(
+                Expr::tuple([
+                    Expr::col(source_faqs::Column::Position),
+                    Expr::col(source_faqs::Column::Id),
+                ])
+                .gt(Expr::tuple([Expr::val(position), Expr::val(after.id.as_str())])),
+            );
+        }
+        let rows = select
+            .order_by_asc(source_faqs::Column::Position)
+            .order_by_asc(source_faqs::Column::Id)
+            .limit(page.limit + 1)
+            .all(&self.db)
+            .await
+            .map_err(ApiError::from)?;
+        let (rows, more) = page.split(rows);
+        let (faqs, next_cursor) = paging::render(
+            &rows,
+            more,
+            |f| {
+                let at = chrono::DateTime::from_timestamp_micros(f.position.into()).unwrap_or_default();
+                (at, f.id.as_str())
+            },
+            faq_message,
+        );
         Ok(Response::new(KbSourceFaqList {
             success: true,
             faqs,

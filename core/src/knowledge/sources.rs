@@ -7,21 +7,29 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
 };
 
-use super::import;
+use super::import::{self, documents::Format};
 use crate::{
     error::{ApiError, ApiResult},
     store::{
         self,
-        entities::{kb_source_pages, kb_sources},
+        entities::{kb_source_files, kb_source_pages, kb_sources},
     },
     timestamps,
 };
 
 pub const ID_PREFIX: &str = "kbs_";
 
+/// An uploaded document, checked.
+pub struct NewFile {
+    pub file_name: String,
+    pub content_type: String,
+    pub format: Format,
+    pub data: Vec<u8>,
+}
+
 /// What an import request asked for, checked.
 pub struct NewSource {
-    /// `url` or `bulk`.
+    /// `url`, `bulk` or `file`.
     pub kind: &'static str,
     /// The page of a single-URL import, or the sitemap to read the pages from.
     pub origin_url: Option<String>,
@@ -29,6 +37,8 @@ pub struct NewSource {
     pub pages: Vec<String>,
     /// An agent to attach the source to ("" for none).
     pub agent_id: String,
+    /// The document of a `file` import (its one page is the document).
+    pub file: Option<NewFile>,
 }
 
 pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<kb_sources::Model> {
@@ -37,7 +47,7 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiR
         .ok_or_else(|| ApiError::not_found("knowledge source"))
 }
 
-/// Writes the source, its pages, its attachment and its job; the source's id.
+/// Writes the source, its pages (or its document), its attachment and its job; the source's id.
 pub async fn create(
     txn: &DatabaseTransaction,
     account_id: &str,
@@ -57,6 +67,7 @@ pub async fn create(
         credits_used_milli: 0,
         error: None,
         origin_url: new.origin_url,
+        file_name: new.file.as_ref().map(|f| f.file_name.clone()),
         created_at: now,
         updated_at: now,
     };
@@ -64,6 +75,19 @@ pub async fn create(
         .exec_without_returning(txn)
         .await?;
     add_pages(txn, &id, &new.pages, now).await?;
+    if let Some(file) = new.file {
+        let row = kb_source_files::Model {
+            source_id: id.clone(),
+            file_name: file.file_name,
+            content_type: file.content_type,
+            format: file.format.as_str().to_owned(),
+            data: file.data,
+            created_at: now,
+        };
+        kb_source_files::Entity::insert(kb_source_files::ActiveModel::from(row).reset_all())
+            .exec_without_returning(txn)
+            .await?;
+    }
     if !new.agent_id.is_empty() {
         let attach = AttachKbSourceRequest {
             agent_id: new.agent_id,
@@ -142,6 +166,7 @@ pub fn message(m: &kb_sources::Model, failed: &[kb_source_pages::Model]) -> KbSo
             })
             .collect(),
         url: m.origin_url.clone(),
+        file_name: m.file_name.clone(),
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
     }

@@ -15,13 +15,18 @@ pub fn text(body: &[u8], content_type: &str) -> String {
 }
 
 pub fn is_html(content_type: &str) -> bool {
-    let essence = content_type
+    let essence = essence(content_type);
+    essence.is_empty() || essence == "text/html" || essence == "application/xhtml+xml"
+}
+
+/// A content type without its parameters, lower case (`text/html; charset=utf-8` is `text/html`).
+pub fn essence(content_type: &str) -> String {
+    content_type
         .split(';')
         .next()
         .unwrap_or_default()
         .trim()
-        .to_ascii_lowercase();
-    essence.is_empty() || essence == "text/html" || essence == "application/xhtml+xml"
+        .to_ascii_lowercase()
 }
 
 fn charset_param(content_type: &str) -> Option<&'static Encoding> {

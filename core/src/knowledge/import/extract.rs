@@ -19,6 +19,12 @@ const DROPPED: &[&str] = &[
 const DROPPED_ROLES: &[&str] = &["navigation", "banner", "contentinfo", "dialog", "alertdialog", "search"];
 /// Words in an id or class that mark a cookie or consent banner.
 const BANNER_MARKS: &[&str] = &["cookie", "consent", "gdpr"];
+/// Classes of the permalink anchors documentation generators put in headings (Sphinx and MkDocs
+/// `headerlink`, Docusaurus `hash-link`), whose text (`¶`, `#`) is no part of the heading.
+const PERMALINK_CLASSES: &[&str] = &["headerlink", "hash-link", "anchor-link"];
+/// How deep the walk follows nested elements; deeper ones give their text flat. The walk recurses, and a
+/// page of a million nested `<div>`s must not exhaust the stack.
+const MAX_DEPTH: usize = 256;
 /// Elements that break lines.
 const BLOCKS: &[&str] = &[
     "p",
@@ -72,7 +78,7 @@ pub fn html(page: &str, fallback_title: &str) -> Extracted {
     let mut walk = Walk {
         raw: vec![(title, String::new())],
     };
-    walk.element(root);
+    walk.element(root, 0);
     finish(walk.raw)
 }
 
@@ -92,13 +98,19 @@ struct Walk {
 }
 
 impl Walk {
-    fn element(&mut self, element: ElementRef<'_>) {
+    fn element(&mut self, element: ElementRef<'_>, depth: usize) {
+        if depth >= MAX_DEPTH {
+            // `text()` walks the subtree without recursing.
+            let flat: String = element.text().collect();
+            self.text(&flat);
+            return;
+        }
         for child in element.children() {
             match child.value() {
                 Node::Text(text) => self.text(text),
                 Node::Element(_) => {
                     if let Some(child) = ElementRef::wrap(child) {
-                        self.child(child);
+                        self.child(child, depth + 1);
                     }
                 }
                 _ => {}
@@ -106,14 +118,16 @@ impl Walk {
         }
     }
 
-    fn child(&mut self, element: ElementRef<'_>) {
+    fn child(&mut self, element: ElementRef<'_>, depth: usize) {
         let value = element.value();
         let name = value.name();
         if is_dropped(element) {
             return;
         }
         if matches!(name, "h1" | "h2" | "h3" | "h4" | "h5" | "h6") {
-            let heading = collapse(&element.text().collect::<String>());
+            let mut heading = String::new();
+            visible_text(element, &mut heading, depth);
+            let heading = collapse(&heading);
             if !heading.is_empty() {
                 self.raw.push((heading, String::new()));
             }
@@ -123,7 +137,7 @@ impl Walk {
         if block {
             self.text("\n");
         }
-        self.element(element);
+        self.element(element, depth);
         if block {
             self.text("\n");
         }
@@ -136,12 +150,35 @@ impl Walk {
     }
 }
 
+/// The text of `element` without that of its dropped descendants (a heading's permalink anchor).
+/// Past `MAX_DEPTH`, all of the text.
+fn visible_text(element: ElementRef<'_>, out: &mut String, depth: usize) {
+    if depth >= MAX_DEPTH {
+        out.extend(element.text());
+        return;
+    }
+    for child in element.children() {
+        match child.value() {
+            Node::Text(text) => out.push_str(text),
+            Node::Element(_) => {
+                if let Some(child) = ElementRef::wrap(child).filter(|child| !is_dropped(*child)) {
+                    visible_text(child, out, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn is_dropped(element: ElementRef<'_>) -> bool {
     let value = element.value();
     if DROPPED.contains(&value.name()) || value.attr("aria-hidden") == Some("true") {
         return true;
     }
     if value.attr("role").is_some_and(|role| DROPPED_ROLES.contains(&role)) {
+        return true;
+    }
+    if value.name() == "a" && value.classes().any(|class| PERMALINK_CLASSES.contains(&class)) {
         return true;
     }
     let marks = format!(
@@ -155,7 +192,7 @@ fn is_dropped(element: ElementRef<'_>) -> bool {
 
 /// Raw sections as FAQs: whitespace collapsed within lines, empty lines dropped, empty sections skipped,
 /// long ones split.
-fn finish(raw: Vec<(String, String)>) -> Extracted {
+pub fn finish(raw: Vec<(String, String)>) -> Extracted {
     let mut extracted = Extracted::default();
     for (heading, body) in raw {
         let text = body
@@ -181,7 +218,7 @@ fn finish(raw: Vec<(String, String)>) -> Extracted {
     extracted
 }
 
-fn collapse(text: &str) -> String {
+pub fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -222,7 +259,8 @@ mod tests {
             <p>Welcome   to Acme.</p>
             <h2>Opening hours</h2><p>Nine to five.</p><ul><li>Closed Sundays</li></ul>
             <script>var x = "hidden";</script>
-            <h2>Parking</h2><p>Behind the building.</p>
+            <h2>Parking<a class="headerlink" href="/help#parking" title="Link to this heading">¶</a></h2>
+            <p>Behind the building.</p>
             <footer>Copyright Acme</footer></body></html>"#;
         let extracted = html(page, "https://acme.test/");
         let got: Vec<(&str, &str)> = extracted
@@ -238,6 +276,21 @@ mod tests {
                 ("Parking", "Behind the building."),
             ]
         );
+    }
+
+    #[test]
+    fn deeply_nested_pages_are_read_without_exhausting_the_stack() {
+        let depth = 10_000;
+        let page = format!(
+            "<html><body><h2>Deep</h2>{}deep text{}</body></html>",
+            "<div>".repeat(depth),
+            "</div>".repeat(depth)
+        );
+        // A test thread's 2 MiB stack, like a worker's.
+        let extracted = std::thread::spawn(move || html(&page, "https://deep.test/"))
+            .join()
+            .expect("no stack overflow");
+        assert_eq!(extracted.sections.last().map(|s| s.answer.as_str()), Some("deep text"));
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The `kb_import` job: reads a knowledge source's pages one by one (a sitemap's pages are listed first),
 //! checks each against `robots.txt`, fetches it through the guarded fetcher, extracts its sections and
-//! records them as FAQs with their charge (`progress`). One job per source; a run that dies is taken over
-//! by the job engine and resumes at the first page not yet recorded.
+//! records them as FAQs with their charge (`progress`). An uploaded document is the one page of its source,
+//! read from the stored upload (`documents`). One job per source; a run that dies is taken over by the job
+//! engine and resumes at the first page not yet recorded.
 
 pub mod decode;
+pub mod documents;
 pub mod extract;
 pub mod fetch;
 pub mod progress;
@@ -18,6 +20,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrai
 use serde::{Deserialize, Serialize};
 
 use self::{
+    documents::Format,
     extract::Extracted,
     fetch::{Fetcher, PageError},
     progress::Recorded,
@@ -26,8 +29,12 @@ use self::{
 use crate::{
     clock::Clock,
     jobs::{Handler, Job, NewJob, Outcome},
-    knowledge::sources,
-    store::entities::{kb_source_pages, kb_sources},
+    knowledge::{
+        embeddings::Embedder,
+        retrieval::{Owner, vectors},
+        sources,
+    },
+    store::entities::{kb_source_files, kb_source_pages, kb_sources},
 };
 
 pub const KIND: &str = "kb_import";
@@ -60,12 +67,34 @@ pub fn job(account_id: &str, source_id: &str, now: DateTime<Utc>) -> NewJob {
 pub struct Import {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
-    fetcher: Arc<Fetcher>,
+    pages: PageReader,
+    /// Makes the source's FAQ vectors before it is `ready` (none: lexical retrieval only).
+    embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl Import {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, fetcher: Arc<Fetcher>) -> Self {
-        Self { db, clock, fetcher }
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        fetcher: Arc<Fetcher>,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Self {
+        Self {
+            db,
+            clock,
+            pages: PageReader { fetcher },
+            embedder,
+        }
+    }
+
+    /// The vectors of the source's FAQs (those it lacks: a resumed run embeds only the rest). A failure
+    /// leaves them to the searches (retrieval::vectors) rather than failing the import.
+    async fn embed(&self, source: &kb_sources::Model) {
+        let Some(embedder) = &self.embedder else { return };
+        let owner = Owner::Source(source.id.clone());
+        if let Err(err) = vectors::embed_owner(&self.db, embedder, &source.account_id, &owner).await {
+            tracing::warn!(source = source.id, error = %err, "the source's FAQ vectors could not be made");
+        }
     }
 
     /// Reads what is left of the source; the error it failed with, if it did.
@@ -83,7 +112,11 @@ impl Import {
         progress::started(&self.db, &source.id, total, now).await?;
         let mut robots = RobotsRules::default();
         for page in pending.iter().filter(|p| p.status == "pending") {
-            let read = self.read(&mut robots, &page.url).await;
+            let read = if source.kind == "file" {
+                self.document(&source.id).await?
+            } else {
+                self.pages.read(&mut robots, &page.url).await
+            };
             let now = self.clock.now();
             match read {
                 Ok(extracted) => {
@@ -116,7 +149,7 @@ impl Import {
         if listed.is_some() {
             return Ok(None);
         }
-        let pages = match self.sitemap(sitemap).await {
+        let pages = match self.pages.sitemap(sitemap).await {
             Ok(pages) if !pages.is_empty() => pages,
             Ok(_) => return Ok(Some("sitemap_empty".to_owned())),
             Err(error) => {
@@ -128,7 +161,44 @@ impl Import {
         Ok(None)
     }
 
-    async fn sitemap(&self, sitemap: &str) -> Result<Vec<String>, PageError> {
+    /// The stored document's sections, or why it was not read.
+    async fn document(&self, source_id: &str) -> Result<Result<Extracted, PageError>, DbErr> {
+        let Some(file) = kb_source_files::Entity::find_by_id(source_id).one(&self.db).await? else {
+            return Ok(Err(PageError::new(
+                "unreadable",
+                "the uploaded document is no longer stored",
+            )));
+        };
+        let Some(format) = Format::parse(&file.format) else {
+            return Ok(Err(PageError::new("unsupported_content_type", file.format)));
+        };
+        Ok(documents::extract(format, file.data, file.file_name).await)
+    }
+
+    /// The error a source that read all its pages ends with: a single page's reason, or none imported.
+    async fn verdict(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
+        let failed = sources::page_errors(&self.db, vec![source.id.clone()]).await?;
+        let pages = kb_source_pages::Entity::find()
+            .filter(kb_source_pages::Column::SourceId.eq(&source.id))
+            .count(&self.db)
+            .await?;
+        Ok(match (source.kind.as_str(), failed.first()) {
+            ("url" | "file", Some(page)) => page.error_code.clone(),
+            (_, Some(_)) if failed.len() as u64 == pages => Some("no_page_imported".to_owned()),
+            _ => None,
+        })
+    }
+}
+
+/// Reads web pages through the guarded fetcher, for imports and estimates.
+#[derive(Clone)]
+pub struct PageReader {
+    pub fetcher: Arc<Fetcher>,
+}
+
+impl PageReader {
+    /// The http(s) pages a sitemap lists, its first `MAX_PAGES`.
+    pub async fn sitemap(&self, sitemap: &str) -> Result<Vec<String>, PageError> {
         let url = Url::parse(sitemap).map_err(|e| PageError::new("http_error", e.to_string()))?;
         let fetched = self.fetcher.get(&url, MAX_SITEMAP_BYTES).await?;
         let xml = decode::text(&fetched.body, &fetched.content_type);
@@ -141,7 +211,13 @@ impl Import {
     }
 
     /// One page's sections, or why it was not read.
-    async fn read(&self, robots: &mut RobotsRules, page: &str) -> Result<Extracted, PageError> {
+    pub async fn read(&self, robots: &mut RobotsRules, page: &str) -> Result<Extracted, PageError> {
+        let url = self.allowed(robots, page).await?;
+        self.fetch(&url).await
+    }
+
+    /// The page's URL when robots.txt allows reading it.
+    pub async fn allowed(&self, robots: &mut RobotsRules, page: &str) -> Result<Url, PageError> {
         let url = Url::parse(page).map_err(|e| PageError::new("http_error", format!("not a URL: {e}")))?;
         if !robots.allows(&self.fetcher, &url).await {
             return Err(PageError::new(
@@ -149,7 +225,12 @@ impl Import {
                 format!("robots.txt does not allow {} to read this page", fetch::BOT_NAME),
             ));
         }
-        let fetched = self.fetcher.get(&url, usize::MAX).await?;
+        Ok(url)
+    }
+
+    /// A page robots.txt allows: its sections, or why it was not read.
+    pub async fn fetch(&self, url: &Url) -> Result<Extracted, PageError> {
+        let fetched = self.fetcher.get(url, usize::MAX).await?;
         let text = decode::text(&fetched.body, &fetched.content_type);
         let extracted = if decode::is_html(&fetched.content_type) {
             extract::html(&text, fetched.url.as_str())
@@ -165,20 +246,6 @@ impl Import {
             return Err(PageError::new("no_text", "the page has no text to import"));
         }
         Ok(extracted)
-    }
-
-    /// The error a source that read all its pages ends with: a single page's reason, or none imported.
-    async fn verdict(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
-        let failed = sources::page_errors(&self.db, vec![source.id.clone()]).await?;
-        let pages = kb_source_pages::Entity::find()
-            .filter(kb_source_pages::Column::SourceId.eq(&source.id))
-            .count(&self.db)
-            .await?;
-        Ok(match (source.kind.as_str(), failed.first()) {
-            ("url", Some(page)) => page.error_code.clone(),
-            (_, Some(_)) if failed.len() as u64 == pages => Some("no_page_imported".to_owned()),
-            _ => None,
-        })
     }
 }
 
@@ -199,6 +266,7 @@ impl Handler for Import {
                 return Ok(());
             }
             let error = self.import(&source).await?;
+            self.embed(&source).await;
             progress::finished(&self.db, &source.id, error, self.clock.now()).await
         }
         .await;

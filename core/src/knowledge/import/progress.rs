@@ -17,7 +17,7 @@ use crate::{
     knowledge::sources,
     store::{
         self,
-        entities::{kb_source_pages, kb_sources, source_faqs},
+        entities::{kb_source_files, kb_source_pages, kb_sources, source_faqs},
     },
 };
 
@@ -214,7 +214,8 @@ pub async fn started(
     Ok(())
 }
 
-/// Ends the source: `ready`, or `failed` with `error`, and its event, once.
+/// Ends the source: `ready`, or `failed` with `error`, and its event, once. An uploaded document is deleted
+/// with its import's end: its FAQs are what is kept of it.
 pub async fn finished(
     db: &DatabaseConnection,
     source_id: &str,
@@ -234,6 +235,7 @@ pub async fn finished(
         .filter(kb_sources::Column::Status.is_in(["queued", "processing"]))
         .exec(&txn)
         .await?;
+    kb_source_files::Entity::delete_by_id(source_id).exec(&txn).await?;
     if ended.rows_affected == 1
         && let Some(source) = kb_sources::Entity::find_by_id(source_id).one(&txn).await?
     {

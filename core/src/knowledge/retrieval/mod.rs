@@ -1,80 +1,257 @@
 //! The retrieval index: given an agent and a question, the FAQs that answer it best, with scores. It
 //! searches the agent's own FAQs (applied knowledge groups included) and those of its knowledge sources
-//! (`scope`), over an index kept in step with them by the search itself (`index`), analysed in the agent's
-//! language (`analyzer`) and ranked by BM25F with the question weighted up (`lexical`, `bm25`).
+//! (`scope`), held in memory per agent and rebuilt when the database says the scope changed (`versions`,
+//! `memory`), ranked by one fused score of meaning and words:
 //!
-//! A search is: reconcile the index, score every FAQ that shares a term with the query, keep the best
-//! `limit` (ties broken by FAQ id, so both databases rank alike), read those FAQs. Scoring yields every
-//! candidate with its score rather than a cut list, so that a dense (embedding) score can later be fused
-//! with it before the cut.
+//! ```text
+//! score = w · max(cos(query, faq), 0) + (1 − w) · bm25(query, faq) / Σ_t idf(t)
+//! ```
+//!
+//! `cos` is the cosine of the sentence-embedding vectors (`embeddings`, `vectors`); the lexical part is
+//! BM25F with the question weighted up (`bm25`) over terms analysed in the agent's language (`analyzer`),
+//! divided by the most the query's terms could score, so both parts lie in [0, 1] and mean the same for
+//! every query (a score above the handoff threshold is a confident answer, whatever the question). The
+//! weight and the threshold were tuned on the Python FAQ evaluation set (docs/knowledge.md,
+//! bench/eval/python-faq.toml). Without a model, or for a FAQ whose vector is still being made, the
+//! score is the lexical part alone.
+//!
+//! The results are the FAQs sharing a term with the query or, with a model, close enough in meaning
+//! (`MIN_COSINE`); best first, equal scores by FAQ id, so both databases rank alike.
 
 mod analyzer;
 mod bm25;
-mod index;
-mod lexical;
+mod memory;
 mod scope;
+pub mod vectors;
+mod versions;
 
-use std::cmp::Ordering;
-
-use frontdesk_api::v1::Faq;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
-
-use self::{lexical::Scored, scope::Owner};
-use crate::{
-    agents::faqs::faq_message,
-    error::ApiResult,
-    knowledge::source_faqs,
-    store::entities::{agent_faqs, agents, source_faqs as source_faq_rows},
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
 };
 
-/// A FAQ found for a query, and how well it matched (higher is better; comparable within one search).
+use frontdesk_api::v1::Faq;
+use sea_orm::{DatabaseConnection, DbErr};
+
+use self::{memory::ScopeIndex, scope::Scope, vectors::Pending};
+use crate::{
+    clock::Clock,
+    error::ApiResult,
+    jobs::{self, Wake},
+    knowledge::embeddings::Embedder,
+    store::entities::agents,
+};
+
+pub use memory::embedding_text;
+pub use scope::Owner;
+
+/// Weight of the dense (meaning) part of the fused score; the lexical part weighs the rest.
+pub const DENSE_WEIGHT: f64 = 0.7;
+/// A FAQ sharing no term with the query is a result only when at least this close in meaning.
+const MIN_COSINE: f32 = 0.25;
+/// The fused score from which the best FAQ answers the question; below it, hand off to a person. On the
+/// evaluation set (w = 0.7) every unanswerable question scored at most 0.236 and every right answer at least
+/// 0.301: this is the middle of that gap.
+pub const CONFIDENT: f64 = 0.27;
+/// FAQs without a current vector that a search embeds itself before ranking; more go to the job.
+const INLINE_EMBED: usize = 32;
+/// Agents whose index is held in memory; past it the one used least recently is dropped.
+const MAX_SCOPES: usize = 256;
+
+/// The fused score of a FAQ with this cosine (none: no current vector) and normalised lexical score (none:
+/// no query term); none when it is no result.
+fn fuse(w: f64, cosine: Option<f32>, lexical: Option<f64>) -> Option<f64> {
+    match (cosine, lexical) {
+        (Some(c), Some(l)) => Some(w * f64::from(c.max(0.0)) + (1.0 - w) * l),
+        (Some(c), None) if c >= MIN_COSINE => Some(w * f64::from(c)),
+        (None, Some(l)) => Some((1.0 - w) * l),
+        _ => None,
+    }
+}
+
+/// A FAQ found for a query, and how well it matched (higher is better, in [0, 1]).
 pub struct Hit {
     pub faq: Faq,
     pub score: f64,
 }
 
-/// The `limit` best FAQs of `agent` (the account's own, found already) for `query`, best first.
-pub async fn search(db: &DatabaseConnection, agent: &agents::Model, query: &str, limit: usize) -> ApiResult<Vec<Hit>> {
-    let scope = scope::Scope::of(db, agent).await?;
-    index::reconcile(db, &scope).await?;
-    let mut scored = lexical::scores(db, &scope, query).await?;
-    scored.sort_by(best_first);
-    scored.truncate(limit);
-    faqs(db, &scope.account_id, scored).await
+/// The retrieval index of this process: the embedder, if any, and the scopes held in memory.
+pub struct Retrieval {
+    embedder: Option<Arc<dyn Embedder>>,
+    dense_weight: f64,
+    clock: Arc<dyn Clock>,
+    wake: Wake,
+    scopes: Mutex<HashMap<String, (u64, Arc<ScopeIndex>)>>,
+    uses: std::sync::atomic::AtomicU64,
 }
 
-/// Higher score first; equal scores by FAQ id.
-fn best_first(a: &Scored, b: &Scored) -> Ordering {
-    b.score.total_cmp(&a.score).then_with(|| a.faq_id.cmp(&b.faq_id))
-}
+impl Retrieval {
+    pub fn new(embedder: Option<Arc<dyn Embedder>>, dense_weight: f64, clock: Arc<dyn Clock>, wake: Wake) -> Self {
+        Self {
+            embedder,
+            dense_weight,
+            clock,
+            wake,
+            scopes: Mutex::new(HashMap::new()),
+            uses: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
 
-/// The scored FAQs read, in the order given (one deleted meanwhile is left out).
-async fn faqs(db: &DatabaseConnection, account_id: &str, scored: Vec<Scored>) -> ApiResult<Vec<Hit>> {
-    let ids = |agent: bool| {
-        scored
-            .iter()
-            .filter(move |s| matches!(s.owner, Owner::Agent(_)) == agent)
-            .map(|s| s.faq_id.clone())
-            .collect::<Vec<_>>()
-    };
-    let own = agent_faqs::Entity::find()
-        .filter(agent_faqs::Column::AccountId.eq(account_id))
-        .filter(agent_faqs::Column::Id.is_in(ids(true)))
-        .all(db)
-        .await?;
-    let from_sources = source_faq_rows::Entity::find()
-        .filter(source_faq_rows::Column::AccountId.eq(account_id))
-        .filter(source_faq_rows::Column::Id.is_in(ids(false)))
-        .all(db)
-        .await?;
-    let faq = |id: &str| {
-        own.iter()
-            .find(|f| f.id == id)
-            .map(faq_message)
-            .or_else(|| from_sources.iter().find(|f| f.id == id).map(source_faqs::faq_message))
-    };
-    Ok(scored
-        .iter()
-        .filter_map(|s| faq(&s.faq_id).map(|faq| Hit { faq, score: s.score }))
-        .collect())
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
+    }
+
+    /// The `limit` best FAQs of `agent` (the account's own, found already) for `query`, best first.
+    pub async fn search(
+        &self,
+        db: &DatabaseConnection,
+        agent: &agents::Model,
+        query: &str,
+        limit: usize,
+    ) -> ApiResult<Vec<Hit>> {
+        let scope = Scope::of(db, agent).await?;
+        // The query's vector is made while the index is checked.
+        let (index, vector) = tokio::join!(self.index(db, &scope), self.embed_query(query));
+        let index = index?;
+        let mut lexical = vec![None; index.docs.len()];
+        for hit in index.lexical(&scope.analyzer, query) {
+            lexical[hit.doc] = Some(hit.normalised);
+        }
+        let dense = vector.filter(|_| index.has_vectors()).map(|v| index.dense(&v));
+        let w = self.dense_weight;
+        let mut ranked: Vec<(usize, f64)> = lexical
+            .into_iter()
+            .enumerate()
+            .filter_map(|(doc, lexical)| {
+                let score = match dense.as_ref().map(|d| d[doc]) {
+                    None => lexical,
+                    Some(cosine) => fuse(w, cosine, lexical),
+                };
+                score.map(|s| (doc, s))
+            })
+            .collect();
+        let best_first = |a: &(usize, f64), b: &(usize, f64)| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| index.docs[a.0].faq.id.cmp(&index.docs[b.0].faq.id))
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, best_first);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(best_first);
+        Ok(ranked
+            .into_iter()
+            .map(|(doc, score)| Hit {
+                faq: index.docs[doc].faq.clone(),
+                score,
+            })
+            .collect())
+    }
+
+    async fn embed_query(&self, query: &str) -> Option<Vec<f32>> {
+        let embedder = Arc::clone(self.embedder.as_ref()?);
+        let query = query.to_owned();
+        match tokio::task::spawn_blocking(move || embedder.embed(&[query.as_str()])).await {
+            Ok(Ok(mut vectors)) => vectors.pop(),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "the query could not be embedded; ranked by its words only");
+                None
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "the query could not be embedded; ranked by its words only");
+                None
+            }
+        }
+    }
+
+    /// The scope's index as stored now: the one held if its key is current, else one rebuilt (and
+    /// missing vectors made or asked for).
+    async fn index(&self, db: &DatabaseConnection, scope: &Scope) -> Result<Arc<ScopeIndex>, DbErr> {
+        let model = self.embedder.as_ref().map(|e| e.name().to_owned());
+        let mut embedded_inline = false;
+        loop {
+            let key = versions::key(db, scope, model.as_deref()).await?;
+            let held = self.held(&scope.agent_id);
+            if let Some(held) = &held
+                && held.key == key
+            {
+                return Ok(Arc::clone(held));
+            }
+            let index = Arc::new(ScopeIndex::build(db, scope, key, held.as_deref()).await?);
+            let missing = index.without_vectors();
+            if let Some(embedder) = self.embedder.as_ref().filter(|_| !missing.is_empty()) {
+                if missing.len() <= INLINE_EMBED && !embedded_inline {
+                    let pending = missing
+                        .iter()
+                        .map(|d| Pending {
+                            faq_id: d.faq.id.clone(),
+                            owner: d.owner.clone(),
+                            updated_at: d.updated_at,
+                            text: embedding_text(&d.faq.question, &d.faq.answer),
+                        })
+                        .collect();
+                    match vectors::embed_and_store(db, embedder, &scope.account_id, pending).await {
+                        Ok(()) => {
+                            // Stored, the vectors moved the versions: read again, reusing what was built.
+                            embedded_inline = true;
+                            self.hold(&scope.agent_id, index);
+                            continue;
+                        }
+                        Err(err) => tracing::warn!(error = %err, "FAQ vectors could not be made"),
+                    }
+                } else if missing.len() > INLINE_EMBED {
+                    self.ask_for_vectors(db, scope, &missing).await?;
+                }
+            }
+            self.hold(&scope.agent_id, Arc::clone(&index));
+            return Ok(index);
+        }
+    }
+
+    /// Enqueues the embedding job of each owner with FAQs lacking a vector (once while one is pending).
+    async fn ask_for_vectors(
+        &self,
+        db: &DatabaseConnection,
+        scope: &Scope,
+        missing: &[&Arc<memory::Doc>],
+    ) -> Result<(), DbErr> {
+        let mut owners: Vec<&Owner> = missing.iter().map(|d| &d.owner).collect();
+        owners.sort();
+        owners.dedup();
+        let now = self.clock.now();
+        let jobs = owners
+            .into_iter()
+            .map(|owner| vectors::job(&scope.account_id, owner, now))
+            .collect();
+        jobs::enqueue_all(db, jobs, now).await?;
+        self.wake.notify();
+        Ok(())
+    }
+
+    fn held(&self, agent_id: &str) -> Option<Arc<ScopeIndex>> {
+        let mut scopes = self.scopes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tick = self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        scopes.get_mut(agent_id).map(|(used, index)| {
+            *used = tick;
+            Arc::clone(index)
+        })
+    }
+
+    fn hold(&self, agent_id: &str, index: Arc<ScopeIndex>) {
+        let mut scopes = self.scopes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if scopes.len() >= MAX_SCOPES && !scopes.contains_key(agent_id) {
+            let oldest = scopes
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                scopes.remove(&oldest);
+            }
+        }
+        let tick = self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        scopes.insert(agent_id.to_owned(), (tick, index));
+    }
 }

@@ -2,7 +2,7 @@
 //! analysed in the agent's language. Applied knowledge groups are among the agent's own FAQs (applying a
 //! group copies its FAQs to the agent, `group_id` set).
 
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use super::analyzer::Analyzer;
 use crate::store::entities::{agent_kb_sources, agents};
@@ -14,7 +14,7 @@ pub struct Scope {
     pub analyzer: Analyzer,
 }
 
-/// Who an indexed FAQ belongs to, and so which table holds it.
+/// Who a FAQ belongs to, and so which table holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Owner {
     Agent(String),
@@ -22,16 +22,7 @@ pub enum Owner {
 }
 
 impl Owner {
-    /// From an index row's owner columns (exactly one is set).
-    pub fn of(agent_id: Option<String>, source_id: Option<String>) -> Option<Self> {
-        match (agent_id, source_id) {
-            (Some(agent), None) => Some(Self::Agent(agent)),
-            (None, Some(source)) => Some(Self::Source(source)),
-            _ => None,
-        }
-    }
-
-    /// The owner columns of an index row.
+    /// The owner columns of a row about the FAQ (exactly one is set).
     pub fn columns(&self) -> (Option<String>, Option<String>) {
         match self {
             Self::Agent(agent) => (Some(agent.clone()), None),
@@ -57,14 +48,5 @@ impl Scope {
             source_ids,
             analyzer: Analyzer::for_language(&agent.language),
         })
-    }
-
-    /// Index rows (of a table with these owner columns) of this scope's FAQs, in its language.
-    pub fn rows<C: ColumnTrait>(&self, language: C, agent_id: C, source_id: C) -> Condition {
-        Condition::all().add(language.eq(self.analyzer.language())).add(
-            Condition::any()
-                .add(agent_id.eq(&self.agent_id))
-                .add(source_id.is_in(self.source_ids.iter().cloned())),
-        )
     }
 }

@@ -18,6 +18,8 @@ pub struct Model {
     pub error: Option<String>,
     /// The page of a single-URL import, or the sitemap of a bulk import read from one.
     pub origin_url: Option<String>,
+    /// The uploaded document's file name (kind `file`).
+    pub file_name: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -32,7 +32,8 @@ use self::{
     in_flight::{Caps, InFlight},
 };
 use crate::{
-    clock::Clock, config::WebhookConfig, integrations::outbound::OutboundPolicy, secrets::Sealer, shutdown::Shutdown,
+    clock::Clock, config::WebhookConfig, events, integrations::outbound::OutboundPolicy, secrets::Sealer,
+    shutdown::Shutdown,
 };
 use crate::{
     retry::RetrySchedule,
@@ -72,6 +73,8 @@ pub struct Dispatcher {
     policy: OutboundPolicy,
     sealer: Sealer,
     wake: Arc<Notify>,
+    /// Signalled when this process committed events, for the fan-out.
+    committed: events::Committed,
     in_flight: Arc<InFlight>,
 }
 
@@ -83,6 +86,7 @@ impl Dispatcher {
         policy: OutboundPolicy,
         sealer: Sealer,
         wake: Arc<Notify>,
+        committed: events::Committed,
     ) -> Self {
         let caps = Caps::new(config.concurrency, config.endpoint_concurrency);
         Self {
@@ -93,6 +97,7 @@ impl Dispatcher {
             in_flight: Arc::new(InFlight::new(caps, wake.clone())),
             sealer,
             wake,
+            committed,
         }
     }
 
@@ -119,6 +124,7 @@ impl Dispatcher {
             self.clock.clone(),
             self.config.poll_interval,
             self.wake.clone(),
+            self.committed.clone(),
             shutdown.clone(),
         ));
         tokio::spawn(gauge_loop(self.db.clone(), shutdown.clone()));
@@ -152,11 +158,17 @@ async fn fan_out_loop(
     clock: Arc<dyn Clock>,
     poll: Duration,
     wake: Arc<Notify>,
+    committed: events::Committed,
     shutdown: Shutdown,
 ) {
     while !shutdown.is_stopping() {
         match fanout::fan_out(&db, FAN_OUT_BATCH, clock.now()).await {
-            Ok(done) if done.events == 0 => sleep_or_stop(poll, &shutdown).await,
+            Ok(done) if done.events == 0 => {
+                tokio::select! {
+                    () = committed.wait() => {},
+                    () = sleep_or_stop(poll, &shutdown) => {},
+                }
+            }
             Ok(done) => {
                 if done.deliveries > 0 {
                     wake.notify_one();

@@ -1,22 +1,22 @@
-//! One FAQ as the lexical index saw it in one analysis language: the version indexed and its field lengths
-//! in terms. Owned by an agent (its own FAQ) or a knowledge source (a source FAQ).
+//! A FAQ's sentence-embedding vector under one model, and the FAQ version it was made from. Owned, like
+//! the FAQ, by an agent (its own FAQ) or a knowledge source (a source FAQ).
 
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
-#[sea_orm(table_name = "faq_index_docs")]
+#[sea_orm(table_name = "faq_vectors")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub faq_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub language: String,
+    pub model: String,
     pub account_id: String,
     pub agent_id: Option<String>,
     pub source_id: Option<String>,
-    /// The FAQ's `updated_at` when it was indexed: another value means the FAQ changed since.
+    /// The FAQ's `updated_at` when it was embedded: another value means the FAQ changed since.
     pub faq_updated_at: DateTimeUtc,
-    pub question_len: i32,
-    pub answer_len: i32,
+    /// Little-endian `f32` components.
+    pub vector: Vec<u8>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
