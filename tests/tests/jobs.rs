@@ -57,6 +57,72 @@ on_both_databases!(a_hung_provider_holds_only_its_lane, |db: Db| async move {
     assert_eq!(queued["message"]["status"], "queued");
 });
 
+/// A claim passes over lanes at their cap. On PostgreSQL, statistics taken while the queue was empty (a
+/// vacuum between bursts that could not shrink the file) say the table holds no rows over many pages, and
+/// `id IN (subquery)` was then planned as a nested-loop semi join that ran the locking subquery again for
+/// every row: with thousands of jobs waiting behind a full lane, each claim took seconds (the 30 s statement
+/// timeout at 16,000) and every other lane's jobs waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_statistics_do_not_stall_the_claim_behind_a_full_lane() {
+    use sea_orm::ConnectionTrait;
+
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    let env = [
+        ("FRONTDESK_JOB_LANE_CONCURRENCY", "1"),
+        ("FRONTDESK_PROVIDER_TIMEOUT", "60s"),
+    ];
+    let server = sms::start(&db, &twilio, &env).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "slow", None).await;
+    SmsChannel::connect(&platform, &twilio, "fast", None).await;
+    let conn = db.connect().await;
+    let run = |sql: String| {
+        let conn = &conn;
+        async move {
+            conn.execute_unprepared(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    };
+    let jobs = |select: &str| {
+        format!(
+            "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
+             created_at, updated_at) {select}"
+        )
+    };
+    // An emptied queue, vacuumed without giving its pages back: no rows, as the statistics say, over many pages.
+    run("ALTER TABLE jobs SET (autovacuum_enabled = false, vacuum_truncate = false)".into()).await;
+    run(jobs(
+        "SELECT 'filler_' || g, 'filler', 'filler', '', '{}', 'failed', 0, 5, 1, now(), now() \
+         FROM generate_series(1, 20000) g",
+    ))
+    .await;
+    run("DELETE FROM jobs WHERE kind = 'filler'".into()).await;
+    run("VACUUM ANALYZE jobs".into()).await;
+
+    // One send held on the wire fills the slow lane; 8,000 due jobs queue behind it.
+    twilio.answer_after(Duration::from_secs(50), 201);
+    send(&platform, "slow", "+15550600000", "held").await;
+    twilio.wait_for(1, WAIT).await;
+    run(jobs(
+        "SELECT 'queued_' || g, account_id, kind, lane, '{}', 'pending', 0, 5, 1, now(), now() \
+         FROM (SELECT account_id, kind, lane FROM jobs WHERE kind = 'deliver_message' LIMIT 1) held \
+         CROSS JOIN generate_series(1, 8000) g",
+    ))
+    .await;
+
+    twilio.answer(201);
+    let started = std::time::Instant::now();
+    let other = send(&platform, "fast", "+15550609999", "another lane").await;
+    message_when(&platform, &other, |m| m["status"] == "sent").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the other lane's send took {:?}",
+        started.elapsed()
+    );
+}
+
 on_both_databases!(
     an_api_only_replica_leaves_its_jobs_to_a_worker_replica,
     |db: Db| async move {

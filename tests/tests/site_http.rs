@@ -305,7 +305,12 @@ async fn health_is_degraded_while_postgres_is_unreachable() {
         if (answer.status, answer.body["status"].as_str()) == (200, Some("ok")) {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "still {} {} after 15 s", answer.status, answer.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {} {} after 15 s",
+            answer.status,
+            answer.body
+        );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }

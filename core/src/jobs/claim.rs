@@ -11,7 +11,7 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
 use super::{Job, in_flight::InFlight};
-use crate::store::sql::{placeholders, skip_locked};
+use crate::store::sql::{picked, placeholders};
 
 /// What one claim took.
 #[derive(Default)]
@@ -71,12 +71,17 @@ async fn take(
         );
         values.extend(closed_lanes.iter().map(|lane| Value::from(lane.as_str())));
     }
+    let due = picked(
+        backend,
+        "id",
+        &format!(
+            "SELECT id FROM jobs WHERE status = 'pending' AND run_at_ms <= $3 AND kind IN ({kind_list}){exclude} \
+             ORDER BY run_at_ms LIMIT {limit}"
+        ),
+    );
     let sql = format!(
-        "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE id IN \
-         (SELECT id FROM jobs WHERE status = 'pending' AND run_at_ms <= $3 AND kind IN ({kind_list}){exclude} \
-         ORDER BY run_at_ms LIMIT {limit}{lock}) \
-         RETURNING id, account_id, kind, lane, payload, attempts, max_attempts",
-        lock = skip_locked(backend)
+        "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE {due} \
+         RETURNING id, account_id, kind, lane, payload, attempts, max_attempts"
     );
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(backend, sql, values))

@@ -105,7 +105,6 @@ async fn take(
     lease_ms: i64,
 ) -> Result<Vec<Candidate>, DbErr> {
     let backend = db.get_database_backend();
-    let lock = super::skip_locked(backend);
     let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
     let mut exclude = String::new();
     for (column, ids) in [("webhook_id", &full.webhooks), ("account_id", &full.accounts)] {
@@ -117,10 +116,17 @@ async fn take(
             values.extend(ids.iter().map(|id| Value::from(id.as_str())));
         }
     }
+    let due = super::picked(
+        backend,
+        "id",
+        &format!(
+            "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_ms <= $3{exclude} \
+             ORDER BY next_attempt_ms LIMIT {limit}"
+        ),
+    );
     let sql = format!(
-        "UPDATE webhook_deliveries SET next_attempt_ms = $1, claim_token = $2 WHERE id IN \
-         (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_ms <= $3{exclude} \
-         ORDER BY next_attempt_ms LIMIT {limit}{lock}) RETURNING id, webhook_id, account_id"
+        "UPDATE webhook_deliveries SET next_attempt_ms = $1, claim_token = $2 WHERE {due} \
+         RETURNING id, webhook_id, account_id"
     );
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(backend, sql, values))

@@ -95,12 +95,13 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
 
 async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>) -> Result<Vec<Event>, DbErr> {
     let backend = db.get_database_backend();
-    let lock = super::skip_locked(backend);
-    let sql = format!(
-        "UPDATE event_outbox SET dispatched_at = $1 WHERE seq IN \
-         (SELECT seq FROM event_outbox WHERE dispatched_at IS NULL ORDER BY seq LIMIT $2{lock}) \
-         RETURNING id, account_id, event_type"
+    let undispatched = super::picked(
+        backend,
+        "seq",
+        "SELECT seq FROM event_outbox WHERE dispatched_at IS NULL ORDER BY seq LIMIT $2",
     );
+    let sql =
+        format!("UPDATE event_outbox SET dispatched_at = $1 WHERE {undispatched} RETURNING id, account_id, event_type");
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(
             backend,

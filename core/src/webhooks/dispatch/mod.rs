@@ -39,7 +39,7 @@ use crate::{
     retry::RetrySchedule,
     store::{
         leases::{self, Queue},
-        sql::{placeholders, skip_locked},
+        sql::{picked, placeholders},
     },
 };
 

@@ -34,16 +34,19 @@ pub async fn prune(
     let backend = txn.get_database_backend();
     // On PostgreSQL rows another transaction holds (a replica's retention, a re-enable requeueing a failed
     // delivery) are skipped; the subquery's condition is checked again on each row it locks.
-    let lock = super::skip_locked(backend);
+    let settled = super::picked(
+        backend,
+        "id",
+        &format!(
+            "SELECT id FROM webhook_deliveries WHERE status <> 'pending' AND settled_at < $1 \
+             AND webhook_id NOT IN (SELECT id FROM webhooks WHERE status = 'disabled') \
+             ORDER BY settled_at LIMIT {batch}"
+        ),
+    );
     let deleted = txn
         .query_all_raw(Statement::from_sql_and_values(
             backend,
-            format!(
-                "DELETE FROM webhook_deliveries WHERE id IN \
-                 (SELECT id FROM webhook_deliveries WHERE status <> 'pending' AND settled_at < $1 \
-                 AND webhook_id NOT IN (SELECT id FROM webhooks WHERE status = 'disabled') \
-                 ORDER BY settled_at LIMIT {batch}{lock}) RETURNING id, event_id"
-            ),
+            format!("DELETE FROM webhook_deliveries WHERE {settled} RETURNING id, event_id"),
             [cutoff.into()],
         ))
         .await?;
