@@ -97,10 +97,7 @@ impl Messages for MessagesService {
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| ApiError::not_found("message"))?;
-        Ok(Response::new(MessageAnswer {
-            success: true,
-            message: Some(render::message(&message)),
-        }))
+        Ok(answer(&message))
     }
 
     async fn correct_message(
