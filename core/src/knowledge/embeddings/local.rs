@@ -1,5 +1,5 @@
-//! A sentence-transformers folder run in process on the CPU: the BERT encoder of `candle-transformers`
-//! over `model.safetensors` and `config.json`, the folder's own `tokenizer.json`, then the pooling its
+//! A sentence-transformers folder run in process on the CPU: the BERT encoder (`bert`) over
+//! `model.safetensors` and `config.json`, the folder's own `tokenizer.json`, then the pooling its
 //! `1_Pooling/config.json` names (mean over the real tokens; the only mode supported) and L2
 //! normalisation, as sentence-transformers does for all-MiniLM-L6-v2. Nothing is downloaded.
 
@@ -8,11 +8,13 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config, DTYPE};
 use serde::Deserialize;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use super::Embedder;
+use super::{
+    Embedder,
+    bert::{Bert, Config},
+};
 
 /// Tokens read of one text when the folder does not say (`sentence_bert_config.json`'s `max_seq_length`).
 const DEFAULT_MAX_TOKENS: usize = 256;
@@ -20,7 +22,7 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 pub struct LocalModel {
     name: String,
     dimension: usize,
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     device: Device,
 }
@@ -86,8 +88,8 @@ impl LocalModel {
         let device = Device::Cpu;
         let weights = dir.join("model.safetensors");
         let bytes = std::fs::read(&weights).with_context(|| format!("reading {}", weights.display()))?;
-        let vb = VarBuilder::from_buffered_safetensors(bytes, DTYPE, &device)?;
-        let model = BertModel::load(vb, &config).with_context(|| format!("loading {}", weights.display()))?;
+        let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)?;
+        let model = Bert::load(vb, &config).with_context(|| format!("loading {}", weights.display()))?;
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -125,9 +127,8 @@ impl Embedder for LocalModel {
             encodings.iter().flat_map(|e| part(e).iter().copied()).collect()
         };
         let ids = Tensor::from_vec(flat(|e| e.get_ids()), (rows, width), &self.device)?;
-        let types = ids.zeros_like()?;
         let mask = Tensor::from_vec(flat(|e| e.get_attention_mask()), (rows, width), &self.device)?;
-        let tokens = self.model.forward(&ids, &types, Some(&mask))?;
+        let tokens = self.model.forward(&ids, &mask)?;
         // Mean over the real tokens (padding masked out), then unit length.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let sums = tokens.broadcast_mul(&mask)?.sum(1)?;

@@ -5,6 +5,7 @@
 //! One implementation runs in process: a sentence-transformers BERT folder on the CPU with `candle`
 //! (`local`). Without a model folder there is no embedder and retrieval is lexical only.
 
+mod bert;
 mod local;
 
 use std::path::{Path, PathBuf};

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use reqwest::Url;
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use self::{
     documents::Format,
@@ -31,7 +32,10 @@ use crate::{
     jobs::{Handler, Job, NewJob, Outcome},
     knowledge::{
         embeddings::Embedder,
-        retrieval::{Owner, vectors},
+        retrieval::{
+            Owner,
+            vectors::{self, Take},
+        },
         sources,
     },
     store::entities::{kb_source_files, kb_source_pages, kb_sources},
@@ -87,18 +91,43 @@ impl Import {
         }
     }
 
-    /// The vectors of the source's FAQs (those it lacks: a resumed run embeds only the rest). A failure
-    /// leaves them to the searches (retrieval::vectors) rather than failing the import.
-    async fn embed(&self, source: &kb_sources::Model) {
+    /// Reads what is left of the source and makes its FAQs' vectors: those of the pages recorded so far
+    /// while the next pages are read (the embedding runs on blocking threads, the reading waits mostly on
+    /// the network and the database), the rest once all are read. The error the import failed with, if
+    /// it did.
+    async fn read_and_embed(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
+        let (recorded, pages) = watch::channel(());
+        let read = async move {
+            let read = self.import(source, &recorded).await;
+            drop(recorded);
+            read
+        };
+        let (read, ()) = tokio::join!(read, self.embed(source, pages));
+        read
+    }
+
+    /// The vectors of the source's FAQs (those it lacks: a resumed run embeds only the rest), whole
+    /// batches at a time as pages are recorded, then all that are left when the reading ends (`pages`
+    /// closes). A failure leaves them to the searches (retrieval::vectors) rather than failing the import.
+    async fn embed(&self, source: &kb_sources::Model, mut pages: watch::Receiver<()>) {
         let Some(embedder) = &self.embedder else { return };
         let owner = Owner::Source(source.id.clone());
-        if let Err(err) = vectors::embed_owner(&self.db, embedder, &source.account_id, &owner).await {
-            tracing::warn!(source = source.id, error = %err, "the source's FAQ vectors could not be made");
+        loop {
+            let all_read = pages.changed().await.is_err();
+            let take = if all_read { Take::All } else { Take::WholeBatches };
+            if let Err(err) = vectors::embed_owner(&self.db, embedder, &source.account_id, &owner, take).await {
+                tracing::warn!(source = source.id, error = %err, "the source's FAQ vectors could not be made");
+                return;
+            }
+            if all_read {
+                return;
+            }
         }
     }
 
-    /// Reads what is left of the source; the error it failed with, if it did.
-    async fn import(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
+    /// Reads what is left of the source, telling `recorded` of every page it records; the error it failed
+    /// with, if it did.
+    async fn import(&self, source: &kb_sources::Model, recorded: &watch::Sender<()>) -> Result<Option<String>, DbErr> {
         let now = self.clock.now();
         if let Some(error) = self.list_sitemap_pages(source, now).await? {
             return Ok(Some(error));
@@ -125,6 +154,7 @@ impl Import {
                         progress::fail_pending(&self.db, &source.id, &error, now).await?;
                         return Ok(Some(error.reason.to_owned()));
                     }
+                    recorded.send_replace(());
                 }
                 Err(error) => progress::page_failed(&self.db, &source.id, page, &error, now).await?,
             }
@@ -265,8 +295,7 @@ impl Handler for Import {
             if !matches!(source.status.as_str(), "queued" | "processing") {
                 return Ok(());
             }
-            let error = self.import(&source).await?;
-            self.embed(&source).await;
+            let error = self.read_and_embed(&source).await?;
             progress::finished(&self.db, &source.id, error, self.clock.now()).await
         }
         .await;

@@ -57,13 +57,10 @@ pub struct ScopeIndex {
     pub docs: Vec<Arc<Doc>>,
     postings: HashMap<String, Vec<(u32, u32, u32)>>,
     collection: Collection,
-}
-
-/// A FAQ's lexical match with a query: BM25F, and the same over the most the query's terms could score
-/// (`bm25 / Σ idf`, in [0, 1)), which is comparable across queries.
-pub struct Lexical {
-    pub doc: usize,
-    pub normalised: f64,
+    /// Every doc's vector in doc order, one after the other (zeros for a doc without one): the dense
+    /// scores read one block of memory in order.
+    vectors: Vec<f32>,
+    dimension: usize,
 }
 
 impl ScopeIndex {
@@ -110,11 +107,20 @@ impl ScopeIndex {
             }
         }
         let collection = Collection::new(docs.len() as u64, question_terms, answer_terms);
+        let dimension = docs.iter().find_map(|d| d.vector.as_ref()).map_or(0, |v| v.len());
+        let mut vectors = vec![0.0; docs.len() * dimension];
+        for (doc, row) in docs.iter().zip(vectors.chunks_exact_mut(dimension.max(1))) {
+            if let Some(vector) = doc.vector.as_deref().filter(|v| v.len() == dimension) {
+                row.copy_from_slice(vector);
+            }
+        }
         Ok(Self {
             key,
             docs,
             postings,
             collection,
+            vectors,
+            dimension,
         })
     }
 
@@ -123,10 +129,12 @@ impl ScopeIndex {
         self.docs.iter().filter(|d| d.vector.is_none()).collect()
     }
 
-    /// Every FAQ sharing a term with the query, with its lexical scores.
-    pub fn lexical(&self, analyzer: &Analyzer, query: &str) -> Vec<Lexical> {
+    /// Each FAQ's lexical match with the query, in doc order: BM25F over the most the query's terms could
+    /// score (`bm25 / Σ idf`, in [0, 1)), which is comparable across queries; none for a FAQ sharing no
+    /// term with it.
+    pub fn lexical(&self, analyzer: &Analyzer, query: &str) -> Vec<Option<f64>> {
         let terms: BTreeSet<String> = analyzer.terms(query).into_iter().collect();
-        let mut sums: BTreeMap<usize, f64> = BTreeMap::new();
+        let mut sums: Vec<Option<f64>> = vec![None; self.docs.len()];
         let mut most = 0.0;
         for term in &terms {
             let list = self.postings.get(term).map(Vec::as_slice).unwrap_or_default();
@@ -140,22 +148,24 @@ impl ScopeIndex {
                     question_len: d.question_len,
                     answer_len: d.answer_len,
                 };
-                *sums.entry(doc as usize).or_default() += self.collection.term_score(idf, &posting);
+                *sums[doc as usize].get_or_insert(0.0) += self.collection.term_score(idf, &posting);
             }
         }
-        sums.into_iter()
-            .map(|(doc, score)| Lexical {
-                doc,
-                normalised: if most > 0.0 { score / most } else { 0.0 },
-            })
-            .collect()
+        for sum in sums.iter_mut().flatten() {
+            *sum = if most > 0.0 { *sum / most } else { 0.0 };
+        }
+        sums
     }
 
     /// The cosine of every FAQ with a vector to the query's vector (`None` for those without).
     pub fn dense(&self, query: &[f32]) -> Vec<Option<f32>> {
+        if self.dimension == 0 || query.len() != self.dimension {
+            return vec![None; self.docs.len()];
+        }
         self.docs
             .iter()
-            .map(|d| d.vector.as_deref().map(|v| embeddings::dot(v, query)))
+            .zip(self.vectors.chunks_exact(self.dimension))
+            .map(|(d, row)| d.vector.is_some().then(|| embeddings::dot(row, query)))
             .collect()
     }
 

@@ -110,13 +110,14 @@ impl Retrieval {
         limit: usize,
     ) -> ApiResult<Vec<Hit>> {
         let scope = Scope::of(db, agent).await?;
-        // The query's vector is made while the index is checked.
-        let (index, vector) = tokio::join!(self.index(db, &scope), self.embed_query(query));
-        let index = index?;
-        let mut lexical = vec![None; index.docs.len()];
-        for hit in index.lexical(&scope.analyzer, query) {
-            lexical[hit.doc] = Some(hit.normalised);
-        }
+        // The query's vector is made (on a blocking thread) while the index is checked and the words scored.
+        let words = async {
+            let index = self.index(db, &scope).await?;
+            let lexical = index.lexical(&scope.analyzer, query);
+            Ok::<_, DbErr>((index, lexical))
+        };
+        let (words, vector) = tokio::join!(words, self.embed_query(query));
+        let (index, lexical) = words?;
         let dense = vector.filter(|_| index.has_vectors()).map(|v| index.dense(&v));
         let w = self.dense_weight;
         let mut ranked: Vec<(usize, f64)> = lexical

@@ -2,7 +2,7 @@
 //! (`memory::embedding_text`), stored with the FAQ version they were made from (`faq_vectors`).
 //!
 //! Who makes them, so that every FAQ gets one without any FAQ writer having to remember:
-//! - the import job, for its source's FAQs, before the source is `ready`;
+//! - the import job, for its source's FAQs, while it reads the next pages and before the source is `ready`;
 //! - a search whose scope holds a few FAQs without a current vector (an API create or edit, a small group
 //!   applied): it makes them itself before ranking, so an edit is searchable at once by meaning too;
 //! - for more than that (a large group applied, a model changed), the search enqueues the durable
@@ -80,13 +80,23 @@ pub async fn embed_and_store(
     Ok(())
 }
 
-/// Embeds every FAQ of `owner` without a current vector, and drops the vectors of its deleted FAQs.
-/// Returns how many it embedded.
+/// How many of the FAQs lacking a vector `embed_owner` embeds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    All,
+    /// Whole batches only: while an import still adds FAQs, a page's few sections wait for the next ones
+    /// rather than make a small batch of their own.
+    WholeBatches,
+}
+
+/// Embeds the FAQs of `owner` without a current vector (all, or as many as fill whole batches), and drops
+/// the vectors of its deleted FAQs. Returns how many it embedded.
 pub async fn embed_owner(
     db: &DatabaseConnection,
     embedder: &Arc<dyn Embedder>,
     account_id: &str,
     owner: &Owner,
+    take: Take,
 ) -> anyhow::Result<usize> {
     let faqs: Vec<(String, String, String, DateTime<Utc>)> = match owner {
         Owner::Agent(agent) => {
@@ -147,7 +157,7 @@ pub async fn embed_owner(
             .exec(db)
             .await?;
     }
-    let pending: Vec<Pending> = faqs
+    let mut pending: Vec<Pending> = faqs
         .into_iter()
         .filter(|(id, _, _, at)| stored.get(id) != Some(at))
         .map(|(faq_id, question, answer, updated_at)| Pending {
@@ -157,6 +167,9 @@ pub async fn embed_owner(
             updated_at,
         })
         .collect();
+    if take == Take::WholeBatches {
+        pending.truncate(pending.len() / EMBED_BATCH * EMBED_BATCH);
+    }
     let count = pending.len();
     embed_and_store(db, embedder, account_id, pending).await?;
     Ok(count)
@@ -215,7 +228,7 @@ impl Handler for EmbedJob {
             tracing::warn!("a faq_embed job reached a process without an embedding model");
             return Outcome::Done(None);
         };
-        match embed_owner(&self.db, embedder, &job.account_id, &owner).await {
+        match embed_owner(&self.db, embedder, &job.account_id, &owner, Take::All).await {
             Ok(count) => {
                 tracing::info!(count, "FAQ vectors made");
                 Outcome::Done(None)
