@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use frontdesk_api::admin::v1::{ListJobsRequest, RetryJobRequest};
 use frontdesk_tests::{
-    Db, admin, binary, on_both_databases,
+    Db, Server, admin, binary, on_both_databases,
     platform::Platform,
     sms::{self, SmsChannel, message_when},
     twilio::{FakeTwilio, new_message_sid},
@@ -24,16 +24,26 @@ async fn send(platform: &Platform<'_>, channel: &str, phone: &str, text: &str) -
     answer.body["message_id"].as_str().unwrap().to_owned()
 }
 
-on_both_databases!(a_hung_provider_holds_only_its_lane, |db: Db| async move {
-    let twilio = FakeTwilio::start().await;
+/// A server whose lanes each run at most `cap` jobs at once, with a provider timeout longer than any test.
+async fn with_lane_cap(db: &Db, twilio: &FakeTwilio, cap: &str) -> Server {
     let env = [
-        ("FRONTDESK_JOB_LANE_CONCURRENCY", "4"),
+        ("FRONTDESK_JOB_LANE_CONCURRENCY", cap),
         ("FRONTDESK_PROVIDER_TIMEOUT", "60s"),
     ];
-    let server = sms::start(&db, &twilio, &env).await;
+    sms::start(db, twilio, &env).await
+}
+
+/// Two sms channels, so two lanes: "slow" and "fast".
+async fn slow_and_fast(platform: &Platform<'_>, twilio: &FakeTwilio) {
+    SmsChannel::connect(platform, twilio, "slow", None).await;
+    SmsChannel::connect(platform, twilio, "fast", None).await;
+}
+
+on_both_databases!(a_hung_provider_holds_only_its_lane, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = with_lane_cap(&db, &twilio, "4").await;
     let platform = Platform::new(&server).await;
-    SmsChannel::connect(&platform, &twilio, "slow", None).await;
-    SmsChannel::connect(&platform, &twilio, "fast", None).await;
+    slow_and_fast(&platform, &twilio).await;
     // Every request that arrives now hangs: the slow channel's lane fills with 4 sends on the wire.
     twilio.answer_after(Duration::from_secs(50), 201);
     let mut stuck = Vec::new();
@@ -68,14 +78,9 @@ async fn stale_statistics_do_not_stall_the_claim_behind_a_full_lane() {
 
     let db = Db::postgres().await;
     let twilio = FakeTwilio::start().await;
-    let env = [
-        ("FRONTDESK_JOB_LANE_CONCURRENCY", "1"),
-        ("FRONTDESK_PROVIDER_TIMEOUT", "60s"),
-    ];
-    let server = sms::start(&db, &twilio, &env).await;
+    let server = with_lane_cap(&db, &twilio, "1").await;
     let platform = Platform::new(&server).await;
-    SmsChannel::connect(&platform, &twilio, "slow", None).await;
-    SmsChannel::connect(&platform, &twilio, "fast", None).await;
+    slow_and_fast(&platform, &twilio).await;
     let conn = db.connect().await;
     let run = |sql: String| {
         let conn = &conn;

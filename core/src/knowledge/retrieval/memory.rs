@@ -165,7 +165,11 @@ impl ScopeIndex {
         self.docs
             .iter()
             .zip(self.vectors.chunks_exact(self.dimension))
-            .map(|(d, row)| d.vector.is_some().then(|| embeddings::dot(row, query)))
+            .map(|(d, row)| {
+                // A stored vector of another length was left out of the block (zeros): no score either.
+                let stored = d.vector.as_ref().is_some_and(|v| v.len() == self.dimension);
+                stored.then(|| embeddings::dot(row, query))
+            })
             .collect()
     }
 
