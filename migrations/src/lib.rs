@@ -16,6 +16,7 @@ mod m20261123_000010_kb_imports;
 mod m20261124_000020_webchat;
 mod m20261124_000021_semantic;
 mod m20261124_000031_kb_source_files;
+mod m20261124_000040_partial_keys;
 
 pub struct Migrator;
 
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000020_webchat::Migration),
             Box::new(m20261124_000021_semantic::Migration),
             Box::new(m20261124_000031_kb_source_files::Migration),
+            Box::new(m20261124_000040_partial_keys::Migration),
         ]
     }
 }

@@ -4,15 +4,16 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, Statement, Value,
     sea_query::OnConflict,
 };
 
 use super::{render::StoredAttachment, threads};
 use crate::store::{
     entities::{conversations, messages},
+    sql::one_of,
     to_json_text,
 };
 
@@ -81,10 +82,15 @@ pub async fn store_all(
     if messages.is_empty() {
         return Ok(HashSet::new());
     }
-    let written = messages::Entity::insert_many(messages.iter().map(insertable))
-        .on_conflict(OnConflict::new().do_nothing().to_owned())
-        .exec_without_returning(db)
-        .await?;
+    let written = match db.get_database_backend() {
+        DbBackend::Postgres => insert_arrays(db, messages).await?,
+        _ => {
+            messages::Entity::insert_many(messages.iter().map(insertable))
+                .on_conflict(OnConflict::new().do_nothing().to_owned())
+                .exec_without_returning(db)
+                .await?
+        }
+    };
     let ids = messages.iter().map(|m| m.id.clone());
     let stored: HashSet<String> = if written == messages.len() as u64 {
         ids.collect()
@@ -92,7 +98,11 @@ pub async fn store_all(
         messages::Entity::find()
             .select_only()
             .column(messages::Column::Id)
-            .filter(messages::Column::Id.is_in(ids))
+            .filter(one_of(
+                db.get_database_backend(),
+                (messages::Entity, messages::Column::Id),
+                ids,
+            ))
             .into_tuple::<String>()
             .all(db)
             .await?
@@ -105,4 +115,87 @@ pub async fn store_all(
     }
     threads::touch(db, &unread, now).await?;
     Ok(stored)
+}
+
+/// PostgreSQL: the rows as one array per column, so the statement reads the same for any number of rows and
+/// its plan is reused (a multi-row `VALUES` has one text per batch size). An absent text or time is sent as
+/// `''` and stored as NULL; `WITH ORDINALITY` keeps the rows' order, which numbers their `seq`.
+async fn insert_arrays(db: &impl ConnectionTrait, messages: &[messages::Model]) -> Result<u64, DbErr> {
+    const SQL: &str = "INSERT INTO messages (id, account_id, conversation_id, contact_id, channel_id, direction, \
+        author, text, attachments, status, error_code, error_message, provider_message_id, reactions, edited, \
+        edits, removed, reply_to, broadcast_id, created_at, sent_at, delivered_at, read_at, revised_at) \
+        SELECT id, account_id, conversation_id, contact_id, channel_id, direction, author, text, attachments, \
+        status, NULLIF(error_code, ''), NULLIF(error_message, ''), NULLIF(provider_message_id, ''), reactions, \
+        edited, edits, removed, reply_to, broadcast_id, created_at, NULLIF(sent_at, '')::timestamptz, \
+        NULLIF(delivered_at, '')::timestamptz, NULLIF(read_at, '')::timestamptz, \
+        NULLIF(revised_at, '')::timestamptz \
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
+        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bool[], \
+        $16::text[], $17::bool[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[], \
+        $23::text[], $24::text[]) WITH ORDINALITY AS new(id, account_id, conversation_id, contact_id, \
+        channel_id, direction, author, text, attachments, status, error_code, error_message, \
+        provider_message_id, reactions, edited, edits, removed, reply_to, broadcast_id, created_at, sent_at, \
+        delivered_at, read_at, revised_at, position) \
+        ORDER BY position ON CONFLICT DO NOTHING";
+    let texts = |field: fn(&messages::Model) -> &str| -> Value {
+        messages
+            .iter()
+            .map(|m| field(m).to_owned())
+            .collect::<Vec<String>>()
+            .into()
+    };
+    let optional = |field: fn(&messages::Model) -> Option<&str>| -> Value {
+        messages
+            .iter()
+            .map(|m| field(m).unwrap_or_default().to_owned())
+            .collect::<Vec<String>>()
+            .into()
+    };
+    let time = |field: fn(&messages::Model) -> Option<DateTime<Utc>>| -> Value {
+        messages
+            .iter()
+            .map(|m| {
+                field(m)
+                    .map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<String>>()
+            .into()
+    };
+    let flags =
+        |field: fn(&messages::Model) -> bool| -> Value { messages.iter().map(field).collect::<Vec<bool>>().into() };
+    let values = vec![
+        texts(|m| &m.id),
+        texts(|m| &m.account_id),
+        texts(|m| &m.conversation_id),
+        texts(|m| &m.contact_id),
+        texts(|m| &m.channel_id),
+        texts(|m| &m.direction),
+        texts(|m| &m.author),
+        texts(|m| &m.text),
+        texts(|m| &m.attachments),
+        texts(|m| &m.status),
+        optional(|m| m.error_code.as_deref()),
+        optional(|m| m.error_message.as_deref()),
+        optional(|m| m.provider_message_id.as_deref()),
+        texts(|m| &m.reactions),
+        flags(|m| m.edited),
+        texts(|m| &m.edits),
+        flags(|m| m.removed),
+        texts(|m| &m.reply_to),
+        texts(|m| &m.broadcast_id),
+        messages
+            .iter()
+            .map(|m| m.created_at)
+            .collect::<Vec<DateTime<Utc>>>()
+            .into(),
+        time(|m| m.sent_at),
+        time(|m| m.delivered_at),
+        time(|m| m.read_at),
+        time(|m| m.revised_at),
+    ];
+    let written = db
+        .execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, SQL, values))
+        .await?;
+    Ok(written.rows_affected())
 }

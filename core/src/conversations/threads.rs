@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
-    sea_query::{CaseStatement, Expr, ExprTrait, LockType, OnConflict, Order, Query},
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, Statement,
+    sea_query::{CaseStatement, Expr, ExprTrait, OnConflict},
 };
 
 use super::render;
@@ -105,25 +105,32 @@ pub async fn open_or_start(
 
 /// Records new messages on conversations: the time as their latest activity, and `unread` (by conversation
 /// id: how many of the messages came from the contact) added to their unread counts, with one statement.
-/// The rows are locked in id order, so two batches touching the same conversations wait for each other
-/// instead of deadlocking.
+/// On PostgreSQL the rows are locked in id order, so two batches touching the same conversations wait for
+/// each other instead of deadlocking, and the statement's text is the same for every batch (the ids and
+/// counts are two array parameters), so its plan is reused.
 pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: DateTime<Utc>) -> Result<(), DbErr> {
     if unread.is_empty() {
         return Ok(());
     }
-    // PostgreSQL locks the rows as its plan meets them; the subquery makes that id order.
-    let mut in_order = Query::select()
-        .column(conversations::Column::Id)
-        .from(conversations::Entity)
-        .and_where(Expr::col(conversations::Column::Id).is_in(unread.keys().copied()))
-        .order_by(conversations::Column::Id, Order::Asc)
-        .to_owned();
     if db.get_database_backend() == DbBackend::Postgres {
-        in_order.lock(LockType::Update);
+        // The locking subquery runs once (`= ANY(ARRAY(...))`), in id order; the join adds each count.
+        let sql = "UPDATE conversations SET last_message_at = $1, \
+                   unread_count = conversations.unread_count + touched.added \
+                   FROM unnest($2::text[], $3::int4[]) AS touched(id, added) \
+                   WHERE conversations.id = touched.id \
+                   AND conversations.id = ANY(ARRAY(SELECT id FROM conversations WHERE id = ANY($2) \
+                   ORDER BY id FOR UPDATE))";
+        let ids: Vec<String> = unread.keys().map(|id| (*id).to_owned()).collect();
+        let added: Vec<i32> = unread.values().copied().collect();
+        let values = vec![at.into(), ids.into(), added.into()];
+        db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values))
+            .await?;
+        return Ok(());
     }
+    // SQLite: one writer at a time, no row locks.
     let mut update = conversations::Entity::update_many()
         .col_expr(conversations::Column::LastMessageAt, Expr::value(at))
-        .filter(conversations::Column::Id.in_subquery(in_order));
+        .filter(conversations::Column::Id.is_in(unread.keys().copied()));
     let added: Vec<(&str, i32)> = unread
         .iter()
         .filter(|(_, n)| **n > 0)

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use frontdesk_api::FILE_DESCRIPTOR_SET;
 use frontdesk_edge::{Naming, json_out};
 use prost_reflect::{DescriptorPool, DynamicMessage};
-use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbErr, EntityTrait, Set};
+use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement, Value};
 
 use crate::store::entities::event_outbox;
 
@@ -117,8 +117,9 @@ pub async fn record_directed(
     insert(db, account_id, event, data, now, Some(now)).await
 }
 
-/// Writes several events of one account each with one statement (a batch of arrived messages'
-/// `message.received`).
+/// Writes several events (account, type, data) with one statement (a batch of arrived messages'
+/// `message.received`, of sent messages' `message.sent`). On PostgreSQL the events are one array per column,
+/// so the statement reads the same for any number of them and its plan is reused.
 pub async fn record_all(
     db: &impl ConnectionTrait,
     events: Vec<(String, EventType, serde_json::Value)>,
@@ -127,11 +128,34 @@ pub async fn record_all(
     if events.is_empty() {
         return Ok(());
     }
-    let rows = events
-        .into_iter()
-        .map(|(account_id, event, data)| row(new_id(), &account_id, event, data, now, None));
-    event_outbox::Entity::insert_many(rows)
-        .exec_without_returning(db)
+    if db.get_database_backend() != DbBackend::Postgres {
+        let rows = events
+            .into_iter()
+            .map(|(account_id, event, data)| row(new_id(), &account_id, event, data, now, None));
+        event_outbox::Entity::insert_many(rows)
+            .exec_without_returning(db)
+            .await?;
+        return Ok(());
+    }
+    const SQL: &str = "INSERT INTO event_outbox (id, account_id, event_type, payload, created_at) \
+        SELECT id, account_id, event_type, payload, $5 \
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY \
+        AS new(id, account_id, event_type, payload, position) ORDER BY position";
+    let n = events.len();
+    let (mut ids, mut accounts, mut types, mut payloads) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (account_id, event, data) in events {
+        ids.push(new_id());
+        accounts.push(account_id);
+        types.push(event.as_str().to_owned());
+        payloads.push(data.to_string());
+    }
+    let values: Vec<Value> = vec![ids.into(), accounts.into(), types.into(), payloads.into(), now.into()];
+    db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, SQL, values))
         .await?;
     Ok(())
 }

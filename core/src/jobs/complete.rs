@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Statement, Value};
 
 use super::{Effect, Job, Outcome};
-use crate::store::sql::placeholders;
+use crate::store::sql::one_of_text;
 
 /// A run that ended, on its way to the recorder.
 pub struct Finished {
@@ -54,8 +54,9 @@ pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<U
     }
     write_effects(&txn, &effects, now).await?;
     if !done.is_empty() {
-        let sql = format!("DELETE FROM jobs WHERE id IN ({})", placeholders(1, done.len()));
-        execute(&txn, &sql, done.into_iter().map(Value::from).collect()).await?;
+        let ids = done.into_iter().map(str::to_owned).collect();
+        let (which, values) = one_of_text(txn.get_database_backend(), "id", 1, ids);
+        execute(&txn, &format!("DELETE FROM jobs WHERE {which}"), values).await?;
     }
     txn.commit().await
 }
@@ -104,11 +105,9 @@ async fn still_held(
         sea_orm::DbBackend::Postgres => " FOR UPDATE",
         _ => "",
     };
-    let sql = format!(
-        "SELECT id, claim_token FROM jobs WHERE claim_token IS NOT NULL AND id IN ({}){lock}",
-        placeholders(1, batch.len())
-    );
-    let values = batch.iter().map(|f| Value::from(f.job.id.as_str()));
+    let ids = batch.iter().map(|f| f.job.id.clone()).collect();
+    let (which, values) = one_of_text(backend, "id", 1, ids);
+    let sql = format!("SELECT id, claim_token FROM jobs WHERE claim_token IS NOT NULL AND {which}{lock}");
     let rows = txn
         .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;

@@ -16,7 +16,7 @@ mod in_flight;
 use std::{any::Any, collections::HashMap, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, Statement, Value};
 use tokio::sync::Notify;
 
 pub use engine::JobEngine;
@@ -60,9 +60,63 @@ fn new_id() -> String {
 
 /// Inserts the jobs, skipping those whose `unique_key` is taken; how many were written.
 async fn insert(db: &impl ConnectionTrait, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Result<u64, DbErr> {
+    let backend = db.get_database_backend();
+    let statement = match backend {
+        DbBackend::Postgres => insert_arrays(jobs, now),
+        _ => insert_values(backend, jobs, now),
+    };
+    Ok(db.execute_raw(statement).await?.rows_affected())
+}
+
+/// PostgreSQL: one array per column, so the statement reads the same for any number of jobs and its plan is
+/// reused. An absent `unique_key` is sent as `''` and stored as NULL.
+fn insert_arrays(jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
+    const SQL: &str = "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, \
+        run_at_ms, claim_token, last_error, unique_key, created_at, updated_at) \
+        SELECT id, account_id, kind, lane, payload, 'pending', 0, max_attempts, run_at_ms, NULL, NULL, \
+        NULLIF(unique_key, ''), $9, $9 \
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[], \
+        $8::text[]) AS new(id, account_id, kind, lane, payload, max_attempts, run_at_ms, unique_key) \
+        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING";
+    let n = jobs.len();
+    let (mut ids, mut accounts, mut kinds, mut lanes, mut payloads, mut unique_keys) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut max_attempts, mut run_at_ms) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (id, job) in jobs {
+        ids.push(id);
+        accounts.push(job.account_id);
+        kinds.push(job.kind.to_owned());
+        lanes.push(job.lane);
+        payloads.push(job.payload.to_string());
+        max_attempts.push(job.max_attempts.max(1));
+        run_at_ms.push(job.run_at_ms);
+        unique_keys.push(job.unique_key.unwrap_or_default());
+    }
+    let values: Vec<Value> = vec![
+        ids.into(),
+        accounts.into(),
+        kinds.into(),
+        lanes.into(),
+        payloads.into(),
+        max_attempts.into(),
+        run_at_ms.into(),
+        unique_keys.into(),
+        now.into(),
+    ];
+    Statement::from_sql_and_values(DbBackend::Postgres, SQL, values)
+}
+
+/// SQLite: a multi-row `VALUES`.
+fn insert_values(backend: DbBackend, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
     const VALUES_PER_JOB: usize = 8;
     let mut rows = Vec::with_capacity(jobs.len());
-    let mut values: Vec<sea_orm::Value> = Vec::with_capacity(jobs.len() * VALUES_PER_JOB + 1);
+    let mut values: Vec<Value> = Vec::with_capacity(jobs.len() * VALUES_PER_JOB + 1);
     // `now` is the last placeholder, shared by every row.
     let now_placeholder = jobs.len() * VALUES_PER_JOB + 1;
     for (n, (id, job)) in jobs.into_iter().enumerate() {
@@ -92,13 +146,10 @@ async fn insert(db: &impl ConnectionTrait, jobs: Vec<(String, NewJob)>, now: Dat
     values.push(now.into());
     let sql = format!(
         "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
-         claim_token, last_error, unique_key, created_at, updated_at) VALUES {} ON CONFLICT (unique_key) DO NOTHING",
+         claim_token, last_error, unique_key, created_at, updated_at) VALUES {} ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING",
         rows.join(", ")
     );
-    let written = db
-        .execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
-        .await?;
-    Ok(written.rows_affected())
+    Statement::from_sql_and_values(backend, sql, values)
 }
 
 /// A claimed job, as its handler sees it.

@@ -7,7 +7,8 @@ use std::{any::Any, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter,
+    Statement, Value,
     sea_query::{CaseStatement, Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
@@ -334,31 +335,52 @@ async fn mark_sent(
     delivered: bool,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let mut provider_ids = CaseStatement::new();
-    for one in sent {
-        provider_ids = provider_ids.case(
-            Expr::col(messages::Column::Id).eq(one.message_id.as_str()),
-            one.provider_message_id.as_str(),
-        );
-    }
     let reached = if delivered { Status::Delivered } else { Status::Sent };
-    let mut update = messages::Entity::update_many()
-        .col_expr(messages::Column::Status, Expr::value(reached.as_str()))
-        .col_expr(
-            messages::Column::ProviderMessageId,
-            provider_ids
-                .finally(Expr::col(messages::Column::ProviderMessageId))
-                .into(),
-        )
-        .col_expr(messages::Column::SentAt, Expr::value(now));
-    if delivered {
-        update = update.col_expr(messages::Column::DeliveredAt, Expr::value(now));
-    }
-    let changed = update
-        .filter(messages::Column::Id.is_in(sent.iter().map(|one| one.message_id.as_str())))
-        .filter(messages::Column::Status.eq("queued"))
-        .exec_with_returning(txn)
-        .await?;
+    let changed = if txn.get_database_backend() == DbBackend::Postgres {
+        // The ids and provider ids as two arrays: one statement text for any number of messages.
+        const SQL: &str = "UPDATE messages SET status = $1, provider_message_id = sent.provider_id, \
+            sent_at = $2, delivered_at = CASE WHEN $3 THEN $2 ELSE messages.delivered_at END \
+            FROM unnest($4::text[], $5::text[]) AS sent(id, provider_id) \
+            WHERE messages.id = sent.id AND messages.status = 'queued' RETURNING messages.*";
+        let ids: Vec<String> = sent.iter().map(|one| one.message_id.clone()).collect();
+        let provider_ids: Vec<String> = sent.iter().map(|one| one.provider_message_id.clone()).collect();
+        let values: Vec<Value> = vec![
+            reached.as_str().into(),
+            now.into(),
+            delivered.into(),
+            ids.into(),
+            provider_ids.into(),
+        ];
+        messages::Entity::find()
+            .from_raw_sql(Statement::from_sql_and_values(DbBackend::Postgres, SQL, values))
+            .all(txn)
+            .await?
+    } else {
+        let mut provider_ids = CaseStatement::new();
+        for one in sent {
+            provider_ids = provider_ids.case(
+                Expr::col(messages::Column::Id).eq(one.message_id.as_str()),
+                one.provider_message_id.as_str(),
+            );
+        }
+        let mut update = messages::Entity::update_many()
+            .col_expr(messages::Column::Status, Expr::value(reached.as_str()))
+            .col_expr(
+                messages::Column::ProviderMessageId,
+                provider_ids
+                    .finally(Expr::col(messages::Column::ProviderMessageId))
+                    .into(),
+            )
+            .col_expr(messages::Column::SentAt, Expr::value(now));
+        if delivered {
+            update = update.col_expr(messages::Column::DeliveredAt, Expr::value(now));
+        }
+        update
+            .filter(messages::Column::Id.is_in(sent.iter().map(|one| one.message_id.as_str())))
+            .filter(messages::Column::Status.eq("queued"))
+            .exec_with_returning(txn)
+            .await?
+    };
     if delivered {
         // Each state passed has its event, with the message as it stood then.
         let as_sent: Vec<messages::Model> = changed

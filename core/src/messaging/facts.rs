@@ -1,6 +1,6 @@
 //! What a batch of sends needs to know before it writes: the contacts it names, their identities, their
 //! accounts' channels, and each contact's open conversations and latest channel. Each is one statement for
-//! the whole batch, in the batch's transaction. A contact that the batch finds or creates on the way (a send
+//! the whole batch, in the batch's transaction, with one text whatever the batch's size (`sql::one_of`). A contact that the batch finds or creates on the way (a send
 //! by phone, e-mail or identity) is learnt alone.
 
 use std::collections::{BTreeSet, HashMap};
@@ -10,7 +10,10 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait},
 };
 
-use crate::store::entities::{channels, contact_identities, contacts, conversations};
+use crate::store::{
+    entities::{channels, contact_identities, contacts, conversations},
+    sql::one_of,
+};
 
 #[derive(Default)]
 pub struct Facts {
@@ -33,7 +36,11 @@ impl Facts {
     ) -> Result<Self, DbErr> {
         let mut facts = Self::default();
         for channel in channels::Entity::find()
-            .filter(channels::Column::AccountId.is_in(account_ids.iter().copied()))
+            .filter(one_of(
+                db.get_database_backend(),
+                (channels::Entity, channels::Column::AccountId),
+                account_ids.iter().copied(),
+            ))
             .order_by_asc(channels::Column::CreatedAt)
             .order_by_asc(channels::Column::Id)
             .all(db)
@@ -47,7 +54,11 @@ impl Facts {
         }
         if !contact_ids.is_empty() {
             let found = contacts::Entity::find()
-                .filter(contacts::Column::Id.is_in(contact_ids.iter().copied()))
+                .filter(one_of(
+                    db.get_database_backend(),
+                    (contacts::Entity, contacts::Column::Id),
+                    contact_ids.iter().copied(),
+                ))
                 .all(db)
                 .await?;
             let ids: Vec<String> = found.iter().map(|c| c.id.clone()).collect();
@@ -103,7 +114,11 @@ impl Facts {
 
     async fn load_surroundings(&mut self, db: &impl ConnectionTrait, contact_ids: &[String]) -> Result<(), DbErr> {
         for identity in contact_identities::Entity::find()
-            .filter(contact_identities::Column::ContactId.is_in(contact_ids.iter().cloned()))
+            .filter(one_of(
+                db.get_database_backend(),
+                (contact_identities::Entity, contact_identities::Column::ContactId),
+                contact_ids.iter().cloned(),
+            ))
             .order_by_asc(contact_identities::Column::CreatedAt)
             .order_by_asc(contact_identities::Column::Kind)
             .order_by_asc(contact_identities::Column::ExternalId)
@@ -126,7 +141,11 @@ impl Facts {
              WHERE latest.contact_id = conversations.contact_id)",
         );
         let rows = conversations::Entity::find()
-            .filter(conversations::Column::ContactId.is_in(contact_ids.iter().cloned()))
+            .filter(one_of(
+                db.get_database_backend(),
+                (conversations::Entity, conversations::Column::ContactId),
+                contact_ids.iter().cloned(),
+            ))
             .filter(conversations::Column::Status.eq("open").or(latest))
             .order_by_asc(conversations::Column::CreatedAt)
             .order_by_asc(conversations::Column::Id)

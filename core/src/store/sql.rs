@@ -1,7 +1,10 @@
-//! Small pieces of SQL text that read the same on SQLite and PostgreSQL, shared by the work queues (webhook
-//! deliveries, jobs).
+//! Small pieces of SQL shared by the batched writers and the work queues (webhook deliveries, jobs): text that
+//! reads the same on SQLite and PostgreSQL, or the form each reads best.
 
-use sea_orm::DbBackend;
+use sea_orm::{
+    DbBackend, Value,
+    sea_query::{Expr, ExprTrait, IntoColumnRef, extension::postgres::PgFunc},
+};
 
 /// `$first, $first+1, ...` (`count` of them): numbered placeholders, which both SQLite and PostgreSQL read.
 pub fn placeholders(first: usize, count: usize) -> String {
@@ -23,5 +26,32 @@ pub fn picked(backend: DbBackend, column: &str, select: &str) -> String {
     match backend {
         DbBackend::Postgres => format!("{column} = ANY(ARRAY({select} FOR UPDATE SKIP LOCKED))"),
         _ => format!("{column} IN ({select})"),
+    }
+}
+
+/// `column` is one of `values`. On PostgreSQL the list is one array parameter (`column = ANY($1)`), so a
+/// statement over a batch reads the same whatever the batch's size and its prepared plan is reused: group
+/// commit's batches vary in size, and with one text per size PostgreSQL parsed and planned most executions
+/// again (more planning time than execution, for some of the accept's reads). Elsewhere `column IN (...)`.
+pub fn one_of<C, V>(backend: DbBackend, column: C, values: impl IntoIterator<Item = V>) -> Expr
+where
+    C: IntoColumnRef,
+    V: Into<String>,
+{
+    let values: Vec<String> = values.into_iter().map(Into::into).collect();
+    match backend {
+        DbBackend::Postgres => Expr::col(column).eq(PgFunc::any(Expr::val(values))),
+        _ => Expr::col(column).is_in(values),
+    }
+}
+
+/// `one_of` for statements written as text: the condition, with placeholders from `$first`, and its values.
+pub fn one_of_text(backend: DbBackend, column: &str, first: usize, values: Vec<String>) -> (String, Vec<Value>) {
+    match backend {
+        DbBackend::Postgres => (format!("{column} = ANY(${first})"), vec![Value::from(values)]),
+        _ => (
+            format!("{column} IN ({})", placeholders(first, values.len())),
+            values.into_iter().map(Value::from).collect(),
+        ),
     }
 }
