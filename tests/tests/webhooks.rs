@@ -636,8 +636,11 @@ const UPDATED_EVENTS: &str = "SELECT COUNT(*) FROM event_outbox WHERE account_id
 on_both_databases!(
     retention_deletes_what_settled_and_keeps_what_is_pending,
     |db: Db| async move {
-        // Retries an hour apart keep a failing delivery pending; what settled goes 5 s after it settled. The
-        // service's clock runs an hour behind at first, so the retention's cutoff is before everything.
+        // Retries an hour apart keep a failing delivery pending; what settled goes 10 s after it settled. Once
+        // everything has settled, the service's clock is moved an hour back, so the retention's cutoff is before
+        // every row until it is reset. (With the clock moved back before anything was written, every row was
+        // stamped an hour back too, and a retention pass 10 s later could take them: the test depended on
+        // when the passes fell.)
         let mut env: Vec<_> = FAST
             .iter()
             .copied()
@@ -645,17 +648,10 @@ on_both_databases!(
             .collect();
         env.extend([
             ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "1h"),
-            ("FRONTDESK_WEBHOOK_RETENTION", "5s"),
+            ("FRONTDESK_WEBHOOK_RETENTION", "10s"),
             ("FRONTDESK_TEST_CLOCK", "true"),
         ]);
         let server = Server::start(&db, &env).await;
-        let behind = prost_types::Timestamp {
-            seconds: chrono::Utc::now().timestamp() - 3600,
-            nanos: 0,
-        };
-        admin::set_test_clock(&server, Some(behind))
-            .await
-            .expect("the clock moves");
         let (ok, gone, later) = (
             Receiver::start().await,
             Receiver::start().await,
@@ -689,7 +685,14 @@ on_both_databases!(
             assert!(started.elapsed() < WAIT, "the deliveries never settled");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        // Two looks of the retention later (every 2.5 s), nothing settled an hour after the clock's now is gone.
+        let behind = prost_types::Timestamp {
+            seconds: chrono::Utc::now().timestamp() - 3600,
+            nanos: 0,
+        };
+        admin::set_test_clock(&server, Some(behind))
+            .await
+            .expect("the clock moves");
+        // A look of the retention later (every 5 s): with the cutoff an hour back, nothing is gone.
         tokio::time::sleep(Duration::from_secs(6)).await;
         let pending = count(PENDING).await;
         assert!(pending >= 1);
