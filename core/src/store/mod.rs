@@ -72,11 +72,12 @@ pub async fn connect(url: &str, max_connections: u32, limits: SessionLimits) -> 
         .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(url)))
 }
 
-/// Prepared statements each pooled connection keeps: `statement-cache-capacity` in the URL, else 1,024. Batched
-/// writes and reads have one statement text per batch size (a multi-row insert, an `IN` list of the batch's
-/// ids), a few hundred texts in all; with sqlx's default of 100 they pushed each other out, and PostgreSQL
-/// parsed and planned them again on every batch (a quarter of its time while accepting sends; 1,024 took an
-/// API replica's accepted sends from ~6,800/s to ~7,800/s).
+/// Prepared statements each pooled connection keeps: `statement-cache-capacity` in the URL, else 1,024. On
+/// SQLite the batched writes and reads still have one statement text per batch size (a multi-row insert, an
+/// `IN` list of the batch's ids), a few hundred texts in all, as do the claims whose limit is written into the
+/// SQL; with sqlx's default of 100 they pushed each other out and were prepared again on every batch (on
+/// PostgreSQL, before its batches took arrays, a quarter of its time while accepting sends; 1,024 took an API
+/// replica's accepted sends from ~6,800/s to ~7,800/s).
 fn statement_cache_capacity(url: &str) -> usize {
     let query = url.split_once('?').map_or("", |(_, query)| query);
     url::form_urlencoded::parse(query.as_bytes())
