@@ -278,8 +278,9 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     })
 }
 
-/// The sentence-embedding model of semantic retrieval, loaded once at start-up; `None` (lexical retrieval
-/// only, and the log says so) without a model folder. A folder named but unreadable stops the start.
+/// The sentence-embedding model of semantic retrieval, its folder checked at start-up and its weights read
+/// on first use; `None` (lexical retrieval only, and the log says so) without a model folder. A folder named
+/// but unreadable stops the start.
 fn embedder(config: &RetrievalConfig, database_url: &str) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     let Some(folder) = embeddings::model_folder(config.embedding_model.as_deref(), database_url) else {
         tracing::info!(
@@ -287,16 +288,14 @@ fn embedder(config: &RetrievalConfig, database_url: &str) -> anyhow::Result<Opti
         );
         return Ok(None);
     };
-    let started = std::time::Instant::now();
-    let model = embeddings::LocalModel::load(&folder)
-        .with_context(|| format!("loading the embedding model {}", folder.display()))?;
+    let folder = embeddings::ModelFolder::read(&folder)
+        .with_context(|| format!("checking the embedding model {}", folder.display()))?;
     tracing::info!(
-        model = %folder.display(),
-        dimension = model.dimension(),
-        load_ms = started.elapsed().as_millis() as u64,
-        "semantic retrieval: embedding model loaded"
+        model = %folder.path().display(),
+        dimension = folder.dimension(),
+        "semantic retrieval: embedding model found; its weights are read on first use"
     );
-    Ok(Some(Arc::new(model)))
+    Ok(Some(Arc::new(embeddings::LazyModel::new(folder))))
 }
 
 /// The guarded fetcher of knowledge imports: the outbound policy's address rule, and the page limits of

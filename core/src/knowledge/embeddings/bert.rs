@@ -8,7 +8,7 @@ use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder, embedding, layer_norm,
 use serde::Deserialize;
 
 /// The folder's `config.json`, what of it this encoder reads.
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct Config {
     pub vocab_size: usize,
     pub hidden_size: usize,

@@ -3,7 +3,7 @@
 //! `1_Pooling/config.json` names (mean over the real tokens; the only mode supported) and L2
 //! normalisation, as sentence-transformers does for all-MiniLM-L6-v2. Nothing is downloaded.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use candle_core::{DType, Device, Tensor};
@@ -48,9 +48,19 @@ fn json<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<T> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-impl LocalModel {
-    /// Loads the model folder `dir`.
-    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+/// A model folder whose configuration has been read and checked, and whose weights and tokenizer are
+/// present: what `LocalModel::load` needs, known without reading the weights.
+#[derive(Clone)]
+pub struct ModelFolder {
+    dir: PathBuf,
+    name: String,
+    config: Config,
+    max_tokens: usize,
+}
+
+impl ModelFolder {
+    /// Reads and checks the folder's configuration (a few KiB; the weights are only looked for).
+    pub fn read(dir: &Path) -> anyhow::Result<Self> {
         let config: Config = json(&dir.join("config.json"))?;
         let pooling: Pooling = json(&dir.join("1_Pooling").join("config.json"))?;
         if !pooling.pooling_mode_mean_tokens || pooling.pooling_mode_cls_token || pooling.pooling_mode_max_tokens {
@@ -68,7 +78,47 @@ impl LocalModel {
             DEFAULT_MAX_TOKENS
         }
         .min(config.max_position_embeddings);
+        for file in ["tokenizer.json", "model.safetensors"] {
+            if !dir.join(file).is_file() {
+                bail!("{}: no {file}", dir.display());
+            }
+        }
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".to_owned());
+        Ok(Self {
+            dir: dir.to_owned(),
+            name,
+            config,
+            max_tokens,
+        })
+    }
 
+    /// The name stored with each vector: the folder's.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The vectors' dimension.
+    pub fn dimension(&self) -> usize {
+        self.config.hidden_size
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl LocalModel {
+    /// Loads the model folder `dir`.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        Self::load_checked(&ModelFolder::read(dir)?)
+    }
+
+    /// Loads a checked folder's tokenizer and weights (about 90 MiB for all-MiniLM-L6-v2).
+    pub fn load_checked(folder: &ModelFolder) -> anyhow::Result<Self> {
+        let dir = folder.path();
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("tokenizer.json").display()))?;
         // The folder's tokenizer.json pads every text to a fixed length and cuts at 128; sentence-transformers
@@ -80,7 +130,7 @@ impl LocalModel {
         }));
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
+                max_length: folder.max_tokens,
                 ..TruncationParams::default()
             }))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -89,14 +139,10 @@ impl LocalModel {
         let weights = dir.join("model.safetensors");
         let bytes = std::fs::read(&weights).with_context(|| format!("reading {}", weights.display()))?;
         let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)?;
-        let model = Bert::load(vb, &config).with_context(|| format!("loading {}", weights.display()))?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".to_owned());
+        let model = Bert::load(vb, &folder.config).with_context(|| format!("loading {}", weights.display()))?;
         Ok(Self {
-            name,
-            dimension: config.hidden_size,
+            name: folder.name.clone(),
+            dimension: folder.dimension(),
             model,
             tokenizer,
             device,

@@ -3,14 +3,17 @@
 //! index fuses this dense score with its lexical one.
 //!
 //! One implementation runs in process: a sentence-transformers BERT folder on the CPU with `candle`
-//! (`local`). Without a model folder there is no embedder and retrieval is lexical only.
+//! (`local`), read on its first use (`lazy`). Without a model folder there is no embedder and retrieval is
+//! lexical only.
 
 mod bert;
+mod lazy;
 mod local;
 
 use std::path::{Path, PathBuf};
 
-pub use local::LocalModel;
+pub use lazy::LazyModel;
+pub use local::{LocalModel, ModelFolder};
 
 /// Turns texts into unit vectors of one dimension. CPU-bound and synchronous: call it from a blocking
 /// thread (`tokio::task::spawn_blocking`).
