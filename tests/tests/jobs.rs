@@ -67,6 +67,36 @@ on_both_databases!(a_hung_provider_holds_only_its_lane, |db: Db| async move {
     assert_eq!(queued["message"]["status"], "queued");
 });
 
+// A lane that comes back under its cap takes only the room it has. The claim used to take as many due jobs as
+// the process had free slots (252 here) and give back all but the lane's room at once: two writes of every
+// queued job per delivery, with the queue behind one busy channel.
+on_both_databases!(a_lane_back_under_its_cap_takes_only_its_room, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = with_lane_cap(&db, &twilio, "4").await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    twilio.answer_after(Duration::from_millis(300), 201);
+    let mut sent = Vec::new();
+    for n in 0..40 {
+        sent.push(send(&platform, "sms", &format!("+1555070{n:04}"), &format!("queued {n}")).await);
+    }
+    for id in &sent {
+        message_when(&platform, id, |m| m["status"] == "sent").await;
+    }
+    assert_eq!(twilio.created(), 40);
+    let metrics = server.metrics().await;
+    let released: f64 = metrics
+        .lines()
+        .find(|line| line.starts_with("frontdesk_jobs_released_total"))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert_eq!(released, 0.0, "no claim took more than its lane's room:\n{metrics}");
+    assert!(
+        server.metric("frontdesk_job_claims_total", "taken").await >= 10.0,
+        "one claim per freed slot or so"
+    );
+});
+
 /// A claim passes over lanes at their cap. On PostgreSQL, statistics taken while the queue was empty (a
 /// vacuum between bursts that could not shrink the file) say the table holds no rows over many pages, and
 /// `id IN (subquery)` was then planned as a nested-loop semi join that ran the locking subquery again for

@@ -1,9 +1,9 @@
 //! Claims due jobs for this worker. One statement takes the oldest due jobs of the kinds this process runs,
 //! passing over lanes already at their cap (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas claim
-//! disjoint rows): it moves `run_at_ms` to the end of a lease and stamps a fresh claim token. Of what it took,
-//! those within the lane caps are kept and the rest released at once, due now. The try count does not move:
-//! a job whose worker died is claimed again when its lease ends, as the same try, so a crash of ours never
-//! spends one.
+//! disjoint rows), and of each lane no more than the room its cap leaves: it moves `run_at_ms` to the end of a
+//! lease and stamps a fresh claim token. What it took beyond a cap all the same (the lanes' loads are read
+//! just before the statement) is released at once, due now. The try count does not move: a job whose worker
+//! died is claimed again when its lease ends, as the same try, so a crash of ours never spends one.
 
 use std::collections::HashMap;
 
@@ -11,7 +11,7 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value};
 
 use super::{Job, in_flight::InFlight};
-use crate::store::sql::{one_of_text, picked, placeholders};
+use crate::store::sql::{among, locking, one_of_text, placeholders};
 
 /// What one claim took.
 #[derive(Default)]
@@ -31,28 +31,37 @@ pub async fn claim(
     lease_ms: i64,
 ) -> Result<Claim, DbErr> {
     let token = rand::rng().random::<i64>();
-    let taken = take(
-        db,
-        &in_flight.closed_lanes(now_ms),
-        kinds,
-        limit,
-        token,
-        now_ms,
-        lease_ms,
-    )
-    .await?;
+    let lanes = Lanes {
+        closed: in_flight.closed_lanes(now_ms),
+        room: in_flight.room(),
+        cap: in_flight.lane_cap(),
+    };
+    let taken = take(db, &lanes, kinds, limit, token, now_ms, lease_ms).await?;
     let (jobs, excess) = within_caps(taken, in_flight.lane_cap(), |lane| in_flight.load(lane));
+    metrics::counter!("frontdesk_job_claims_total", "result" => if jobs.is_empty() { "empty" } else { "taken" })
+        .increment(1);
     // Everything taken went back (its lanes are full): claiming again at once would take it again.
     let idle = excess.len() + jobs.len() < limit || jobs.is_empty();
     if !excess.is_empty() {
+        metrics::counter!("frontdesk_jobs_released_total").increment(excess.len() as u64);
         release(db, &excess, token, now_ms).await?;
     }
     Ok(Claim { jobs, idle })
 }
 
+/// What the claim knows of the lanes from what this process runs.
+struct Lanes {
+    /// At their cap or resting: passed over.
+    closed: Vec<String>,
+    /// Lanes running some jobs, and how many more each may take.
+    room: Vec<(String, u32)>,
+    /// What a lane running nothing may take.
+    cap: u32,
+}
+
 async fn take(
     db: &DatabaseConnection,
-    closed_lanes: &[String],
+    lanes: &Lanes,
     kinds: &[&'static str],
     limit: usize,
     token: i64,
@@ -64,23 +73,42 @@ async fn take(
     let kind_list = placeholders(values.len() + 1, kinds.len());
     values.extend(kinds.iter().map(|k| Value::from(*k)));
     let mut exclude = String::new();
-    if !closed_lanes.is_empty() {
+    if !lanes.closed.is_empty() {
         exclude = format!(
             " AND lane NOT IN ({})",
-            placeholders(values.len() + 1, closed_lanes.len())
+            placeholders(values.len() + 1, lanes.closed.len())
         );
-        values.extend(closed_lanes.iter().map(|lane| Value::from(lane.as_str())));
+        values.extend(lanes.closed.iter().map(|lane| Value::from(lane.as_str())));
     }
-    let due = picked(
+    // Each lane's room: a lane with jobs running has less than its cap.
+    let mut room = lanes.cap.to_string();
+    if !lanes.room.is_empty() {
+        let mut cases = String::from("CASE lane");
+        for (lane, left) in &lanes.room {
+            cases.push_str(&format!(" WHEN ${} THEN ${}", values.len() + 1, values.len() + 2));
+            values.extend([Value::from(lane.as_str()), Value::from(i64::from(*left))]);
+        }
+        room = format!("{cases} ELSE {} END", lanes.cap);
+    }
+    // The oldest due jobs (locked), then of each lane only as many as its room: a lane come back under its cap
+    // with one free slot takes one job, not one and `limit - 1` more to give back.
+    let due = locking(
+        backend,
+        &format!(
+            "SELECT id, lane, run_at_ms FROM jobs WHERE status = 'pending' AND run_at_ms <= $3 \
+             AND kind IN ({kind_list}){exclude} ORDER BY run_at_ms LIMIT {limit}"
+        ),
+    );
+    let fitting = among(
         backend,
         "id",
         &format!(
-            "SELECT id FROM jobs WHERE status = 'pending' AND run_at_ms <= $3 AND kind IN ({kind_list}){exclude} \
-             ORDER BY run_at_ms LIMIT {limit}"
+            "SELECT id FROM (SELECT id, lane, row_number() OVER (PARTITION BY lane ORDER BY run_at_ms, id) AS n \
+             FROM ({due}) AS due) AS ranked WHERE lane = '' OR n <= {room}"
         ),
     );
     let sql = format!(
-        "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE {due} \
+        "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE {fitting} \
          RETURNING id, account_id, kind, lane, payload, attempts, max_attempts"
     );
     let rows = taken_in_due_order(db, Statement::from_sql_and_values(backend, sql, values)).await?;

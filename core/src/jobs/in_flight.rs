@@ -51,6 +51,19 @@ impl InFlight {
         self.counts().lanes.get(lane).copied().unwrap_or(0)
     }
 
+    /// Lanes running some jobs but under their cap ("" aside), with how many more each may take.
+    pub fn room(&self) -> Vec<(String, u32)> {
+        let mut room: Vec<(String, u32)> = self
+            .counts()
+            .lanes
+            .iter()
+            .filter(|(lane, n)| !lane.is_empty() && **n > 0 && **n < self.lane_cap)
+            .map(|(lane, n)| (lane.clone(), self.lane_cap - n))
+            .collect();
+        room.sort_unstable();
+        room
+    }
+
     /// Lanes at their cap or resting at `now_ms`: the next claim passes over their jobs.
     pub fn closed_lanes(&self, now_ms: i64) -> Vec<String> {
         let mut counts = self.counts();

@@ -23,8 +23,23 @@ pub fn placeholders(first: usize, count: usize) -> String {
 /// (seen: after a `VACUUM ANALYZE` of an empty queue, claims over 16,000 queued jobs whose lane was at its cap
 /// ran into the 30 s statement timeout, one after another, and nothing was delivered).
 pub fn picked(backend: DbBackend, column: &str, select: &str) -> String {
+    among(backend, column, &locking(backend, select))
+}
+
+/// `select` with the rows it reads locked for this transaction, skipping rows another transaction holds
+/// (PostgreSQL; SQLite has one writer at a time and no row locks).
+pub fn locking(backend: DbBackend, select: &str) -> String {
     match backend {
-        DbBackend::Postgres => format!("{column} = ANY(ARRAY({select} FOR UPDATE SKIP LOCKED))"),
+        DbBackend::Postgres => format!("{select} FOR UPDATE SKIP LOCKED"),
+        _ => select.to_owned(),
+    }
+}
+
+/// A condition that `column` is one of the values `select` gives, the selection run once on PostgreSQL (as an
+/// array; see `picked`).
+pub fn among(backend: DbBackend, column: &str, select: &str) -> String {
+    match backend {
+        DbBackend::Postgres => format!("{column} = ANY(ARRAY({select}))"),
         _ => format!("{column} IN ({select})"),
     }
 }
