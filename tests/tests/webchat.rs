@@ -1,14 +1,15 @@
 //! Web chat through the real binary, as a visitor's browser and the business speak it: the visitor API over
 //! HTTP, the live socket over a real WebSocket client (frames, replay on reconnect, pings, close codes),
 //! CORS, tokens and their revocation, rate limits, routing by page, presence, and the business's view; on
-//! SQLite and on PostgreSQL + Redis. Two core processes sharing PostgreSQL and Redis show a reply made on
-//! one reaching a socket held by the other.
+//! SQLite and on PostgreSQL + Redis. Two core processes sharing PostgreSQL and Redis show replies and
+//! changes made on one reaching a socket held by the other, in order.
 
 use std::time::Duration;
 
+use chrono::{DateTime, SubsecRound, Utc};
 use frontdesk_api::v1::{GetChatSessionRequest, chat_sessions_client::ChatSessionsClient};
 use frontdesk_tests::{
-    Db, Server, on_both_databases,
+    Db, Server, admin, on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
     server::base_env,
@@ -72,6 +73,32 @@ async fn session_of(platform: &Platform<'_>, visitor: &Visitor) -> Value {
     platform
         .ok("GET", &format!("/v1/chat-sessions/{}", visitor.session_id), None)
         .await
+}
+
+/// A timestamp as the APIs write it (RFC 3339).
+fn instant(value: &Value) -> DateTime<Utc> {
+    let text = value.as_str().unwrap_or_else(|| panic!("no timestamp: {value}"));
+    DateTime::parse_from_rfc3339(text)
+        .unwrap_or_else(|err| panic!("{text}: {err}"))
+        .to_utc()
+}
+
+/// Waits for the first whole second after `at` (at most a second): the APIs write times to the second, so
+/// what happens from then on reads as later than `at`.
+async fn past_the_second_of(at: DateTime<Utc>) {
+    let next = at.trunc_subsecs(0) + chrono::Duration::seconds(1);
+    if let Ok(wait) = (next - Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to read `at`.
+async fn clock_at(server: &Server, at: DateTime<Utc>) {
+    let at = prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    };
+    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
 }
 
 on_both_databases!(a_visitor_and_the_business_talk_live, |db: Db| async move {
@@ -388,6 +415,83 @@ on_both_databases!(
     }
 );
 
+// A token lasts `FRONTDESK_WEBCHAT_SESSION_TTL` from the session's last resume; past that it is refused as a
+// forged one is, on every route; a socket opened before closes (4401) on the next frame the visitor sends. The
+// test clock crosses the hours.
+on_both_databases!(an_expired_session_token_is_refused, |db: Db| async move {
+    let env = [
+        ("FRONTDESK_WEBCHAT_SESSION_TTL", "1h"),
+        ("FRONTDESK_TEST_CLOCK", "true"),
+    ];
+    let server = start(&db, &env).await;
+    let platform = Platform::new(&server).await;
+    let channel = Channel::connect(&platform, "site", json!({})).await;
+    let minutes = chrono::Duration::minutes;
+    let before = Utc::now();
+    let visitor = Visitor::start(&server, &channel, json!({})).await;
+    // `expires_at` is written to the second.
+    let expires = instant(&visitor.started["expires_at"]);
+    assert!(
+        (before + minutes(60)).trunc_subsecs(0) <= expires && expires <= Utc::now() + minutes(60),
+        "the token lasts the TTL: {expires}"
+    );
+    let resume = json!({"widget_key": channel.widget_key, "token": visitor.token});
+    let resume = || call(&server, "POST", "/webchat/v1/sessions", &[], Some(resume.clone()));
+
+    // Resumed at 50 minutes, the token lasts an hour from then: past its first hour, it still works.
+    clock_at(&server, before + minutes(50)).await;
+    let resumed = resume().await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let renewed = instant(&resumed.body["expires_at"]);
+    assert!(
+        renewed >= (before + minutes(110)).trunc_subsecs(0),
+        "a resume renews the token: {renewed}"
+    );
+    clock_at(&server, before + minutes(70)).await;
+    assert_eq!(visitor.post(&server, "still here", "c-1").await.status, 201);
+    let mut socket = visitor.socket(&server, "", "").await;
+
+    // More than an hour after the last resume: 401 everywhere, and the open socket closes as revoked.
+    clock_at(&server, before + minutes(125)).await;
+    let refused = resume().await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (401, "unauthenticated"),
+        "{}",
+        refused.body
+    );
+    let posted = visitor.post(&server, "hello?", "c-2").await;
+    assert_eq!(
+        (posted.status, posted.code()),
+        (401, "unauthenticated"),
+        "{}",
+        posted.body
+    );
+    let bearer = visitor.bearer();
+    let thread = call(
+        &server,
+        "GET",
+        "/webchat/v1/messages",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(thread.status, 401, "{}", thread.body);
+    assert_eq!(Socket::open(&server, &visitor.token, "", "").await.err(), Some(401));
+    // (Expiry is checked when the socket opens and on each frame the visitor sends, not in between.)
+    socket
+        .send(json!({"type": "message", "text": "anyone?", "client_message_id": "c-3"}))
+        .await;
+    assert_eq!(socket.closed().await.code, 4401);
+    let texts: Vec<Value> = session_of(&platform, &visitor).await["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].clone())
+        .collect();
+    assert_eq!(texts, [json!("still here")], "nothing an expired token sent is stored");
+});
+
 on_both_databases!(only_allowed_origins_get_a_grant, |db: Db| async move {
     let server = start(&db, &[]).await;
     let platform = Platform::new(&server).await;
@@ -630,39 +734,71 @@ on_both_databases!(pages_route_sessions_to_their_agents, |db: Db| async move {
     }
 });
 
+// `online` while a socket is open; `last_seen_at` is the last time the visitor was seen, a socket opening or
+// closing included (docs/webchat.md), written with `online` in one statement.
 on_both_databases!(presence_follows_the_socket, |db: Db| async move {
     let server = start(&db, &[]).await;
     let platform = Platform::new(&server).await;
     let channel = Channel::connect(&platform, "site", json!({})).await;
     let visitor = Visitor::start(&server, &channel, json!({})).await;
-    let online = |platform: &Platform<'_>| {
-        let visitor = visitor.clone();
-        let platform_key = platform.key.clone();
-        let server = &server;
+    let session = || {
+        let (platform, visitor) = (&platform, &visitor);
+        async move { session_of(platform, visitor).await["chat_session"].clone() }
+    };
+    // The session as it is once `online` reads `want` (or a panic after `WAIT`).
+    let when_online = |want: bool| {
+        let session = &session;
         async move {
-            let answer = call(
-                server,
-                "GET",
-                &format!("/v1/chat-sessions/{}", visitor.session_id),
-                &[("x-api-key", &platform_key)],
-                None,
-            )
-            .await;
-            answer.body["chat_session"]["online"].as_bool().unwrap()
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let seen = session().await;
+                if seen["online"].as_bool().unwrap() == want {
+                    return seen;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "online never became {want}: {seen}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     };
-    assert!(!online(&platform).await);
+    let started = session().await;
+    assert_eq!(started["online"], false);
+    let seen_at_start = instant(&started["last_seen_at"]);
+    assert!(seen_at_start >= instant(&started["started_at"]));
+
+    // Times read to the second: each step waits for a second of its own, so that a `last_seen_at` left
+    // where it was reads as earlier than the step.
+    past_the_second_of(seen_at_start).await;
+    let opened = Utc::now().trunc_subsecs(0);
     let socket = visitor.socket(&server, "", "").await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !online(&platform).await {
-        assert!(tokio::time::Instant::now() < deadline, "never online");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let open = when_online(true).await;
+    let seen_open = instant(&open["last_seen_at"]);
+    assert!(
+        opened <= seen_open && seen_open <= Utc::now(),
+        "seen when the socket opened: {seen_open}, opened at {opened}"
+    );
+
+    past_the_second_of(seen_open).await;
+    let closing = Utc::now().trunc_subsecs(0);
     socket.close().await;
-    while online(&platform).await {
-        assert!(tokio::time::Instant::now() < deadline, "never offline");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = when_online(false).await;
+    let seen_left = instant(&left["last_seen_at"]);
+    assert!(
+        seen_left >= seen_open,
+        "last_seen_at went back: {seen_open} then {seen_left}"
+    );
+    assert!(
+        closing <= seen_left && seen_left <= Utc::now(),
+        "seen when the socket closed: {seen_left}, closed at {closing}"
+    );
+    // Later writes (a flush is every 250 ms) leave it where it is: nothing moves it back.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later = session().await;
+    assert_eq!(later["online"], false);
+    assert!(instant(&later["last_seen_at"]) >= seen_left, "{later}");
+    assert_eq!(later["started_at"], started["started_at"]);
 });
 
 on_both_databases!(
@@ -739,20 +875,43 @@ async fn a_reply_made_on_another_replica_reaches_the_socket_in_order() {
             Some(json!({"text": "one, corrected"})),
         )
         .await;
-    let mut arrived = Vec::new();
-    while arrived.len() < 6 {
-        let frame = socket.frame().await;
-        arrived.push((
-            frame["type"].as_str().unwrap().to_owned(),
-            frame["message"]["id"].as_str().unwrap().to_owned(),
-        ));
+    platform
+        .ok(
+            "POST",
+            &format!("/v1/messages/{}/reactions", sent[0]),
+            Some(json!({"emoji": "👍"})),
+        )
+        .await;
+    platform.ok("DELETE", &format!("/v1/messages/{}", sent[1]), None).await;
+    let mut frames = Vec::new();
+    while frames.len() < 8 {
+        frames.push(socket.frame().await);
     }
+    let arrived: Vec<(String, String)> = frames
+        .iter()
+        .map(|frame| {
+            (
+                frame["type"].as_str().unwrap().to_owned(),
+                frame["message"]["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
     let expected: Vec<(String, String)> = sent
         .iter()
         .map(|id| ("message".to_owned(), id.clone()))
-        .chain([("message_updated".to_owned(), first.clone())])
+        .chain([
+            ("message_updated".to_owned(), first.clone()),
+            ("reaction".to_owned(), sent[0].clone()),
+            ("message_removed".to_owned(), sent[1].clone()),
+        ])
         .collect();
     assert_eq!(arrived, expected, "every change arrives, in the order it was made");
+    assert_eq!(frames[5]["message"]["text"], "one, corrected");
+    assert_eq!(frames[6]["message"]["reactions"][0]["emoji"], "👍");
+    assert_eq!(
+        (&frames[7]["message"]["removed"], &frames[7]["message"]["text"]),
+        (&json!(true), &json!(""))
+    );
     message_when(&platform, &sent[4], |m| m["status"] == "delivered").await;
 
     // Disconnecting on one replica closes the socket on the other.
