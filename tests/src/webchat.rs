@@ -54,6 +54,13 @@ pub struct Visitor {
     pub started: Value,
 }
 
+/// `GET /webchat/v1/messages?after=` with `token` as the bearer, whatever it answers.
+pub async fn list_messages(server: &Server, token: &str, after: &str) -> Answer {
+    let bearer = format!("Bearer {token}");
+    let path = format!("/webchat/v1/messages?after={after}");
+    call(server, "GET", &path, &[("authorization", &bearer)], None).await
+}
+
 impl Visitor {
     /// Starts a session on `channel` (no page origin), with `fields` merged into the request.
     pub async fn start(server: &Server, channel: &Channel, fields: Value) -> Self {
@@ -97,9 +104,7 @@ impl Visitor {
 
     /// `GET /webchat/v1/messages?after=`: the message ids.
     pub async fn thread(&self, server: &Server, after: &str) -> Vec<Value> {
-        let bearer = self.bearer();
-        let path = format!("/webchat/v1/messages?after={after}");
-        let answer = call(server, "GET", &path, &[("authorization", &bearer)], None).await;
+        let answer = list_messages(server, &self.token, after).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
         answer.body["messages"].as_array().expect("messages").clone()
     }

@@ -13,7 +13,7 @@ use frontdesk_tests::{
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
     server::base_env,
-    webchat::{Channel, Socket, Visitor, call},
+    webchat::{Channel, Socket, Visitor, call, list_messages},
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
@@ -379,15 +379,7 @@ on_both_databases!(
         let refused = call(&server, "POST", "/webchat/v1/sessions", &[], Some(elsewhere)).await;
         assert_eq!((refused.status, refused.code()), (401, "unauthenticated"));
         for token in ["wst_forged00000000000000000000000000", "nonsense", ""] {
-            let bearer = format!("Bearer {token}");
-            let answer = call(
-                &server,
-                "GET",
-                "/webchat/v1/messages",
-                &[("authorization", &bearer)],
-                None,
-            )
-            .await;
+            let answer = list_messages(&server, token, "").await;
             assert_eq!(answer.status, 401, "{token}");
             assert_eq!(Socket::open(&server, token, "", "").await.err(), Some(401), "{token}");
         }
@@ -467,15 +459,7 @@ on_both_databases!(an_expired_session_token_is_refused, |db: Db| async move {
         "{}",
         posted.body
     );
-    let bearer = visitor.bearer();
-    let thread = call(
-        &server,
-        "GET",
-        "/webchat/v1/messages",
-        &[("authorization", &bearer)],
-        None,
-    )
-    .await;
+    let thread = list_messages(&server, &visitor.token, "").await;
     assert_eq!(thread.status, 401, "{}", thread.body);
     assert_eq!(Socket::open(&server, &visitor.token, "", "").await.err(), Some(401));
     // (Expiry is checked when the socket opens and on each frame the visitor sends, not in between.)
