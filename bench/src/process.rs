@@ -80,15 +80,7 @@ impl ServerProcess {
 
     /// User + system CPU seconds the process has used so far.
     pub fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
-        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks: f64 = [11, 12]
-            .iter()
-            .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-            .sum();
-        ticks / clock_ticks_per_second()
+        cpu_seconds_of(&self.pid().to_string())
     }
 
     /// Resident memory now and at its peak, in MiB.
@@ -110,6 +102,35 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// User + system CPU seconds that process `pid` has used so far (0 once it is gone).
+fn cpu_seconds_of(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    ticks / clock_ticks_per_second()
+}
+
+/// CPU seconds used so far by every PostgreSQL process on this machine (the server the bench's services
+/// use; its backends live as long as the services' pooled connections, so a difference over a scenario is
+/// what the database spent on it, give or take a connection that closed meanwhile).
+pub fn database_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "postgres"))
+        .map(|pid| cpu_seconds_of(&pid))
+        .sum()
 }
 
 /// Linux reports CPU times in clock ticks of `sysconf(_SC_CLK_TCK)` per second.

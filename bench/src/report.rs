@@ -18,8 +18,8 @@ fn p99_ms(measured: &Measured) -> f64 {
 pub fn table(results: &[Measured]) -> String {
     let limit = results.first().map_or(1.0, |r| r.outcome.per_second());
     let mut out = String::from(
-        "| scenario | req/s | x limit | p50 ms | p90 ms | p99 ms | max ms | errors | server CPU s | server peak RSS MiB |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n",
+        "| scenario | req/s | x limit | p50 ms | p90 ms | p99 ms | max ms | errors | server CPU s | PostgreSQL CPU s | server peak RSS MiB |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
     );
     for r in results {
         let h = &r.outcome.latency_us;
@@ -36,7 +36,7 @@ pub fn table(results: &[Measured]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.0} |",
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.1} | {:.0} |",
             r.name,
             r.outcome.per_second(),
             r.outcome.per_second() / limit,
@@ -46,6 +46,7 @@ pub fn table(results: &[Measured]) -> String {
             h.max() as f64 / 1000.0,
             errors,
             r.server_cpu,
+            r.database_cpu,
             r.server_peak_rss,
         );
     }
@@ -168,19 +169,32 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
             engine::BASELINE_API_ONLY,
             "accepting a send, API-only replica: share of GET /v1/api-keys/current on it",
             "accepting a send, API-only replica: p99",
+            "accepting a send, API-only replica: CPU per send / per call, server + PostgreSQL (no goal set)",
         ),
         (
             engine::SEND,
             engine::BASELINE,
             "accepting a send, delivering on the same cores: share of GET /v1/api-keys/current",
             "accepting a send, delivering on the same cores: p99",
+            "accepting a send, delivering on the same cores: CPU per send / per call, server + PostgreSQL (no goal \
+             set)",
         ),
     ];
-    for (send, baseline, share_name, p99_name) in accepting {
+    for (send, baseline, share_name, p99_name, cpu_name) in accepting {
         if let (Some(send), Some(baseline)) = (find(send), find(baseline)) {
             let share = send.outcome.per_second() / baseline.outcome.per_second().max(1e-9);
             rows.push((share_name, format!("{:.0}%", share * 100.0), ">= 70%", share >= 0.70));
             rows.push(p99_under(p99_name, send, 25.0, "< 25 ms"));
+            let (per_send, per_call) = (send.cpu_us_per_request(), baseline.cpu_us_per_request());
+            rows.push((
+                cpu_name,
+                format!(
+                    "{per_send:.0} / {per_call:.0} µs ({:.0}%)",
+                    per_call / per_send.max(1e-9) * 100.0
+                ),
+                "-",
+                true,
+            ));
         }
     }
     if let Some(capacity) = find(engine::PIPELINE) {

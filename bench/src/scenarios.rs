@@ -36,6 +36,10 @@ pub struct Measured {
     pub outcome: Outcome,
     /// CPU seconds the server process(es) used during the measured run.
     pub server_cpu: f64,
+    /// CPU seconds PostgreSQL used meanwhile (0: not measured).
+    pub database_cpu: f64,
+    /// The wall time both CPU figures cover (the warm-up included).
+    pub busy: Duration,
     /// Peak resident memory of the server process(es), MiB.
     pub server_peak_rss: f64,
 }
@@ -52,6 +56,15 @@ pub struct Footprint {
     pub idle_sockets: Option<crate::webchat::IdleSockets>,
     /// The knowledge scenarios' facts (the model's own speed), when they ran.
     pub knowledge: Option<crate::knowledge::Run>,
+}
+
+impl Measured {
+    /// CPU microseconds of the server(s) and PostgreSQL per request, over the whole run (the warm-up's
+    /// requests counted at the recorded rate).
+    pub fn cpu_us_per_request(&self) -> f64 {
+        let requests = self.outcome.per_second() * self.busy.as_secs_f64();
+        (self.server_cpu + self.database_cpu) * 1e6 / requests.max(1.0)
+    }
 }
 
 impl Setup {
@@ -129,13 +142,19 @@ pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
     drive: F,
 ) -> anyhow::Result<Measured> {
     let cpu_before: f64 = processes.iter().map(|p| p.cpu_seconds()).sum();
+    let database_before = crate::process::database_cpu_seconds();
+    let started = std::time::Instant::now();
     let outcome = drive.await?;
+    let busy = started.elapsed();
     let server_cpu = processes.iter().map(|p| p.cpu_seconds()).sum::<f64>() - cpu_before;
+    let database_cpu = crate::process::database_cpu_seconds() - database_before;
     let server_peak_rss = processes.iter().map(|p| p.rss_mib().1).sum();
     Ok(Measured {
         name,
         outcome,
         server_cpu,
+        database_cpu,
+        busy,
         server_peak_rss,
     })
 }
@@ -482,8 +501,10 @@ async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -
     let outcome = load::storage_floor(db, redis, lookup, script, account_id, shape).await?;
     Ok(Measured {
         name: "floor: one indexed PostgreSQL read + one Redis script, no HTTP",
+        busy: outcome.elapsed,
         outcome,
         server_cpu: 0.0,
+        database_cpu: 0.0,
         server_peak_rss: 0.0,
     })
 }

@@ -46,6 +46,8 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
         name: ACTIVE_LIMIT,
         outcome: echoed.answers,
         server_cpu: bare.cpu_seconds() - cpu,
+        database_cpu: 0.0,
+        busy: shape.warmup + shape.duration,
         server_peak_rss: bare.rss_mib().1,
     };
     drop(bare);
@@ -94,18 +96,24 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
             name: ACTIVE_VISITOR,
             outcome: webhooks,
             server_cpu,
+            database_cpu: 0.0,
+            busy: shape.warmup + shape.duration,
             server_peak_rss,
         },
         Measured {
             name: ACTIVE_API,
             outcome: chatted.answers,
             server_cpu,
+            database_cpu: 0.0,
+            busy: shape.warmup + shape.duration,
             server_peak_rss,
         },
         Measured {
             name: ACTIVE_ECHO,
             outcome: chatted.echoes,
             server_cpu,
+            database_cpu: 0.0,
+            busy: shape.warmup + shape.duration,
             server_peak_rss,
         },
     ])
