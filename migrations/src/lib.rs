@@ -17,6 +17,7 @@ mod m20261124_000020_webchat;
 mod m20261124_000021_semantic;
 mod m20261124_000031_kb_source_files;
 mod m20261124_000040_partial_keys;
+mod m20261125_000050_conversation_activity;
 
 pub struct Migrator;
 
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000021_semantic::Migration),
             Box::new(m20261124_000031_kb_source_files::Migration),
             Box::new(m20261124_000040_partial_keys::Migration),
+            Box::new(m20261125_000050_conversation_activity::Migration),
         ]
     }
 }

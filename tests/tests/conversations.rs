@@ -8,6 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Datelike, TimeZone, Utc};
+
 use frontdesk_api::v1::{TranscriptRequest, conversations_client::ConversationsClient};
 use frontdesk_tests::{
     Answer, Db, Server, admin, on_both_databases,
@@ -72,6 +74,22 @@ impl<'a> Desk<'a> {
         self.api
             .ids(&format!("/v1/conversations?{query}"), "conversations", "id")
             .await
+    }
+
+    /// Every conversation of the list, read `limit` at a time by following its cursors.
+    async fn paged(&self, limit: usize) -> Vec<String> {
+        let mut paged = Vec::new();
+        let mut path = format!("/v1/conversations?limit={limit}");
+        loop {
+            let page = self.api.ok("GET", &path, None).await;
+            let ids: Vec<String> = page["conversations"].as_array().unwrap().iter().map(id).collect();
+            assert!(ids.len() <= limit, "{page}");
+            paged.extend(ids);
+            match page["next_cursor"].as_str() {
+                Some(cursor) => path = format!("/v1/conversations?limit={limit}&cursor={cursor}"),
+                None => return paged,
+            }
+        }
     }
 
     /// A message call (`PATCH`, `DELETE` or `POST .../reactions`) that answers 200; the message.
@@ -231,19 +249,7 @@ on_both_databases!(
         assert!(desk.listed("contact_id=ct_nobody").await.is_empty());
 
         // Paging follows the same order, each conversation once.
-        let mut paged = Vec::new();
-        let mut path = "/v1/conversations?limit=2".to_owned();
-        loop {
-            let page = desk.api.ok("GET", &path, None).await;
-            let ids: Vec<String> = page["conversations"].as_array().unwrap().iter().map(id).collect();
-            assert!(ids.len() <= 2);
-            paged.extend(ids);
-            match page["next_cursor"].as_str() {
-                Some(cursor) => path = format!("/v1/conversations?limit=2&cursor={cursor}"),
-                None => break,
-            }
-        }
-        assert_eq!(paged, [a, e, d, c, b]);
+        assert_eq!(desk.paged(2).await, [a, e, d, c, b]);
 
         for (query, field) in [
             ("status=archived", "status"),
@@ -254,6 +260,64 @@ on_both_databases!(
             let answer = desk.api.send("GET", &format!("/v1/conversations?{query}"), None).await;
             assert_invalid(&answer, field, query);
         }
+    }
+);
+
+/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to `seconds` after `start`.
+async fn clock_at(server: &Server, start: DateTime<Utc>, seconds: i64) {
+    let at = start + chrono::Duration::seconds(seconds);
+    let at = prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: 0,
+    };
+    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
+}
+
+// The index orders conversations by five-minute activity window only (so that a message's touch writes no
+// index entry); the exact time must still order the rows within a window, for the list, its cursors and the
+// idle sweep.
+on_both_databases!(
+    the_inbox_order_and_the_idle_cutoff_are_exact_within_an_activity_window,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let env = [
+            ("FRONTDESK_TEST_CLOCK", "true"),
+            ("FRONTDESK_CONVERSATION_IDLE_HOURS", "1"),
+        ];
+        let server = sms::start(&db, &twilio, &env).await;
+        let desk = Desk::new(&server, &twilio).await;
+        // A window's first second (10:00 is a multiple of five minutes since the epoch), a year ahead.
+        let window = Utc.with_ymd_and_hms(Utc::now().year() + 1, 3, 1, 10, 0, 0).unwrap();
+        // Plays `phone` writing at `seconds` into the window; its conversation.
+        let at = async |seconds: i64, phone: &str| {
+            clock_at(&server, window, seconds).await;
+            id(&desk.inbound(phone, "hello").await)
+        };
+        // Window 0: a at 0:10, b at 3:20, c at 4:40. Window 1: d at 5:10, then a again at 5:30. Window 4: e.
+        let a = at(10, "+14155550201").await;
+        let b = at(200, "+14155550202").await;
+        let c = at(280, "+14155550203").await;
+        let d = at(310, "+14155550204").await;
+        assert_eq!(at(330, "+14155550201").await, a, "a's conversation goes on");
+        let e = at(1_200, "+14155550205").await;
+        let (a, b, c, d, e) = (a.as_str(), b.as_str(), c.as_str(), d.as_str(), e.as_str());
+
+        assert_eq!(desk.listed("").await, [e, a, d, c, b]);
+        for limit in [1, 2, 3] {
+            assert_eq!(desk.paged(limit).await, [e, a, d, c, b], "pages of {limit}");
+        }
+        assert_eq!(desk.listed("status=open").await, [e, a, d, c, b]);
+
+        // An hour and four minutes after the window opened: b (3:20) is idle, c (4:40, the same window) not.
+        clock_at(&server, window, 3_600 + 240).await;
+        let started = Instant::now();
+        while desk.conversation(b).await["conversation"]["status"] != "closed" {
+            assert!(started.elapsed() < WAIT, "the idle conversation was never closed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(desk.listed("status=open").await, [e, a, d, c]);
+        assert_eq!(desk.listed("status=closed").await, [b]);
+        assert_eq!(desk.listed("").await, [e, a, d, c, b], "closing moves nothing");
     }
 );
 

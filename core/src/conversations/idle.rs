@@ -8,7 +8,10 @@ use std::{sync::Arc, time::Duration};
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
-use super::state::{self, Change};
+use super::{
+    activity,
+    state::{self, Change},
+};
 use crate::{
     clock::Clock,
     jobs::{Handler, Job, NewJob, Outcome},
@@ -52,13 +55,16 @@ impl Housekeeping {
 
     /// Closes up to `BATCH` idle conversations; returns how many.
     async fn close_idle(&self, now: DateTime<Utc>) -> Result<u64, DbErr> {
+        let cutoff = now - self.idle;
         let txn = crate::store::begin_write(&self.db).await?;
         let idle: Vec<String> = conversations::Entity::find()
             .select_only()
             .column(conversations::Column::Id)
             .filter(conversations::Column::Status.eq("open"))
-            .filter(conversations::Column::LastMessageAt.lt(now - self.idle))
-            .order_by_asc(conversations::Column::LastMessageAt)
+            // The window bounds the index scan; the exact time decides within the cutoff's window.
+            .filter(conversations::Column::ActivityBucket.lte(activity::bucket(cutoff)))
+            .filter(conversations::Column::LastMessageAt.lt(cutoff))
+            .order_by_asc(conversations::Column::ActivityBucket)
             .limit(BATCH)
             .into_tuple()
             .all(&txn)

@@ -1,11 +1,14 @@
 //! The inbox: the account's conversations filtered by every parameter given, latest activity first
 //! (`last_message_at`, then id, both descending), so a conversation with a new message comes back to the
 //! top. Pages continue strictly after the cursor's (last_message_at, id); a conversation that moves to the
-//! top while a client pages is on the first page again, not twice on later ones.
+//! top while a client pages is on the first page again, not twice on later ones. The index holds each
+//! conversation's activity window, not its exact time (`activity`): the scan walks the windows newest first
+//! and sorts each window's rows by time, which is the same order.
 
 use frontdesk_api::v1::ListConversationsRequest;
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder};
 
+use super::activity;
 use crate::{
     error::ApiResult,
     paging::{self, Page},
@@ -78,6 +81,11 @@ pub async fn page(
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<conversations::Model>, bool), DbErr> {
-    let select = conversations::Entity::find().filter(filters.condition(account_id));
+    let mut select = conversations::Entity::find().filter(filters.condition(account_id));
+    if let Some(after) = &page.after {
+        // Implied by the cursor's (time, id) bound, and what lets the index skip the newer windows.
+        select = select.filter(Column::ActivityBucket.lte(activity::bucket(after.created_at)));
+    }
+    let select = select.order_by_desc(Column::ActivityBucket);
     paging::fetch(db, select, page, Column::LastMessageAt, Column::Id).await
 }

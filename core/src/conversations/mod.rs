@@ -1,6 +1,7 @@
 //! Conversations and their messages: the rows, the outbound status machine, opening a contact's
 //! conversation on a channel, storing what arrives, and closing idle conversations.
 
+pub mod activity;
 mod history;
 pub mod idle;
 pub mod inbound;

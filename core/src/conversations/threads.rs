@@ -10,7 +10,7 @@ use sea_orm::{
     sea_query::{CaseStatement, Expr, ExprTrait, OnConflict},
 };
 
-use super::render;
+use super::{activity, render};
 use crate::{
     error::ApiResult,
     events::{self, EventType},
@@ -77,6 +77,7 @@ pub async fn open_or_start(
         handoff_reason: String::new(),
         unread_count: 0,
         last_message_at: now,
+        activity_bucket: activity::bucket(now),
         broadcast_id: opening.broadcast_id.to_owned(),
         created_at: now,
         closed_at: None,
@@ -103,7 +104,8 @@ pub async fn open_or_start(
     Ok((row, true))
 }
 
-/// Records new messages on conversations: the time as their latest activity, and `unread` (by conversation
+/// Records new messages on conversations: the time as their latest activity (and its window, which changes
+/// at most once per window, so on PostgreSQL most touches write no index entry), and `unread` (by conversation
 /// id: how many of the messages came from the contact) added to their unread counts, with one statement.
 /// On PostgreSQL the rows are locked in id order, so two batches touching the same conversations wait for
 /// each other instead of deadlocking, and the statement's text is the same for every batch (the ids and
@@ -114,7 +116,7 @@ pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: 
     }
     if db.get_database_backend() == DbBackend::Postgres {
         // The locking subquery runs once (`= ANY(ARRAY(...))`), in id order; the join adds each count.
-        let sql = "UPDATE conversations SET last_message_at = $1, \
+        let sql = "UPDATE conversations SET last_message_at = $1, activity_bucket = $4, \
                    unread_count = conversations.unread_count + touched.added \
                    FROM unnest($2::text[], $3::int4[]) AS touched(id, added) \
                    WHERE conversations.id = touched.id \
@@ -122,7 +124,7 @@ pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: 
                    ORDER BY id FOR UPDATE))";
         let ids: Vec<String> = unread.keys().map(|id| (*id).to_owned()).collect();
         let added: Vec<i32> = unread.values().copied().collect();
-        let values = vec![at.into(), ids.into(), added.into()];
+        let values = vec![at.into(), ids.into(), added.into(), activity::bucket(at).into()];
         db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values))
             .await?;
         return Ok(());
@@ -130,6 +132,7 @@ pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: 
     // SQLite: one writer at a time, no row locks.
     let mut update = conversations::Entity::update_many()
         .col_expr(conversations::Column::LastMessageAt, Expr::value(at))
+        .col_expr(conversations::Column::ActivityBucket, Expr::value(activity::bucket(at)))
         .filter(conversations::Column::Id.is_in(unread.keys().copied()));
     let added: Vec<(&str, i32)> = unread
         .iter()

@@ -197,6 +197,7 @@ mod tests {
             handoff_reason: String::new(),
             unread_count: 0,
             last_message_at: at(1_800_000_000),
+            activity_bucket: 6_000_000,
             broadcast_id: String::new(),
             created_at: at(1_800_000_000),
             closed_at: None,

@@ -22,6 +22,8 @@ pub struct Model {
     pub handoff_reason: String,
     pub unread_count: i32,
     pub last_message_at: DateTimeUtc,
+    /// The window `last_message_at` falls in (`conversations::activity::bucket`): what the indexes hold.
+    pub activity_bucket: i64,
     pub broadcast_id: String,
     pub created_at: DateTimeUtc,
     pub closed_at: Option<DateTimeUtc>,
