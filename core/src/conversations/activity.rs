@@ -19,8 +19,81 @@ pub fn bucket(at: DateTime<Utc>) -> i64 {
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
+    use frontdesk_migrations::{Migrator, MigratorTrait};
+    use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QueryOrder, Statement};
 
     use super::*;
+    use crate::store::{self, SessionLimits, entities::conversations};
+
+    /// Conversations stored before the window existed, with times as the service writes them (the driver's
+    /// own encoding of a `DateTime<Utc>`), get the window of their `last_message_at` from the migration.
+    async fn migration_backfills_windows(db: &DatabaseConnection) {
+        let before_windows = Migrator::migrations().len() as u32 - 1;
+        Migrator::up(db, Some(before_windows)).await.unwrap();
+        let times = [
+            Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(2026, 11, 25, 9, 4, 59).unwrap() + chrono::Duration::microseconds(999_999),
+            Utc.with_ymd_and_hms(2026, 11, 25, 9, 5, 0).unwrap() + chrono::Duration::milliseconds(1),
+        ];
+        for (n, at) in times.iter().enumerate() {
+            let sql = "INSERT INTO conversations (id, account_id, contact_id, channel, channel_id, channel_type, \
+                       agent_id, status, handoff, handoff_reason, unread_count, last_message_at, broadcast_id, \
+                       created_at) VALUES ($1, 'acc_1', $1, 'sms', 'ch_1', 'sms', '', 'open', false, '', 0, $2, '', $2)";
+            let backend = db.get_database_backend();
+            let sql = match backend {
+                sea_orm::DbBackend::Postgres => sql.to_owned(),
+                _ => sql.replace('$', "?"),
+            };
+            let values = vec![format!("cv_{n}").into(), (*at).into()];
+            let statement = Statement::from_sql_and_values(backend, sql, values);
+            db.execute_raw(statement).await.unwrap();
+        }
+        Migrator::up(db, None).await.unwrap();
+        let rows = conversations::Entity::find()
+            .order_by_asc(conversations::Column::Id)
+            .all(db)
+            .await
+            .unwrap();
+        let windows: Vec<i64> = rows.iter().map(|row| row.activity_bucket).collect();
+        let expected: Vec<i64> = times.iter().map(|at| bucket(*at)).collect();
+        assert_eq!(windows, expected);
+        assert_eq!(expected[0], expected[1], "the same window");
+        assert_eq!(expected[2], expected[1] + 1, "the next window");
+    }
+
+    #[tokio::test]
+    async fn the_migration_backfills_each_conversations_window_on_sqlite() {
+        let dir = std::env::temp_dir().join(format!("fd-activity-{}", crate::ids::base62(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.join("x.db").display());
+        let db = store::connect(&url, 1, SessionLimits::default()).await.unwrap();
+        migration_backfills_windows(&db).await;
+        db.close().await.unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_migration_backfills_each_conversations_window_on_postgres() {
+        let server = std::env::var("FRONTDESK_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+        let (base, query) = server.split_once('?').unwrap_or((server.as_str(), ""));
+        let url = |name: &str| format!("{base}/{name}?{query}").trim_end_matches('?').to_owned();
+        let admin = store::connect(&url("postgres"), 1, SessionLimits::default())
+            .await
+            .unwrap();
+        let name = format!("fd_activity_{}", crate::ids::base62(8).to_lowercase());
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let db = store::connect(&url(&name), 1, SessionLimits::default()).await.unwrap();
+        migration_backfills_windows(&db).await;
+        db.close().await.unwrap();
+        admin
+            .execute_unprepared(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .await
+            .unwrap();
+    }
 
     #[test]
     fn a_window_is_five_minutes_and_follows_time() {
