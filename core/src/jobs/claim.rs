@@ -37,7 +37,7 @@ pub async fn claim(
         cap: in_flight.lane_cap(),
     };
     let taken = take(db, &lanes, kinds, limit, token, now_ms, lease_ms).await?;
-    let (jobs, excess) = within_caps(taken, in_flight.lane_cap(), |lane| in_flight.load(lane));
+    let (jobs, excess) = within_caps(taken, lanes.cap, |lane| in_flight.load(lane));
     metrics::counter!("frontdesk_job_claims_total", "result" => if jobs.is_empty() { "empty" } else { "taken" })
         .increment(1);
     // Everything taken went back (its lanes are full): claiming again at once would take it again.
