@@ -13,7 +13,7 @@ use frontdesk_tests::{
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
     server::base_env,
-    webchat::{Channel, Socket, Visitor, call, list_messages},
+    webchat::{Channel, FRAME_WAIT, Socket, Visitor, call, list_messages},
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
@@ -408,8 +408,9 @@ on_both_databases!(
 );
 
 // A token lasts `FRONTDESK_WEBCHAT_SESSION_TTL` from the session's last resume; past that it is refused as a
-// forged one is, on every route; a socket opened before closes (4401) on the next frame the visitor sends. The
-// test clock crosses the hours.
+// forged one is, on every route. A socket opened before lives as long as the token: a resume renews it, and
+// past the token's instant the next push closes it (4401) instead of reaching the visitor. The test clock
+// crosses the hours.
 on_both_databases!(an_expired_session_token_is_refused, |db: Db| async move {
     let env = [
         ("FRONTDESK_WEBCHAT_SESSION_TTL", "1h"),
@@ -421,6 +422,7 @@ on_both_databases!(an_expired_session_token_is_refused, |db: Db| async move {
     let minutes = chrono::Duration::minutes;
     let before = Utc::now();
     let visitor = Visitor::start(&server, &channel, json!({})).await;
+    let mut first_socket = visitor.socket(&server, "", "").await;
     // `expires_at` is written to the second.
     let expires = instant(&visitor.started["expires_at"]);
     assert!(
@@ -442,6 +444,11 @@ on_both_databases!(an_expired_session_token_is_refused, |db: Db| async move {
     clock_at(&server, before + minutes(70)).await;
     assert_eq!(visitor.post(&server, "still here", "c-1").await.status, 201);
     let mut socket = visitor.socket(&server, "", "").await;
+    // The socket opened in the token's first hour still gets pushes: the resume renewed its token too.
+    let renewed_reply = reply(&platform, &visitor, "we are here").await;
+    for open in [&mut first_socket, &mut socket] {
+        while open.frame_of("message").await["message"]["id"] != renewed_reply.as_str() {}
+    }
 
     // More than an hour after the last resume: 401 everywhere, and the open socket closes as revoked.
     clock_at(&server, before + minutes(125)).await;
@@ -462,18 +469,52 @@ on_both_databases!(an_expired_session_token_is_refused, |db: Db| async move {
     let thread = list_messages(&server, &visitor.token, "").await;
     assert_eq!(thread.status, 401, "{}", thread.body);
     assert_eq!(Socket::open(&server, &visitor.token, "", "").await.err(), Some(401));
-    // (Expiry is checked when the socket opens and on each frame the visitor sends, not in between.)
-    socket
-        .send(json!({"type": "message", "text": "anyone?", "client_message_id": "c-3"}))
-        .await;
-    assert_eq!(socket.closed().await.code, 4401);
+    // The business's next message is not pushed to the expired token's sockets: they close.
+    reply(&platform, &visitor, "for a token that expired").await;
+    for open in [&mut first_socket, &mut socket] {
+        loop {
+            match open.next(FRAME_WAIT).await {
+                Some(Ok(frame)) => assert_ne!(
+                    frame["message"]["text"], "for a token that expired",
+                    "pushed on an expired token's socket"
+                ),
+                Some(Err(closed)) => break assert_eq!(closed.code, 4401, "{closed:?}"),
+                None => panic!("an expired token's socket stayed open"),
+            }
+        }
+    }
     let texts: Vec<Value> = session_of(&platform, &visitor).await["messages"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| m["text"].clone())
         .collect();
-    assert_eq!(texts, [json!("still here")], "nothing an expired token sent is stored");
+    assert_eq!(
+        texts,
+        [
+            json!("still here"),
+            json!("we are here"),
+            json!("for a token that expired")
+        ],
+        "nothing an expired token sent is stored"
+    );
+});
+
+// An idle socket closes (4401) when its token expires, on the timer: nothing needs to be pushed or sent.
+on_both_databases!(an_idle_socket_closes_when_its_token_expires, |db: Db| async move {
+    let server = start(&db, &[("FRONTDESK_WEBCHAT_SESSION_TTL", "3s")]).await;
+    let platform = Platform::new(&server).await;
+    let channel = Channel::connect(&platform, "site", json!({})).await;
+    let visitor = Visitor::start(&server, &channel, json!({})).await;
+    let expires = instant(&visitor.started["expires_at"]);
+    let mut socket = visitor.socket(&server, "", "").await;
+    let closed = socket.closed().await;
+    assert_eq!(closed.code, 4401, "{closed:?}");
+    assert!(
+        Utc::now() >= expires,
+        "closed at {}, before the token's {expires}",
+        Utc::now()
+    );
 });
 
 on_both_databases!(only_allowed_origins_get_a_grant, |db: Db| async move {

@@ -47,7 +47,7 @@ pub enum Push {
 pub mod close {
     /// The server restarts, or live updates were interrupted: reconnect and replay.
     pub const RESTART: u16 = 1012;
-    /// The session is no longer valid (its channel was disconnected, its contact erased).
+    /// The session is no longer valid (its token expired, its channel was disconnected, its contact erased).
     pub const REVOKED: u16 = 4401;
 }
 

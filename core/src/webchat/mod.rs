@@ -6,6 +6,7 @@
 //! to the visitor's sockets on any replica (`live`). Presence, visitors' rate limits and the business's view
 //! of a session live here too.
 
+mod expiry;
 pub mod frames;
 mod limits;
 pub mod live;

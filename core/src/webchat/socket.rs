@@ -2,7 +2,7 @@
 //! subscribes to the session's pushes, and only then reads what the visitor missed since `after` (so nothing
 //! published meanwhile falls between the two; a frame that comes both ways changes nothing, since frames
 //! carry whole messages). The feed sends that replay, then every push, and ends with a close when the session
-//! is revoked or the process stops. Frames the visitor sends come back one by one (`post`).
+//! is revoked or expires (`expiry`), or the process stops. Frames the visitor sends come back one by one (`post`).
 
 use std::{
     collections::VecDeque,
@@ -16,8 +16,9 @@ use tonic::Code;
 
 use super::{
     Refusal, WebChat,
+    expiry::{Checked, Expiry},
     frames::{self, Change, Read},
-    live::{Push, Subscription},
+    live::{Push, Subscription, close},
     presence::Attendance,
     receipts,
     sessions::{self, Visitor},
@@ -35,6 +36,9 @@ pub struct Feed {
     subscription: Subscription,
     /// A close was sent: the feed ends.
     closed: bool,
+    expiry: Expiry,
+    /// A push that came after the token's instant, waiting for the session to be read again.
+    held: Option<Push>,
     /// Keeps the visitor online while the socket is open.
     _attendance: Attendance,
 }
@@ -49,20 +53,48 @@ impl futures_util::Stream for Feed {
         if let Some(json) = self.replay.pop_front() {
             return Poll::Ready(Some(Ok(text_frame(json))));
         }
-        let push = std::task::ready!(self.subscription.rx.poll_recv(cx));
-        Poll::Ready(push.map(|push| {
-            Ok(match push {
-                Push::Frame(json) => text_frame(json),
-                Push::Close(code, reason) => {
-                    self.closed = true;
-                    ServerFrame {
-                        json: Vec::new(),
-                        close_code: u32::from(code),
-                        close_reason: reason,
+        loop {
+            if self.expiry.due(cx) {
+                match std::task::ready!(self.expiry.poll_read(cx)) {
+                    Ok(Checked::Lasts) => {}
+                    Ok(Checked::Expired) => {
+                        self.held = None;
+                        return Poll::Ready(Some(Ok(self.close(close::REVOKED, "the session expired".to_owned()))));
+                    }
+                    Err(err) => {
+                        self.closed = true;
+                        return Poll::Ready(Some(Err(ApiError::from(err).into())));
                     }
                 }
-            })
-        }))
+            }
+            let push = match self.held.take() {
+                Some(push) => push,
+                None => match std::task::ready!(self.subscription.rx.poll_recv(cx)) {
+                    Some(push) => push,
+                    None => return Poll::Ready(None),
+                },
+            };
+            if self.expiry.due(cx) {
+                self.held = Some(push);
+                continue;
+            }
+            return Poll::Ready(Some(Ok(match push {
+                Push::Frame(json) => text_frame(json),
+                Push::Close(code, reason) => self.close(code, reason),
+            })));
+        }
+    }
+}
+
+impl Feed {
+    /// The frame that closes the socket; the feed ends after it.
+    fn close(&mut self, code: u16, reason: String) -> ServerFrame {
+        self.closed = true;
+        ServerFrame {
+            json: Vec::new(),
+            close_code: u32::from(code),
+            close_reason: reason,
+        }
     }
 }
 
@@ -109,6 +141,13 @@ impl WebChat {
             replay,
             subscription,
             closed: false,
+            expiry: Expiry::new(
+                session.id.clone(),
+                session.expires_at,
+                self.db.clone(),
+                self.clock.clone(),
+            ),
+            held: None,
             _attendance: self.presence.attend(&session.id),
         })
     }
