@@ -251,6 +251,16 @@ on_both_databases!(
         // Paging follows the same order, each conversation once.
         assert_eq!(desk.paged(2).await, [a, e, d, c, b]);
 
+        // A send to the contact's open conversation brings it to the top too, its unread count kept.
+        let path = format!("/v1/contacts/{b_contact}/send-message");
+        let sent = desk
+            .api
+            .send("POST", &path, Some(json!({"text": "We are on it"})))
+            .await;
+        assert_eq!(sent.status, 202, "{}", sent.body);
+        assert_eq!(desk.listed("").await, [b, a, e, d, c]);
+        assert_eq!(desk.conversation(b).await["conversation"]["unread_count"], 1);
+
         for (query, field) in [
             ("status=archived", "status"),
             ("limit=0", "limit"),

@@ -83,7 +83,7 @@ pub async fn store_all(
         return Ok(HashSet::new());
     }
     let written = match db.get_database_backend() {
-        DbBackend::Postgres => insert_arrays(db, messages).await?,
+        DbBackend::Postgres => db.execute_raw(insert_statement(messages)).await?.rows_affected(),
         _ => {
             messages::Entity::insert_many(messages.iter().map(insertable))
                 .on_conflict(OnConflict::new().do_nothing().to_owned())
@@ -109,18 +109,26 @@ pub async fn store_all(
             .into_iter()
             .collect()
     };
-    let mut unread: BTreeMap<&str, i32> = BTreeMap::new();
-    for message in messages.iter().filter(|m| stored.contains(&m.id)) {
-        *unread.entry(message.conversation_id.as_str()).or_default() += i32::from(message.direction == "inbound");
-    }
-    threads::touch(db, &unread, now).await?;
+    let stored_messages: Vec<&messages::Model> = messages.iter().filter(|m| stored.contains(&m.id)).collect();
+    threads::touch(db, &touches(stored_messages), now).await?;
     Ok(stored)
 }
 
-/// PostgreSQL: the rows as one array per column, so the statement reads the same for any number of rows and
-/// its plan is reused (a multi-row `VALUES` has one text per batch size). An absent text or time is sent as
-/// `''` and stored as NULL; `WITH ORDINALITY` keeps the rows' order, which numbers their `seq`.
-async fn insert_arrays(db: &impl ConnectionTrait, messages: &[messages::Model]) -> Result<u64, DbErr> {
+/// The conversations that `messages` move, each with how many of them came from the contact (its unread
+/// count grows by that).
+pub fn touches<'a>(messages: impl IntoIterator<Item = &'a messages::Model>) -> BTreeMap<&'a str, i32> {
+    let mut unread: BTreeMap<&str, i32> = BTreeMap::new();
+    for message in messages {
+        *unread.entry(message.conversation_id.as_str()).or_default() += i32::from(message.direction == "inbound");
+    }
+    unread
+}
+
+/// PostgreSQL: the insert of `messages` (a message whose id or provider id is taken is skipped). The rows go
+/// as one array per column, so the statement reads the same for any number of rows and its plan is reused (a
+/// multi-row `VALUES` has one text per batch size). An absent text or time is sent as `''` and stored as NULL;
+/// `WITH ORDINALITY` keeps the rows' order, which numbers their `seq`.
+pub fn insert_statement(messages: &[messages::Model]) -> Statement {
     const SQL: &str = "INSERT INTO messages (id, account_id, conversation_id, contact_id, channel_id, direction, \
         author, text, attachments, status, error_code, error_message, provider_message_id, reactions, edited, \
         edits, removed, reply_to, broadcast_id, created_at, sent_at, delivered_at, read_at, revised_at) \
@@ -194,8 +202,5 @@ async fn insert_arrays(db: &impl ConnectionTrait, messages: &[messages::Model]) 
         time(|m| m.read_at),
         time(|m| m.revised_at),
     ];
-    let written = db
-        .execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, SQL, values))
-        .await?;
-    Ok(written.rows_affected())
+    Statement::from_sql_and_values(DbBackend::Postgres, SQL, values)
 }

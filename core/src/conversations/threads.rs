@@ -115,18 +115,7 @@ pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: 
         return Ok(());
     }
     if db.get_database_backend() == DbBackend::Postgres {
-        // The locking subquery runs once (`= ANY(ARRAY(...))`), in id order; the join adds each count.
-        let sql = "UPDATE conversations SET last_message_at = $1, activity_bucket = $4, \
-                   unread_count = conversations.unread_count + touched.added \
-                   FROM unnest($2::text[], $3::int4[]) AS touched(id, added) \
-                   WHERE conversations.id = touched.id \
-                   AND conversations.id = ANY(ARRAY(SELECT id FROM conversations WHERE id = ANY($2) \
-                   ORDER BY id FOR UPDATE))";
-        let ids: Vec<String> = unread.keys().map(|id| (*id).to_owned()).collect();
-        let added: Vec<i32> = unread.values().copied().collect();
-        let values = vec![at.into(), ids.into(), added.into(), activity::bucket(at).into()];
-        db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values))
-            .await?;
+        db.execute_raw(touch_statement(unread, at)).await?;
         return Ok(());
     }
     // SQLite: one writer at a time, no row locks.
@@ -151,4 +140,19 @@ pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: 
     }
     update.exec(db).await?;
     Ok(())
+}
+
+/// PostgreSQL: `touch`'s statement.
+pub fn touch_statement(unread: &BTreeMap<&str, i32>, at: DateTime<Utc>) -> Statement {
+    // The locking subquery runs once (`= ANY(ARRAY(...))`), in id order; the join adds each count.
+    let sql = "UPDATE conversations SET last_message_at = $1, activity_bucket = $4, \
+               unread_count = conversations.unread_count + touched.added \
+               FROM unnest($2::text[], $3::int4[]) AS touched(id, added) \
+               WHERE conversations.id = touched.id \
+               AND conversations.id = ANY(ARRAY(SELECT id FROM conversations WHERE id = ANY($2) \
+               ORDER BY id FOR UPDATE))";
+    let ids: Vec<String> = unread.keys().map(|id| (*id).to_owned()).collect();
+    let added: Vec<i32> = unread.values().copied().collect();
+    let values = vec![at.into(), ids.into(), added.into(), activity::bucket(at).into()];
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }

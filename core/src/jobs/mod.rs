@@ -46,6 +46,12 @@ pub async fn enqueue(db: &impl ConnectionTrait, job: NewJob, now: DateTime<Utc>)
     Ok((written > 0).then_some(id))
 }
 
+/// PostgreSQL: the statement `enqueue_all` runs, for a caller that runs it with other writes
+/// (`store::sql::together`).
+pub fn insert_statement(jobs: Vec<NewJob>, now: DateTime<Utc>) -> Statement {
+    insert_arrays(jobs.into_iter().map(|job| (new_id(), job)).collect(), now)
+}
+
 /// Writes several jobs with one statement, as `enqueue` does one (a batch of sends' deliveries).
 pub async fn enqueue_all(db: &impl ConnectionTrait, jobs: Vec<NewJob>, now: DateTime<Utc>) -> Result<(), DbErr> {
     if !jobs.is_empty() {

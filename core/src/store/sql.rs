@@ -2,7 +2,7 @@
 //! reads the same on SQLite and PostgreSQL, or the form each reads best.
 
 use sea_orm::{
-    DbBackend, Value,
+    DbBackend, Statement, Value,
     sea_query::{Expr, ExprTrait, IntoColumnRef, extension::postgres::PgFunc},
 };
 
@@ -68,5 +68,78 @@ pub fn one_of_text(backend: DbBackend, column: &str, first: usize, values: Vec<S
             format!("{column} IN ({})", placeholders(first, values.len())),
             values.into_iter().map(Value::from).collect(),
         ),
+    }
+}
+
+/// PostgreSQL: `writes` (statements that return nothing, each with its own `$1...` placeholders) as one
+/// statement, each a data-modifying `WITH` part: one round trip for all of them, and atomic without a
+/// transaction. The parts run on one snapshot and cannot see each other's rows, so they must not depend on
+/// each other (an insert and an update of other rows, say).
+pub fn together(writes: Vec<Statement>) -> Statement {
+    let mut parts = Vec::with_capacity(writes.len());
+    let mut values: Vec<Value> = Vec::new();
+    for (n, write) in writes.into_iter().enumerate() {
+        parts.push(format!("w{n} AS ({})", renumbered(&write.sql, values.len())));
+        values.extend(write.values.map(|v| v.0).unwrap_or_default());
+    }
+    let sql = format!("WITH {} SELECT 1", parts.join(", "));
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// `sql` with every placeholder `$n` moved to `$(n + offset)`.
+fn renumbered(sql: &str, offset: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_keep_their_own_values_under_one_numbering() {
+        let first = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO a (x, y) SELECT * FROM unnest($1::text[], $2::int4[])",
+            [Value::from(vec!["a".to_owned()]), Value::from(vec![1])],
+        );
+        let second = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "UPDATE b SET at = $1 WHERE id = ANY($2) AND n = $10",
+            [
+                1.into(),
+                2.into(),
+                3.into(),
+                4.into(),
+                5.into(),
+                6.into(),
+                7.into(),
+                8.into(),
+                9.into(),
+                10.into(),
+            ],
+        );
+        let together = together(vec![first, second]);
+        assert_eq!(
+            together.sql,
+            "WITH w0 AS (INSERT INTO a (x, y) SELECT * FROM unnest($1::text[], $2::int4[])), \
+             w1 AS (UPDATE b SET at = $3 WHERE id = ANY($4) AND n = $12) SELECT 1"
+        );
+        let values = together.values.expect("values").0;
+        assert_eq!(values.len(), 12);
+        assert_eq!(values[2], Value::from(1));
+        assert_eq!(values[11], Value::from(10));
     }
 }
