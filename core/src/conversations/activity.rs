@@ -23,7 +23,7 @@ mod tests {
     use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QueryOrder, Statement};
 
     use super::*;
-    use crate::store::{self, SessionLimits, entities::conversations};
+    use crate::store::{self, SessionLimits, entities::conversations, test_databases};
 
     /// Conversations stored before the window existed, with times as the service writes them (the driver's
     /// own encoding of a `DateTime<Utc>`), get the window of their `last_message_at` from the migration.
@@ -63,10 +63,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_migration_backfills_each_conversations_window_on_sqlite() {
-        let dir = std::env::temp_dir().join(format!("fd-activity-{}", crate::ids::base62(8)));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.join("x.db").display());
-        let db = store::connect(&url, 1, SessionLimits::default()).await.unwrap();
+        let (db, dir) = test_databases::sqlite_file(1).await;
         migration_backfills_windows(&db).await;
         db.close().await.unwrap();
         std::fs::remove_dir_all(dir).unwrap();
@@ -74,19 +71,16 @@ mod tests {
 
     #[tokio::test]
     async fn the_migration_backfills_each_conversations_window_on_postgres() {
-        let server = std::env::var("FRONTDESK_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
-        let (base, query) = server.split_once('?').unwrap_or((server.as_str(), ""));
-        let url = |name: &str| format!("{base}/{name}?{query}").trim_end_matches('?').to_owned();
-        let admin = store::connect(&url("postgres"), 1, SessionLimits::default())
-            .await
-            .unwrap();
+        let connect = async |name: &str| {
+            store::connect(&test_databases::postgres_url(name, ""), 1, SessionLimits::default()).await
+        };
+        let admin = connect("postgres").await.unwrap();
         let name = format!("fd_activity_{}", crate::ids::base62(8).to_lowercase());
         admin
             .execute_unprepared(&format!("CREATE DATABASE {name}"))
             .await
             .unwrap();
-        let db = store::connect(&url(&name), 1, SessionLimits::default()).await.unwrap();
+        let db = connect(&name).await.unwrap();
         migration_backfills_windows(&db).await;
         db.close().await.unwrap();
         admin

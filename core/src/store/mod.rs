@@ -6,6 +6,8 @@ pub mod leases;
 pub mod search;
 pub mod settings;
 pub mod sql;
+#[cfg(test)]
+pub mod test_databases;
 
 use std::time::Duration;
 
@@ -240,13 +242,9 @@ mod tests {
     use sea_orm::{ConnectionTrait, DatabaseConnection, SqliteTransactionMode, TransactionOptions, TransactionTrait};
 
     /// A pool on a new SQLite file with a one-column table, and the directory to remove afterwards.
+    /// A SQLite file with one table `t`.
     async fn sqlite_file(connections: u32) -> (DatabaseConnection, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!("fd-store-{}", crate::ids::base62(8)));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.join("x.db").display());
-        let db = super::connect(&url, connections, super::SessionLimits::default())
-            .await
-            .unwrap();
+        let (db, dir) = super::test_databases::sqlite_file(connections).await;
         db.execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
             .await
             .unwrap();
@@ -273,13 +271,7 @@ mod tests {
     /// `options` set it.
     #[tokio::test]
     async fn postgres_sessions_plan_with_indexes_unless_the_url_says_otherwise() {
-        let server = std::env::var("FRONTDESK_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
-        let (base, query) = server.split_once('?').map_or((server.as_str(), ""), |(b, q)| (b, q));
-        let with = |extra: &str| {
-            let query = [query, extra].into_iter().filter(|q| !q.is_empty()).collect::<Vec<_>>();
-            format!("{base}/postgres?{}", query.join("&"))
-        };
+        let with = |extra: &str| super::test_databases::postgres_url("postgres", extra);
         for (url, expected) in [
             (with(""), ("off", "1.1")),
             (with("options=-c%20random_page_cost%3D2"), ("off", "2")),
