@@ -283,26 +283,33 @@ pub async fn grpc_current_key(url: &str, key: &str, shape: Shape) -> anyhow::Res
 }
 
 /// Drives the storage work of one authenticated request with nothing else: the guard's indexed key lookup on
-/// PostgreSQL and the rate-limit script on Redis, back to back, from each worker.
-pub async fn storage_floor(
+/// PostgreSQL and the rate-limit script on Redis, back to back, from each worker; then `then`, the rest of
+/// the request's storage work (nothing, for the call; the accept's rows, for a send).
+pub async fn storage_floor<T, Fut>(
     db: sea_orm::DatabaseConnection,
     redis: redis::aio::ConnectionManager,
     lookup: sea_orm::Statement,
     script: &'static str,
     account_id: String,
     shape: Shape,
-) -> anyhow::Result<Outcome> {
+    then: T,
+) -> anyhow::Result<Outcome>
+where
+    T: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), String>> + Send,
+{
     use sea_orm::ConnectionTrait;
     let window = Window::starting_now(shape);
     let script = redis::Script::new(script);
     let mut workers = Vec::new();
     for _ in 0..shape.concurrency {
-        let (db, mut redis, lookup, script, account_id) = (
+        let (db, mut redis, lookup, script, account_id, then) = (
             db.clone(),
             redis.clone(),
             lookup.clone(),
             script.clone(),
             account_id.clone(),
+            then.clone(),
         );
         workers.push(tokio::spawn(async move {
             let mut outcome = Outcome::new();
@@ -316,7 +323,7 @@ pub async fn storage_floor(
                     .invoke_async(&mut redis)
                     .await?;
                 let error = match (found, allowed.0) {
-                    (Some(_), 1) => None,
+                    (Some(_), 1) => then().await.err(),
                     (None, _) => Some("key not found".to_owned()),
                     _ => Some("throttled".to_owned()),
                 };

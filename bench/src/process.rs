@@ -133,6 +133,23 @@ pub fn database_cpu_seconds() -> f64 {
         .sum()
 }
 
+/// CPU seconds the whole machine has been busy so far, summed over its cores (every process and the kernel's
+/// interrupt work: `/proc/stat`'s user, nice, system, irq, softirq and steal), so that a scenario's CPU per
+/// request counts the load generator, Redis and anything else it made work, and no idle time.
+pub fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(total) = stat.lines().find(|line| line.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let ticks: Vec<f64> = total
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let busy: f64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|i| ticks.get(*i)).sum();
+    busy / clock_ticks_per_second()
+}
+
 /// Linux reports CPU times in clock ticks of `sysconf(_SC_CLK_TCK)` per second.
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf only reads a configuration value.

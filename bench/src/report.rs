@@ -18,8 +18,8 @@ fn p99_ms(measured: &Measured) -> f64 {
 pub fn table(results: &[Measured]) -> String {
     let limit = results.first().map_or(1.0, |r| r.outcome.per_second());
     let mut out = String::from(
-        "| scenario | req/s | x limit | p50 ms | p90 ms | p99 ms | max ms | errors | server CPU s | PostgreSQL CPU s | server peak RSS MiB |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+        "| scenario | req/s | x limit | p50 ms | p90 ms | p99 ms | max ms | errors | server CPU s | PostgreSQL CPU s | machine CPU s | server peak RSS MiB |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n",
     );
     for r in results {
         let h = &r.outcome.latency_us;
@@ -36,7 +36,7 @@ pub fn table(results: &[Measured]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.0} |",
             r.name,
             r.outcome.per_second(),
             r.outcome.per_second() / limit,
@@ -47,6 +47,7 @@ pub fn table(results: &[Measured]) -> String {
             errors,
             r.server_cpu,
             r.database_cpu,
+            r.machine_cpu,
             r.server_peak_rss,
         );
     }
@@ -196,6 +197,41 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
                 true,
             ));
         }
+    }
+    if let (Some(call), Some(send), Some(baseline), Some(service)) = (
+        find(engine::CALL_FLOOR),
+        find(engine::SEND_FLOOR),
+        find(engine::BASELINE_API_ONLY),
+        find(engine::SEND_API_ONLY),
+    ) {
+        // A send does at least what the call does, plus writing its rows; the floors' difference is the
+        // least those rows cost: the whole machine's, and (the least of all) PostgreSQL's part of it.
+        let call_cost = baseline.machine_us_per_request();
+        let rows_cost = send.machine_us_per_request() - call.machine_us_per_request();
+        let rows_database = send.cpu_us_per_request() - call.cpu_us_per_request();
+        let ceiling = call_cost / (call_cost + rows_cost).max(1e-9);
+        rows.push((
+            "accepting a send: the most its share can be here, the API replica's call over the call plus the \
+             accept's rows (CPU per request; no goal set)",
+            format!(
+                "{:.0}% ({call_cost:.0} / {:.0} µs: the rows {rows_cost:.0} µs of the machine, floors {:.0} - {:.0}); \
+                 {:.0}% counting only the rows' PostgreSQL CPU ({rows_database:.0} µs)",
+                ceiling * 100.0,
+                call_cost + rows_cost,
+                send.machine_us_per_request(),
+                call.machine_us_per_request(),
+                call_cost / (call_cost + rows_database).max(1e-9) * 100.0,
+            ),
+            "-",
+            true,
+        ));
+        let share = service.outcome.per_second() / baseline.outcome.per_second().max(1e-9);
+        rows.push((
+            "accepting a send, API-only replica: its share of that most (no goal set)",
+            format!("{:.0}%", share / ceiling.max(1e-9) * 100.0),
+            "-",
+            true,
+        ));
     }
     if let Some(capacity) = find(engine::PIPELINE) {
         rows.push(at_least(

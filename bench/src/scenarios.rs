@@ -38,6 +38,8 @@ pub struct Measured {
     pub server_cpu: f64,
     /// CPU seconds PostgreSQL used meanwhile (0: not measured).
     pub database_cpu: f64,
+    /// CPU seconds the whole machine was busy meanwhile, every process counted (0: not measured).
+    pub machine_cpu: f64,
     /// The wall time both CPU figures cover (the warm-up included).
     pub busy: Duration,
     /// Peak resident memory of the server process(es), MiB.
@@ -64,6 +66,12 @@ impl Measured {
     pub fn cpu_us_per_request(&self) -> f64 {
         let requests = self.outcome.per_second() * self.busy.as_secs_f64();
         (self.server_cpu + self.database_cpu) * 1e6 / requests.max(1.0)
+    }
+
+    /// CPU microseconds of the whole machine per request, over the whole run.
+    pub fn machine_us_per_request(&self) -> f64 {
+        let requests = self.outcome.per_second() * self.busy.as_secs_f64();
+        self.machine_cpu * 1e6 / requests.max(1.0)
     }
 }
 
@@ -143,17 +151,25 @@ pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
 ) -> anyhow::Result<Measured> {
     let cpu_before: f64 = processes.iter().map(|p| p.cpu_seconds()).sum();
     let database_before = crate::process::database_cpu_seconds();
+    let machine_before = crate::process::machine_busy_seconds();
     let started = std::time::Instant::now();
     let outcome = drive.await?;
     let busy = started.elapsed();
-    let server_cpu = processes.iter().map(|p| p.cpu_seconds()).sum::<f64>() - cpu_before;
+    let server_cpu = processes
+        .iter()
+        .map(|p| p.cpu_seconds())
+        .fold(0.0, |sum, cpu| sum + cpu)
+        - cpu_before;
     let database_cpu = crate::process::database_cpu_seconds() - database_before;
-    let server_peak_rss = processes.iter().map(|p| p.rss_mib().1).sum();
+    let machine_cpu = crate::process::machine_busy_seconds() - machine_before;
+    // Folded from +0.0: an empty float sum is -0.0, which the table would print (a floor runs no server).
+    let server_peak_rss = processes.iter().map(|p| p.rss_mib().1).fold(0.0, |sum, rss| sum + rss);
     Ok(Measured {
         name,
         outcome,
         server_cpu,
         database_cpu,
+        machine_cpu,
         busy,
         server_peak_rss,
     })
@@ -489,24 +505,61 @@ async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<See
 /// The storage floor of the authenticated call: what PostgreSQL and Redis on this machine allow when the
 /// service adds nothing. The lookup is the guard's own statement, on the database the service just used.
 async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -> anyhow::Result<Measured> {
-    use sea_orm::{ConnectOptions, Statement};
-    let mut options = ConnectOptions::new(postgres.to_owned());
-    options.max_connections(16).sqlx_logging(false);
-    let db = Database::connect(options).await?;
-    let hash = key_hash(key)?;
-    let account_id = account_of(&db, key).await?;
-    let lookup = Statement::from_sql_and_values(db.get_database_backend(), FIND_ACTIVE_POSTGRES, [hash.into()]);
-    let redis = redis::aio::ConnectionManager::new(redis::Client::open(setup.redis.as_str())?).await?;
-    let script = SLIDING_WINDOW_LUA;
-    let outcome = load::storage_floor(db, redis, lookup, script, account_id, shape).await?;
+    let floor = FloorStores::connect(setup, postgres, key).await?;
+    let outcome = floor.drive(shape, || async { Ok(()) }).await?;
     Ok(Measured {
         name: "floor: one indexed PostgreSQL read + one Redis script, no HTTP",
         busy: outcome.elapsed,
         outcome,
         server_cpu: 0.0,
         database_cpu: 0.0,
+        machine_cpu: 0.0,
         server_peak_rss: 0.0,
     })
+}
+
+/// What a storage floor drives, from plain clients: the service's database and Redis, the guard's key lookup
+/// for the bench key, and the key's account.
+pub(crate) struct FloorStores {
+    pub db: sea_orm::DatabaseConnection,
+    redis: redis::aio::ConnectionManager,
+    lookup: sea_orm::Statement,
+    pub account_id: String,
+}
+
+impl FloorStores {
+    pub async fn connect(setup: &Setup, postgres: &str, key: &str) -> anyhow::Result<Self> {
+        use sea_orm::{ConnectOptions, Statement};
+        let mut options = ConnectOptions::new(postgres.to_owned());
+        options.max_connections(16).sqlx_logging(false);
+        let db = Database::connect(options).await?;
+        let lookup =
+            Statement::from_sql_and_values(db.get_database_backend(), FIND_ACTIVE_POSTGRES, [key_hash(key)?.into()]);
+        Ok(Self {
+            account_id: account_of(&db, key).await?,
+            redis: redis::aio::ConnectionManager::new(redis::Client::open(setup.redis.as_str())?).await?,
+            lookup,
+            db,
+        })
+    }
+
+    /// The key lookup and the rate-limit script per request, then `then` (`load::storage_floor`).
+    pub async fn drive<T, Fut>(&self, shape: Shape, then: T) -> anyhow::Result<load::Outcome>
+    where
+        T: Fn() -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<(), String>> + Send,
+    {
+        load::storage_floor(
+            self.db.clone(),
+            self.redis.clone(),
+            self.lookup.clone(),
+            SLIDING_WINDOW_LUA,
+            self.account_id.clone(),
+            shape,
+            then,
+        )
+        .await
+    }
 }
 
 /// The stored form of a key: the service's own hash.

@@ -153,12 +153,11 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         config,
     )?);
     let send_schedule = conversations.send_retry_schedule.0.clone();
-    let send_attempts = i32::try_from(send_schedule.len()).unwrap_or(0) + 1;
     let sender = Sender::start(
         db.clone(),
         clock.clone(),
         wake_jobs.clone(),
-        send_attempts,
+        conversations.send_attempts(),
         conversations.message_batching(),
     );
     let handlers = Handlers::default()

@@ -199,6 +199,11 @@ pub struct ConversationConfig {
 }
 
 impl ConversationConfig {
+    /// The tries a delivery gets: the first, and one per wait of the retry schedule.
+    pub fn send_attempts(&self) -> i32 {
+        i32::try_from(self.send_retry_schedule.0.len()).map_or(i32::MAX, |waits| waits.saturating_add(1))
+    }
+
     pub fn message_batching(&self) -> Batching {
         Batching {
             writers: self.message_writers as usize,

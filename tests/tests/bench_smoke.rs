@@ -33,6 +33,8 @@ fn the_benchmark_harness_runs_every_scenario() {
         "limit: the Twilio receiver",
         "engine: GET /v1/api-keys/current, same serve",
         "engine: POST /v1/contacts/{id}/send-message",
+        "engine floor: the call's storage work",
+        "engine floor: a send's storage work",
         "engine: pipeline capacity",
         "engine: pipeline at half capacity",
         "engine: POST /hooks/twilio/{channelId}",
@@ -52,6 +54,10 @@ fn the_benchmark_harness_runs_every_scenario() {
     }
     assert!(stdout.contains("| start to healthy (SQLite) |"), "{stdout}");
     assert!(stdout.contains("| embedding at import, one core"), "{stdout}");
+    assert!(
+        stdout.contains("| accepting a send: the most its share can be here"),
+        "the accept's ceiling from the floors:\n{stdout}"
+    );
     let stored = stdout
         .lines()
         .find(|l| l.starts_with("| inbound: each answered request stored one message"))

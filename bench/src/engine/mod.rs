@@ -1,10 +1,12 @@
 //! The conversation engine's scenarios on PostgreSQL + Redis, with the bench's receiver as Twilio: accepting a
 //! send against `GET /v1/api-keys/current` on the same server just before, twice (first on an API-only
-//! replica that runs no jobs, then on one `serve` that also delivers what it accepts), the send pipeline's
-//! capacity and its latency at half of it (`pipeline`), and signed inbound sms (`inbound`). The account has
+//! replica that runs no jobs, then on one `serve` that also delivers what it accepts), the storage floors of
+//! the call and of a send beside the first (`floor`), the send pipeline's capacity and its latency at half
+//! of it (`pipeline`), and signed inbound sms (`inbound`). The account has
 //! one sms channel and, for the sends, many contacts: sends spread over them, so no two in flight touch the
 //! same conversation.
 
+mod floor;
 mod inbound;
 mod pipeline;
 
@@ -28,6 +30,7 @@ pub const SEND: &str = "engine: POST /v1/contacts/{id}/send-message, 1,000 conta
 pub const BASELINE_API_ONLY: &str = "engine: GET /v1/api-keys/current, API-only replica (FRONTDESK_JOB_CONCURRENCY=0)";
 pub const SEND_API_ONLY: &str =
     "engine: POST /v1/contacts/{id}/send-message, API-only replica (deliveries run after, on a worker replica)";
+pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 
@@ -35,6 +38,8 @@ pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 const ACCOUNT_SID: &str = "AC0123456789abcdef0123456789abcdef";
 const AUTH_TOKEN: &str = "bench0auth0token000000000000000a";
 const FROM_NUMBER: &str = "+15005550006";
+/// What every send of the accept's scenarios says.
+const SEND_TEXT: &str = "Your order #4821 has shipped and arrives on Thursday.";
 /// What `FRONTDESK_PUBLIC_URL` says: the base Twilio signs hook URLs with.
 const PUBLIC_URL: &str = "https://frontdesk.bench.example";
 
@@ -93,6 +98,9 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         figures
             .measured
             .extend(engine.accepting(&api, BASELINE_API_ONLY, SEND_API_ONLY, shape).await?);
+        figures
+            .measured
+            .extend(floor::run(setup, &engine, &postgres, shape).await?);
     }
     drop(api);
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
@@ -175,11 +183,7 @@ impl Engine {
     ) -> anyhow::Result<[Measured; 2]> {
         let current = crate::scenarios::get("/v1/api-keys/current", Some(&self.key));
         let called = measure(baseline, &[serve], load::http(self.http, current, shape)).await?;
-        let requests: Vec<HttpRequest> = self
-            .contact_ids
-            .iter()
-            .map(|id| self.send(id, "Your order #4821 has shipped and arrives on Thursday."))
-            .collect();
+        let requests: Vec<HttpRequest> = self.contact_ids.iter().map(|id| self.send(id, SEND_TEXT)).collect();
         let load = load::http_sends(self.http, Requests::Cycle(requests.into()), load::Pace::Closed, shape);
         Ok([called, measure(sends, &[serve], load).await?])
     }

@@ -22,7 +22,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, Statement};
 use tonic::Code;
 
 use super::{
@@ -443,11 +443,7 @@ impl Lazy<'_> {
     async fn write(mut self, messages: &[messages::Model], jobs: Vec<NewJob>, now: DateTime<Utc>) -> Result<(), DbErr> {
         if self.db.get_database_backend() == DbBackend::Postgres {
             if !messages.is_empty() {
-                let writes = sql::together(vec![
-                    new_message::insert_statement(messages),
-                    threads::touch_statement(&new_message::touches(messages), now),
-                    jobs::insert_statement(jobs, now),
-                ]);
+                let writes = queued_writes(messages, jobs, now);
                 match &self.txn {
                     Some(txn) => txn.execute_raw(writes).await?,
                     None => self.db.execute_raw(writes).await?,
@@ -463,4 +459,14 @@ impl Lazy<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// PostgreSQL: what a batch of accepted sends writes, as one statement (atomic by itself): the messages, their
+/// conversations' touches and their delivery jobs. The bench's storage floor of a send runs it too.
+pub fn queued_writes(messages: &[messages::Model], jobs: Vec<NewJob>, now: DateTime<Utc>) -> Statement {
+    sql::together(vec![
+        new_message::insert_statement(messages),
+        threads::touch_statement(&new_message::touches(messages), now),
+        jobs::insert_statement(jobs, now),
+    ])
 }
