@@ -60,6 +60,7 @@ use crate::{
     messaging::{
         accept::Sender,
         deliver::{self, Deliver},
+        pacing::Pacer,
         service::MessagesService,
     },
     plan::Plan,
@@ -153,6 +154,10 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         config,
     )?);
     let send_schedule = conversations.send_retry_schedule.0.clone();
+    let pacer = match config.redis_url.as_deref() {
+        Some(url) => Pacer::shared(url).context("REDIS_URL")?,
+        None => Pacer::local(),
+    };
     let sender = Sender::start(
         db.clone(),
         clock.clone(),
@@ -167,6 +172,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 db.clone(),
                 clock.clone(),
                 adapters.clone(),
+                pacer,
                 RetrySchedule::new(send_schedule),
                 &conversations.public_url,
             )),

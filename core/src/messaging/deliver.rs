@@ -75,6 +75,7 @@ impl Deliver {
         db: DatabaseConnection,
         clock: Arc<dyn Clock>,
         adapters: Arc<Adapters>,
+        pacer: Pacer,
         schedule: RetrySchedule,
         public_url: &str,
     ) -> Self {
@@ -82,7 +83,7 @@ impl Deliver {
             db,
             clock,
             adapters,
-            pacer: Pacer::default(),
+            pacer,
             schedule,
             public_url: public_url.trim_end_matches('/').to_owned(),
         }
@@ -183,9 +184,7 @@ impl Handler for Deliver {
                 return fail(why.clone(), Some(failed(&message.id, "cancelled", &why)));
             }
         };
-        let slot = self
-            .pacer
-            .slot(&channel.id, ready.per_second, tokio::time::Instant::now());
+        let slot = self.pacer.slot(&channel.id, ready.per_second).await;
         let waited = matches!(slot, Slot::At(at) if at > tokio::time::Instant::now());
         match slot {
             Slot::At(at) if waited => tokio::time::sleep_until(at).await,

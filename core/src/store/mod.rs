@@ -3,6 +3,7 @@
 pub mod entities;
 pub mod group_commit;
 pub mod leases;
+pub mod redis_script;
 pub mod search;
 pub mod settings;
 pub mod sql;

@@ -1,0 +1,107 @@
+//! A channel's `max_per_second`: its sends reach the provider no faster than that, on one replica (SQLite and
+//! PostgreSQL + Redis), on two replicas of one PostgreSQL and Redis, which take their slots from one shared
+//! schedule (each replica pacing alone would let the channel send twice as fast), and on a replica whose
+//! Redis is gone, which keeps the pace on its own.
+
+use std::time::Duration;
+
+use frontdesk_tests::{
+    Db, Server, on_both_databases,
+    platform::Platform,
+    redis_server::PrivateRedis,
+    sms::{self, SmsChannel},
+    twilio::FakeTwilio,
+};
+use serde_json::json;
+
+/// The channel's `max_per_second`, and the sends made at once.
+const RATE: u32 = 4;
+const SENDS: usize = 12;
+
+/// The least time `SENDS` sends may span at `RATE` (one interval between each two), less a tenth for timers.
+fn least_span() -> Duration {
+    Duration::from_secs_f64((SENDS - 1) as f64 / f64::from(RATE) * 0.9)
+}
+
+/// Sends `SENDS` texts at once, alternating over `servers`, to new numbers; then waits until the provider has
+/// them all and answers the time from the first arrival to the last.
+async fn span_of_a_burst(servers: &[&Server], key: &str, twilio: &FakeTwilio) -> Duration {
+    let sends = (0..SENDS).map(|n| {
+        let (url, key) = (servers[n % servers.len()].url("/v1/contacts/send"), key.to_owned());
+        tokio::spawn(async move {
+            frontdesk_tests::http_client()
+                .post(url)
+                .header("x-api-key", key)
+                .json(&json!({"phone": format!("+1555030{n:04}"), "text": format!("paced {n}")}))
+                .send()
+                .await
+                .expect("send answered")
+                .status()
+                .as_u16()
+        })
+    });
+    for send in sends.collect::<Vec<_>>() {
+        assert_eq!(send.await.unwrap(), 202);
+    }
+    let sent = twilio.wait_for_created(SENDS, Duration::from_secs(60)).await;
+    let arrivals: Vec<_> = sent.iter().map(|s| s.received_at).collect();
+    let (first, last) = (arrivals.iter().min().unwrap(), arrivals.iter().max().unwrap());
+    (*last - *first).to_std().unwrap()
+}
+
+on_both_databases!(a_channel_sends_no_faster_than_its_max_per_second, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", Some(RATE)).await;
+    let span = span_of_a_burst(&[&server], &platform.key, &twilio).await;
+    assert!(span >= least_span(), "{SENDS} sends at {RATE}/s took {span:?}");
+    assert!(
+        span < least_span() * 3,
+        "the pace is kept, not exceeded many times over: {span:?}"
+    );
+});
+
+/// Both replicas run deliveries (each takes at most two of the channel's jobs at a time), and together they
+/// keep the channel's one pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_keep_one_pace_per_channel() {
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    let env = [("FRONTDESK_JOB_LANE_CONCURRENCY", "2")];
+    let first = sms::start(&db, &twilio, &env).await;
+    let second = sms::start(&db, &twilio, &env).await;
+    let platform = Platform::new(&first).await;
+    SmsChannel::connect(&platform, &twilio, "sms", Some(RATE)).await;
+    let span = span_of_a_burst(&[&first, &second], &platform.key, &twilio).await;
+    for server in [&first, &second] {
+        let ran = server
+            .metric("frontdesk_job_runs_total", "kind=\"deliver_message\",outcome=\"done\"")
+            .await;
+        assert!(ran > 0.0, "each replica delivered some of the sends");
+    }
+    assert!(
+        span >= least_span(),
+        "{SENDS} sends at {RATE}/s over two replicas took {span:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_redis_is_gone_keeps_the_pace_itself() {
+    let db = Db::postgres().await;
+    let mut redis = PrivateRedis::start();
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[("REDIS_URL", &redis.url)]).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", Some(RATE)).await;
+    redis.stop();
+    let span = span_of_a_burst(&[&server], &platform.key, &twilio).await;
+    assert!(
+        span >= least_span(),
+        "{SENDS} sends at {RATE}/s without Redis took {span:?}"
+    );
+    assert!(
+        server.logs().contains("channels' sends are paced in each process"),
+        "the fallback is logged"
+    );
+}
