@@ -23,6 +23,16 @@ impl Platform<'_> {
         }
     }
 
+    /// Calls as an account made earlier on `server` (kept across a restart of the process, or used on another
+    /// replica).
+    pub fn of<'a>(server: &'a Server, account_id: &str, key: &str) -> Platform<'a> {
+        Platform {
+            server,
+            account_id: account_id.to_owned(),
+            key: key.to_owned(),
+        }
+    }
+
     pub async fn send(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
         let body = body.map(|b| b.to_string());
         call_with(

@@ -106,7 +106,8 @@ impl Server {
         server
     }
 
-    /// Stops the process (SIGKILL: nothing gets to flush) and starts it again with the same settings.
+    /// Stops the process (SIGKILL: nothing gets to flush), unless it has exited already, and starts it again
+    /// with the same settings.
     pub async fn restart(mut self) -> Self {
         self.kill();
         let (dir, mode, env) = (
@@ -120,6 +121,29 @@ impl Server {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Asks the process to stop as an orchestrator does (SIGTERM) and waits for it to exit; how long that
+    /// took. Panics (after a SIGKILL) when it is still running `within` after the signal, or when it exits
+    /// with a failure.
+    pub async fn terminate(&mut self, within: Duration) -> Duration {
+        let started = std::time::Instant::now();
+        let signalled = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(signalled.success(), "kill -TERM {} failed", self.child.id());
+        loop {
+            if let Some(status) = self.child.try_wait().expect("frontdesk's exit status") {
+                assert!(status.success(), "frontdesk exited with {status}:\n{}", self.logs());
+                return started.elapsed();
+            }
+            if started.elapsed() > within {
+                self.kill();
+                panic!("frontdesk still ran {within:?} after SIGTERM:\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Everything the process logged so far.

@@ -4,7 +4,8 @@
 //! with its latest messages and older pages, closing (its event; the next message opens a new
 //! conversation), read and unread, handoff and resume (its event), transcripts in three formats (REST and
 //! gRPC), corrections (a `Correction:` SMS unless `resend` is false), removals, reactions, tenant isolation
-//! and scopes.
+//! and scopes, a contact's erasure with its conversations and messages, and the agent routing gives a
+//! conversation an inbound SMS opens.
 
 use std::time::{Duration, Instant};
 
@@ -1043,11 +1044,7 @@ on_both_databases!(
         let deals_only = admin::issue_key(&server, &desk.api.account_id, &["deals"]).await;
         let conversations_only = admin::issue_key(&server, &desk.api.account_id, &["conversations"]).await;
         let messages_only = admin::issue_key(&server, &desk.api.account_id, &["messages"]).await;
-        let as_key = |key: &str| Platform {
-            server: &server,
-            account_id: desk.api.account_id.clone(),
-            key: key.to_owned(),
-        };
+        let as_key = |key: &str| Platform::of(&server, &desk.api.account_id, key);
         let (deals_only, conversations_only, messages_only) =
             (as_key(&deals_only), as_key(&conversations_only), as_key(&messages_only));
         for (method, path, body) in &routes {
@@ -1084,5 +1081,122 @@ on_both_databases!(
                 .await,
             "marking read with a messages key",
         );
+    }
+);
+
+// After `DELETE /v1/contacts/{id}` the contact, its conversations (open and closed, their messages and
+// transcripts) and its messages answer 404 and are in no list; another contact's are untouched.
+on_both_databases!(
+    erasing_a_contact_erases_its_conversations_and_messages,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let desk = Desk::new(&server, &twilio).await;
+        let (phone, bystander) = ("+14155550301", "+14155550302");
+
+        // Two conversations of the contact (one closed) with messages both ways, and another contact's.
+        let first = id(&desk.inbound(phone, "Please forget me").await);
+        let reply = id(&desk.text(phone, "Sorry to see you go").await);
+        sms::message_when(&desk.api, &reply, |m| m["status"] == "sent").await;
+        desk.act(&first, "close", None).await;
+        let second = id(&desk.inbound(phone, "Really, all of it").await);
+        assert_ne!(first, second);
+        let mut messages = vec![reply];
+        for conversation in [&first, &second] {
+            let thread = desk.conversation(conversation).await;
+            messages.extend(thread["messages"].as_array().unwrap().iter().map(id));
+        }
+        messages.sort();
+        messages.dedup();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        let other = id(&desk.inbound(bystander, "I stay").await);
+        let contact = desk.conversation(&second).await["conversation"]["contact_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        desk.api.ok("DELETE", &format!("/v1/contacts/{contact}"), None).await;
+
+        let mut gone = vec![format!("/v1/contacts/{contact}")];
+        for conversation in [&first, &second] {
+            gone.push(format!("/v1/conversations/{conversation}"));
+            gone.push(format!("/v1/conversations/{conversation}/messages"));
+            gone.push(format!("/v1/conversations/{conversation}/transcript"));
+        }
+        gone.extend(messages.iter().map(|m| format!("/v1/messages/{m}")));
+        for path in &gone {
+            assert_not_found(&desk.api.send("GET", path, None).await, path);
+        }
+        assert_eq!(
+            desk.listed("").await,
+            [other.as_str()],
+            "only the other contact's conversation is listed"
+        );
+        assert!(desk.listed(&format!("contact_id={contact}")).await.is_empty());
+        let contacts = desk.api.ids("/v1/contacts", "contacts", "id").await;
+        assert_eq!(contacts.len(), 1, "{contacts:?}");
+        assert!(!contacts.contains(&contact));
+        assert!(
+            desk.api
+                .ids("/v1/contacts?q=4155550301", "contacts", "id")
+                .await
+                .is_empty()
+        );
+        let kept = desk.conversation(&other).await;
+        assert_eq!(
+            texts(&kept["messages"]),
+            ["I stay"],
+            "the other contact keeps everything"
+        );
+    }
+);
+
+// An sms from a new number opens a conversation with the agent routing picks (a keyword entry point over the
+// channel default; nobody before either exists), in `conversation.created` and on the conversation.
+on_both_databases!(
+    an_sms_from_a_new_number_opens_a_conversation_with_the_routed_agent,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let desk = Desk::new(&server, &twilio).await;
+        let receiver = Receiver::start().await;
+        let secret = desk.subscribe(&receiver, &["conversation.created"]).await;
+        // Plays a new number writing `text`; its conversation as `conversation.created` showed it.
+        let opened = async |phone: &str, text: &str| {
+            let before = receiver.deliveries().len();
+            let answer = desk.sms.inbound(&new_message_sid(), phone, text).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            let events = receiver.wait_for(before + 1, WAIT).await;
+            of_type(&events, "conversation.created", &secret)[before].clone()
+        };
+
+        // Nothing routes yet: nobody answers.
+        let unrouted = opened("+14155550311", "Hello").await;
+        assert_eq!(unrouted["agent_id"], "");
+
+        // A channel default, and an entry point for bookings that outranks it.
+        let front = desk.api.agent("Front desk").await;
+        let bookings = desk.api.agent("Bookings").await;
+        let body = json!({"channel": "sms-main", "agent_id": front});
+        desk.api
+            .ok("PUT", "/v1/entry-points/channel-defaults", Some(body))
+            .await;
+        let rule = json!({"channel": "sms-main", "match": {"keywords": ["book"]}, "priority": 10});
+        desk.api
+            .ok("POST", &format!("/v1/agents/{bookings}/entry-points"), Some(rule))
+            .await;
+
+        for (phone, text, agent) in [
+            ("+14155550312", "Can I book a table for two?", &bookings),
+            ("+14155550313", "Are you open today?", &front),
+        ] {
+            let event = opened(phone, text).await;
+            assert_eq!(event["agent_id"], agent.as_str(), "{text}: {event}");
+            assert_eq!(event["channel"], "sms-main");
+            let shown = desk.conversation(&id(&event)).await["conversation"].clone();
+            assert_eq!(shown["agent_id"], agent.as_str(), "{text}: {shown}");
+        }
+        let shown = desk.conversation(&id(&unrouted)).await["conversation"].clone();
+        assert_eq!(shown["agent_id"], "", "a conversation keeps the agent it opened with");
     }
 );

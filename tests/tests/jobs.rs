@@ -1,7 +1,9 @@
 //! The durable job engine as users see it, on SQLite and PostgreSQL + Redis: a provider that hangs holds
 //! only its channel's lane; a send that used up its tries leaves a failed job with its last error for
-//! operators (admin gRPC and `frontdesk admin jobs --failed`), which an operator can queue again; and the
-//! recurring housekeeping job closes idle conversations.
+//! operators (admin gRPC and `frontdesk admin jobs --failed`), which an operator can queue again; the
+//! recurring housekeeping job closes idle conversations; at SIGTERM the sends on the wire finish and are
+//! recorded, one that outlasts the grace is released, and the next start sends the rest at once; and
+//! `/metrics` counts runs by outcome and shows the backlog.
 
 use std::time::Duration;
 
@@ -85,11 +87,7 @@ on_both_databases!(a_lane_back_under_its_cap_takes_only_its_room, |db: Db| async
     }
     assert_eq!(twilio.created(), 40);
     let metrics = server.metrics().await;
-    let released: f64 = metrics
-        .lines()
-        .find(|line| line.starts_with("frontdesk_jobs_released_total"))
-        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0);
+    let released = sample(&metrics, "frontdesk_jobs_released_total", &[]);
     assert_eq!(released, 0.0, "no claim took more than its lane's room:\n{metrics}");
     assert!(
         server.metric("frontdesk_job_claims_total", "taken").await >= 10.0,
@@ -299,3 +297,210 @@ on_both_databases!(idle_conversations_close_by_themselves, |db: Db| async move {
     assert_eq!(events[2].json["type"], "conversation.created");
     assert_ne!(events[2].json["data"]["id"], first.as_str());
 });
+
+/// A server whose claims last a minute unless released or renewed (so a job left claimed at exit would wait
+/// that long after a restart), with lanes of 4 and a provider timeout longer than any test.
+async fn with_long_lease(db: &Db, twilio: &FakeTwilio) -> Server {
+    let env = [
+        ("FRONTDESK_JOB_LEASE", "60s"),
+        ("FRONTDESK_JOB_LANE_CONCURRENCY", "4"),
+        ("FRONTDESK_PROVIDER_TIMEOUT", "60s"),
+    ];
+    sms::start(db, twilio, &env).await
+}
+
+/// An account with an sms channel that is never paced; its id and key, so the test can outlive the server.
+async fn account_with_sms(server: &Server, twilio: &FakeTwilio) -> (String, String) {
+    let platform = Platform::new(server).await;
+    SmsChannel::connect(&platform, twilio, "sms", Some(100_000)).await;
+    (platform.account_id, platform.key)
+}
+
+// A SIGTERM during a burst: the sends on the wire finish and show `sent` (each text reached Twilio once), no
+// new one starts, the process exits well within the grace, and after a restart the rest go out at once.
+on_both_databases!(
+    sigterm_lets_sends_on_the_wire_finish_and_leaves_the_rest_to_the_next_start,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        // Three seconds per answer: at the signal four sends (the lane's cap) are on the wire, eight wait.
+        twilio.answer_after(Duration::from_secs(3), 201);
+        let mut server = with_long_lease(&db, &twilio).await;
+        let (account_id, key) = account_with_sms(&server, &twilio).await;
+        let mut ids = Vec::new();
+        {
+            let platform = Platform::of(&server, &account_id, &key);
+            for n in 0..12 {
+                ids.push(send(&platform, "sms", &format!("+1555080{n:04}"), &format!("shutdown {n}")).await);
+            }
+        }
+        let on_the_wire: Vec<String> = twilio
+            .wait_for(4, WAIT)
+            .await
+            .iter()
+            .map(|m| m.body().to_owned())
+            .collect();
+
+        let took = server.terminate(WAIT).await;
+        assert!(
+            took < Duration::from_secs(8),
+            "the process exits once its running sends are recorded, not after the whole grace: {took:?}"
+        );
+        let stopped = chrono::Utc::now();
+        assert_eq!(twilio.arrived(), 4, "no send starts after the signal");
+        assert_eq!(
+            twilio.created(),
+            4,
+            "the sends on the wire got their answers before the exit"
+        );
+
+        let restarted = std::time::Instant::now();
+        let server = server.restart().await;
+        let platform = Platform::of(&server, &account_id, &key);
+        for id in &ids {
+            let message = message_when(&platform, id, |m| m["status"] != "queued").await;
+            assert_eq!(message["status"], "sent", "{message}");
+            let sent_at = chrono::DateTime::parse_from_rfc3339(message["sent_at"].as_str().unwrap()).unwrap();
+            if on_the_wire.iter().any(|text| *text == message["text"]) {
+                assert!(sent_at <= stopped, "recorded before the exit: {message}");
+            }
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(20),
+            "the eight never claimed go out at once after the restart, not after a lease: {:?}",
+            restarted.elapsed()
+        );
+        for n in 0..12 {
+            let text = format!("shutdown {n}");
+            assert_eq!(twilio.sent_with_body(&text).len(), 1, "{text} reached Twilio once");
+        }
+    }
+);
+
+// A SIGTERM while the provider hangs: the process exits after the ten-second grace (not the provider's
+// timeout), and after a restart the send goes out again at once, not after its lease.
+on_both_databases!(
+    sigterm_releases_a_send_that_outlasts_the_grace_for_the_next_start,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        // The first request is never answered (until the 60 s provider timeout); the rest are at once.
+        twilio.then_hang();
+        let mut server = with_long_lease(&db, &twilio).await;
+        let (account_id, key) = account_with_sms(&server, &twilio).await;
+        let id = {
+            let platform = Platform::of(&server, &account_id, &key);
+            send(&platform, "sms", "+15550810001", "held at shutdown").await
+        };
+        twilio.wait_for(1, WAIT).await;
+
+        // The process waits out the ten-second grace for the hung send, then gives its claim back and exits.
+        let took = server.terminate(Duration::from_secs(50)).await;
+        assert!(
+            (Duration::from_secs(9)..Duration::from_secs(20)).contains(&took),
+            "exited {took:?} after SIGTERM"
+        );
+        assert!(server.logs().contains("released unfinished jobs"), "{}", server.logs());
+
+        // After the restart the released send goes out again at once, long before its minute's lease ends.
+        let restarted = std::time::Instant::now();
+        let server = server.restart().await;
+        let platform = Platform::of(&server, &account_id, &key);
+        let message = message_when(&platform, &id, |m| m["status"] != "queued").await;
+        assert!(
+            restarted.elapsed() < Duration::from_secs(15),
+            "sent {:?} after the restart",
+            restarted.elapsed()
+        );
+        assert_eq!(message["status"], "sent", "{message}");
+        let tries = twilio.sent_with_body("held at shutdown");
+        assert_eq!(tries.len(), 2, "the hung try and the one after the restart");
+        assert_eq!(message["provider_message_id"].as_str(), tries[1].sid.as_deref());
+    }
+);
+
+/// The value of the sample of metric `name` whose labels include every one of `labels`, in the Prometheus
+/// text `metrics`; 0 when there is none (a counter not yet incremented).
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|line| line.split(['{', ' ']).next() == Some(name))
+        .find(|line| labels.iter().all(|l| line.contains(l)))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `frontdesk_job_runs_total` of the sends that ended with `outcome`.
+async fn send_runs(server: &Server, outcome: &str) -> f64 {
+    let outcome = format!(r#"outcome="{outcome}""#);
+    let labels = [r#"kind="deliver_message""#, outcome.as_str()];
+    sample(&server.metrics().await, "frontdesk_job_runs_total", &labels)
+}
+
+/// Polls `/metrics` until `holds` is true of the queue gauges `(pending, due, failed, oldest due age)`, which
+/// are refreshed every five seconds; those gauges (from one reading).
+async fn gauges_when(server: &Server, holds: impl Fn((f64, f64, f64, f64)) -> bool) -> (f64, f64, f64, f64) {
+    let started = std::time::Instant::now();
+    loop {
+        let metrics = server.metrics().await;
+        let gauges = (
+            sample(&metrics, "frontdesk_jobs_pending", &[]),
+            sample(&metrics, "frontdesk_jobs_due", &[]),
+            sample(&metrics, "frontdesk_jobs_failed", &[]),
+            sample(&metrics, "frontdesk_jobs_oldest_due_age_seconds", &[]),
+        );
+        assert!(
+            metrics.contains("frontdesk_jobs_oldest_due_age_seconds "),
+            "the queue gauges are shown:\n{metrics}"
+        );
+        if holds(gauges) {
+            return gauges;
+        }
+        assert!(started.elapsed() < WAIT, "the queue gauges stayed at {gauges:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+// An operator's `/metrics`: runs of sends by outcome (done, failed, retry), the failed job, and while sends
+// queue behind a slow provider, the due jobs and how late the oldest is, back to zero once drained.
+on_both_databases!(
+    metrics_count_runs_by_outcome_and_show_the_backlog,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = with_lane_cap(&db, &twilio, "1").await;
+        let platform = Platform::new(&server).await;
+        SmsChannel::connect(&platform, &twilio, "sms", Some(100_000)).await;
+
+        // Three sends go out; one is refused for good (a 400); one is retried after a 500, then goes out.
+        for n in 0..3 {
+            let id = send(&platform, "sms", &format!("+1555090{n:04}"), "fine").await;
+            message_when(&platform, &id, |m| m["status"] == "sent").await;
+        }
+        twilio.then_error(400, 21211, "Invalid 'To' Phone Number");
+        let refused = send(&platform, "sms", "+15550900010", "refused").await;
+        message_when(&platform, &refused, |m| m["status"] == "failed").await;
+        twilio.then(&[500]);
+        let retried = send(&platform, "sms", "+15550900011", "retried").await;
+        message_when(&platform, &retried, |m| m["status"] == "sent").await;
+        for (outcome, runs) in [("done", 4.0), ("failed", 1.0), ("retry", 1.0)] {
+            assert_eq!(send_runs(&server, outcome).await, runs, "{outcome}");
+        }
+        gauges_when(&server, |(_, _, failed, _)| failed == 1.0).await;
+
+        // A backlog: one send at a time on the wire for three seconds, the rest due and waiting.
+        twilio.answer_after(Duration::from_secs(3), 201);
+        let mut backlog = Vec::new();
+        for n in 0..6 {
+            backlog.push(send(&platform, "sms", &format!("+1555091{n:04}"), &format!("backlog {n}")).await);
+        }
+        let (pending, _, _, age) = gauges_when(&server, |(_, due, _, age)| due >= 3.0 && age > 0.0).await;
+        assert!(pending >= 6.0, "the send on the wire is pending too: {pending}");
+        assert!(age < 30.0, "the oldest waited {age} s");
+
+        // Drained, nothing is due any more (the recurring housekeeping job stays pending).
+        twilio.answer(201);
+        for id in &backlog {
+            message_when(&platform, id, |m| m["status"] == "sent").await;
+        }
+        gauges_when(&server, |(_, due, _, age)| due == 0.0 && age == 0.0).await;
+        assert_eq!(send_runs(&server, "done").await, 10.0);
+    }
+);

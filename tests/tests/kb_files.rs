@@ -499,11 +499,7 @@ on_both_databases!(
         server.kill();
 
         let server = Server::start(&db, ENV).await;
-        let api = Platform {
-            server: &server,
-            account_id,
-            key,
-        };
+        let api = Platform::of(&server, &account_id, &key);
         let done = finished(&api, &source).await;
         assert_eq!(
             (done["status"].clone(), done["faqs_created"].clone()),

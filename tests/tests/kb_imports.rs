@@ -460,11 +460,7 @@ on_both_databases!(
         // The same core again on the same database: once the dead process's lease ends, its import is taken
         // over and finishes.
         let server = server.restart().await;
-        let api = Platform {
-            server: &server,
-            account_id,
-            key,
-        };
+        let api = Platform::of(&server, &account_id, &key);
         let done = finished(&api, &source).await;
         assert_eq!(
             (

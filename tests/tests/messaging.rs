@@ -2,7 +2,9 @@
 //! protocol (Basic auth and form fields checked) and Twilio's callbacks signed as Twilio signs them; on
 //! SQLite and PostgreSQL + Redis. The round trip send -> sent -> delivered -> read with its signed webhook
 //! events, late callbacks, idempotency under concurrency, provider errors and retries, inbound messages
-//! stored once, bad signatures, bad input, tenant isolation, and a SIGKILL with 1,000 sends in flight.
+//! stored once, bad signatures (inbound and status callbacks), bad input, tenant isolation, the channel a send
+//! goes out on (the contact's latest conversation's), sends by contact id or channel identity, STOP / START
+//! as `contact.updated`, and a SIGKILL with 1,000 accepted sends in flight.
 
 use std::time::Duration;
 
@@ -682,11 +684,33 @@ async fn burst_send(url: String, key: String, n: usize) -> Option<frontdesk_test
     Some(frontdesk_tests::Answer { status, headers, body })
 }
 
+/// Sends `burst 0` .. `burst {BURST - 1}`, 50 at a time, each under its idempotency key; the message id each was
+/// answered with (`None` when it was not accepted).
+async fn burst(url: &str, key: &str) -> Vec<Option<String>> {
+    let mut ids = Vec::new();
+    for chunk in (0..BURST).collect::<Vec<_>>().chunks(50) {
+        let calls: Vec<_> = chunk
+            .iter()
+            .map(|n| tokio::spawn(burst_send(url.to_owned(), key.to_owned(), *n)))
+            .collect();
+        for call in calls {
+            let accepted = call.await.unwrap().filter(|a| a.status == 202);
+            ids.push(accepted.map(|a| a.body["message_id"].as_str().unwrap().to_owned()));
+        }
+    }
+    ids
+}
+
+/// Sends in flight when the core is killed.
+const BURST: usize = 1_000;
+
+// A core killed (SIGKILL) after accepting 1,000 sends, most still undelivered, loses none: after a restart
+// each retry answers its first message id, every message is `sent` and every text reached Twilio.
 on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
-    const SENDS: usize = 1_000;
     let twilio = FakeTwilio::start().await;
-    // Until the kill Twilio answers slowly, so sends pile up in flight behind the channel's lane of 8.
-    twilio.answer_after(Duration::from_millis(500), 201);
+    // Until the kill Twilio answers slowly: the channel's lane of 8 sends about four a second, so most of the
+    // thousand are still queued or on the wire when the core is killed.
+    twilio.answer_after(Duration::from_secs(2), 201);
     let env = [
         ("FRONTDESK_JOB_LANE_CONCURRENCY", "8"),
         // A loaded test machine may be slow; no send may run out of tries here.
@@ -699,69 +723,35 @@ on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
         SmsChannel::connect(&platform, &twilio, "sms", Some(100_000)).await;
         (platform.account_id, platform.key)
     };
-    // Clients send the thousand, 50 at a time; the core is killed (SIGKILL) once 300 were accepted, while
-    // sends are being accepted, queued and on the wire to the provider.
-    let url = server.url("/v1/contacts/send");
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let sender = {
-        let (url, key, accepted) = (url.clone(), key.clone(), accepted.clone());
-        tokio::spawn(async move {
-            for chunk in (0..SENDS).collect::<Vec<_>>().chunks(50) {
-                let calls: Vec<_> = chunk
-                    .iter()
-                    .map(|n| tokio::spawn(burst_send(url.clone(), key.clone(), *n)))
-                    .collect();
-                for call in calls {
-                    if call.await.unwrap().is_some_and(|a| a.status == 202) {
-                        accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    }
-                }
-            }
-        })
-    };
-    let started = std::time::Instant::now();
-    while accepted.load(std::sync::atomic::Ordering::SeqCst) < 300 && started.elapsed() < Duration::from_secs(60) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Clients send the thousand; every one is accepted (202) before the core is killed (SIGKILL), while most
+    // are queued or on the wire to the provider.
+    let first = burst(&server.url("/v1/contacts/send"), &key).await;
+    assert!(
+        first.iter().all(Option::is_some),
+        "every send was accepted before the kill"
+    );
+    let distinct: std::collections::HashSet<&String> = first.iter().flatten().collect();
+    assert_eq!(distinct.len(), BURST, "one message per send");
     server.kill();
     let delivered_before = twilio.created();
-    sender.await.unwrap();
-    let accepted_before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let server = server.restart().await;
     assert!(
-        accepted_before > delivered_before + 50,
-        "the kill must land with sends in flight: {accepted_before} accepted, {delivered_before} sent"
+        BURST - delivered_before >= 500,
+        "the kill must land with most sends undelivered: {delivered_before} of {BURST} were sent"
     );
 
-    // After the restart the clients retry every send under its idempotency key: those accepted before the
-    // kill answer their first message, the rest are accepted now.
+    // After the restart the clients retry every send under its idempotency key: each answers its first message.
     twilio.answer(201);
-    let server = server.restart().await;
-    let platform = Platform {
-        server: &server,
-        account_id,
-        key: key.clone(),
-    };
-    let url = server.url("/v1/contacts/send");
-    let mut ids = std::collections::HashSet::new();
-    for chunk in (0..SENDS).collect::<Vec<_>>().chunks(50) {
-        let calls: Vec<_> = chunk
-            .iter()
-            .map(|n| tokio::spawn(burst_send(url.clone(), key.clone(), *n)))
-            .collect();
-        for call in calls {
-            let answer = call.await.unwrap().expect("answered");
-            assert_eq!(answer.status, 202, "{}", answer.body);
-            ids.insert(answer.body["message_id"].as_str().unwrap().to_owned());
-        }
-    }
-    assert_eq!(ids.len(), SENDS, "one message per send, retries included");
-    twilio.wait_for_created(SENDS, Duration::from_secs(120)).await;
-    for id in &ids {
+    let platform = Platform::of(&server, &account_id, &key);
+    let again = burst(&server.url("/v1/contacts/send"), &key).await;
+    assert_eq!(again, first, "a retry answers the message its first try made");
+    twilio.wait_for_created(BURST, Duration::from_secs(120)).await;
+    for id in first.iter().flatten() {
         let message = message_when(&platform, id, |m| m["status"] != "queued").await;
         assert_eq!(message["status"], "sent", "{message}");
     }
     let distinct: std::collections::HashSet<String> = twilio.sent().iter().map(|s| s.body().to_owned()).collect();
-    assert_eq!(distinct.len(), SENDS, "every send reached the provider");
+    assert_eq!(distinct.len(), BURST, "every send reached the provider");
 });
 
 on_both_databases!(a_callback_that_outruns_its_send_applies_after_it, |db: Db| async move {
@@ -783,4 +773,265 @@ on_both_databases!(a_callback_that_outruns_its_send_applies_after_it, |db: Db| a
     let message = message_when(&platform, id, |m| m["status"] == "delivered").await;
     assert_eq!(message["provider_message_id"], sid.as_str());
     assert!(message["sent_at"].is_string() && message["delivered_at"].is_string());
+});
+
+/// Waits until Twilio was asked to send `text`; the name of the channel among `channels` it went out on
+/// (the one whose status callback the request carried).
+async fn sent_on(twilio: &FakeTwilio, channels: &[&SmsChannel], text: &str) -> String {
+    let started = std::time::Instant::now();
+    let request = loop {
+        if let Some(request) = twilio.sent_with_body(text).pop() {
+            break request;
+        }
+        assert!(started.elapsed() < WAIT, "twilio never got {text:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let callback = request.field("StatusCallback").unwrap_or_default();
+    channels
+        .iter()
+        .find(|c| callback == format!("{}/status", c.webhook_url))
+        .unwrap_or_else(|| panic!("{text:?} named no channel's status callback: {callback}"))
+        .name
+        .clone()
+}
+
+/// The conversation message `id` is in.
+async fn conversation_of(platform: &Platform<'_>, id: &str) -> Value {
+    let message = platform.ok("GET", &format!("/v1/messages/{id}"), None).await;
+    let conversation = message["message"]["conversation_id"].as_str().unwrap();
+    platform
+        .ok("GET", &format!("/v1/conversations/{conversation}"), None)
+        .await["conversation"]
+        .clone()
+}
+
+// A send without `channel` goes out on the channel of the contact's latest conversation (a reply goes back on
+// the number the contact wrote to), one naming `channel` on that one, a new contact's on the oldest channel.
+on_both_databases!(
+    a_send_without_a_channel_follows_the_contacts_latest_conversation,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let platform = Platform::new(&server).await;
+        let first = SmsChannel::connect(&platform, &twilio, "first", None).await;
+        let second = SmsChannel::connect(&platform, &twilio, "second", None).await;
+        let channels = [&first, &second];
+
+        // The contact writes in on the second channel: the reply goes back there, into the same conversation,
+        // though the first channel is the oldest.
+        let phone = "+15550100040";
+        assert_eq!(second.inbound(&new_message_sid(), phone, "Hello?").await.status, 200);
+        let written = platform.ok("GET", "/v1/conversations", None).await["conversations"][0].clone();
+        assert_eq!(written["channel"], "second");
+        let reply = send(&platform, json!({"phone": phone, "text": "Hi, how can we help?"})).await;
+        assert_eq!(sent_on(&twilio, &channels, "Hi, how can we help?").await, "second");
+        let reply = conversation_of(&platform, reply["message_id"].as_str().unwrap()).await;
+        assert_eq!(reply["id"], written["id"]);
+
+        // A named channel wins, and opens the contact's latest conversation there.
+        let named = json!({"phone": phone, "text": "Our new number", "channel": "first"});
+        let named = send(&platform, named).await;
+        assert_eq!(sent_on(&twilio, &channels, "Our new number").await, "first");
+        let named = conversation_of(&platform, named["message_id"].as_str().unwrap()).await;
+        assert_eq!(named["channel"], "first");
+        assert_ne!(named["id"], written["id"]);
+
+        // The next send without a channel follows that latest conversation, though the one on the second
+        // channel is still open.
+        send(&platform, json!({"phone": phone, "text": "See you"})).await;
+        assert_eq!(sent_on(&twilio, &channels, "See you").await, "first");
+        assert_eq!(
+            platform
+                .ok(
+                    "GET",
+                    &format!("/v1/conversations/{}", written["id"].as_str().unwrap()),
+                    None
+                )
+                .await["conversation"]["status"],
+            "open"
+        );
+
+        // A contact with no conversation gets the oldest channel that reaches it.
+        send(&platform, json!({"phone": "+15550100041", "text": "Welcome"})).await;
+        assert_eq!(sent_on(&twilio, &channels, "Welcome").await, "first");
+    }
+);
+
+// `POST /v1/contacts/send` by `contact_id` (404 for an unknown or another account's) and by `channel` +
+// `external_id` (a web chat visitor, found again by the same id; 400 on an sms channel or without a channel).
+on_both_databases!(
+    a_send_names_its_contact_by_id_or_by_channel_identity,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let platform = Platform::new(&server).await;
+        SmsChannel::connect(&platform, &twilio, "sms", None).await;
+        platform.webchat("site").await;
+
+        // By id: the contact's phone is dialled.
+        let body = json!({"name": "Asha", "phone": "+15550100050"});
+        let contact = platform.ok("POST", "/v1/contacts", Some(body)).await["contact"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let by_id = send(&platform, json!({"contact_id": contact, "text": "By id"})).await;
+        assert_eq!(by_id["contact_id"], contact.as_str());
+        let message = message_when(&platform, by_id["message_id"].as_str().unwrap(), |m| {
+            m["status"] == "sent"
+        })
+        .await;
+        assert_eq!(message["contact_id"], contact.as_str());
+        assert_eq!(twilio.sent_with_body("By id")[0].to(), "+15550100050");
+        let other = Platform::new(&server).await;
+        let theirs = other
+            .ok("POST", "/v1/contacts", Some(json!({"name": "Not yours"})))
+            .await["contact"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for unknown in ["ct_0000000000000000", theirs.as_str()] {
+            let answer = platform
+                .send(
+                    "POST",
+                    "/v1/contacts/send",
+                    Some(json!({"contact_id": unknown, "text": "Hi"})),
+                )
+                .await;
+            assert_not_found(&answer, unknown);
+        }
+
+        // By a channel identity: a web chat visitor becomes a contact, found again by the same id.
+        let body = json!({"channel": "site", "external_id": "visitor-7", "name": "Visitor", "text": "Hello visitor"});
+        let by_identity = send(&platform, body).await;
+        let visitor = by_identity["contact_id"].as_str().unwrap().to_owned();
+        assert_ne!(visitor, contact);
+        let shown = platform.ok("GET", &format!("/v1/contacts/{visitor}"), None).await["contact"].clone();
+        assert_eq!(shown["name"], "Visitor");
+        assert_eq!(
+            shown["identities"],
+            json!([{"channel": "site", "type": "webchat", "external_id": "visitor-7"}])
+        );
+        let id = by_identity["message_id"].as_str().unwrap();
+        let message = message_when(&platform, id, |m| m["status"] != "queued").await;
+        assert_eq!(message["status"], "sent", "{message}");
+        assert_eq!(conversation_of(&platform, id).await["channel"], "site");
+        let again = json!({"channel": "site", "external_id": "visitor-7", "text": "Still there?"});
+        assert_eq!(send(&platform, again).await["contact_id"], visitor.as_str());
+        assert!(twilio.sent_with_body("Hello visitor").is_empty());
+
+        // An sms channel reaches contacts by phone, not by id; an id needs its channel.
+        for (body, field, case) in [
+            (
+                json!({"channel": "sms", "external_id": "visitor-7", "text": "Hi"}),
+                "external_id",
+                "an id on an sms channel",
+            ),
+            (
+                json!({"external_id": "visitor-7", "text": "Hi"}),
+                "channel",
+                "an id without its channel",
+            ),
+            (
+                json!({"channel": "fax", "external_id": "visitor-7", "text": "Hi"}),
+                "channel",
+                "an id on an unknown channel",
+            ),
+        ] {
+            let answer = platform.send("POST", "/v1/contacts/send", Some(body)).await;
+            assert_invalid(&answer, field, case);
+        }
+    }
+);
+
+// A status callback without Twilio's valid signature is 401: the message and the webhook feed are unchanged;
+// Twilio's own callback for it then applies.
+on_both_databases!(
+    a_forged_status_callback_is_refused_and_changes_nothing,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = sms::start(&db, &twilio, &[]).await;
+        let platform = Platform::new(&server).await;
+        let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
+        let receiver = Receiver::start().await;
+        subscribe(&platform, &receiver, &["message.delivered", "message.failed"]).await;
+        let accepted = send(&platform, json!({"phone": "+15550100060", "text": "Guarded"})).await;
+        let id = accepted["message_id"].as_str().unwrap();
+        let sent = message_when(&platform, id, |m| m["status"] == "sent").await;
+        let sid = sent["provider_message_id"].as_str().unwrap();
+
+        let status_url = format!("{}/status", channel.local_url());
+        let public_url = format!("{}/status", channel.webhook_url);
+        let form = twilio::status_callback(sid, "undelivered", Some("30003"));
+        let refusals = [
+            ("unsigned", twilio::post_form(&status_url, None, &form).await),
+            (
+                "another token",
+                twilio::post_signed(&status_url, &public_url, "not-the-token", &form).await,
+            ),
+            (
+                "signed for another URL",
+                twilio::post_signed(&status_url, &channel.webhook_url, &twilio.auth_token, &form).await,
+            ),
+            (
+                "a garbled signature",
+                twilio::post_form(&status_url, Some("bm90IGEgc2lnbmF0dXJl"), &form).await,
+            ),
+        ];
+        for (case, answer) in refusals {
+            assert_eq!(answer.status, 401, "{case}: {}", answer.body);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"],
+            sent
+        );
+        assert!(receiver.deliveries().is_empty(), "no event for a refused callback");
+
+        // Twilio's own callback for the same message applies.
+        assert_eq!(channel.status(sid, "delivered", None).await.status, 200);
+        message_when(&platform, id, |m| m["status"] == "delivered").await;
+        let events = receiver.wait_for(1, WAIT).await;
+        assert_eq!(events[0].json["type"], "message.delivered");
+    }
+);
+
+// STOP and START by sms each change `opted_out` and emit one signed `contact.updated`; a repeated STOP emits
+// nothing.
+on_both_databases!(stop_and_start_emit_contact_updated, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    let receiver = Receiver::start().await;
+    let secret = subscribe(&platform, &receiver, &["contact.created", "contact.updated"]).await;
+    let phone = "+15550100070";
+    channel.inbound(&new_message_sid(), phone, "Hi").await;
+    let created = receiver.wait_for(1, WAIT).await;
+    assert_eq!(created[0].json["type"], "contact.created");
+    let contact = created[0].json["data"]["id"].as_str().unwrap().to_owned();
+
+    // STOP opts the contact out, START back in: each a `contact.updated` with the contact as it became.
+    // A second STOP while opted out changes nothing and emits nothing.
+    for (text, opted_out) in [("STOP", true), ("Stop", true), ("START", false)] {
+        assert_eq!(channel.inbound(&new_message_sid(), phone, text).await.status, 200);
+        let shown = platform.ok("GET", &format!("/v1/contacts/{contact}"), None).await;
+        assert_eq!(shown["contact"]["opted_out"], opted_out, "after {text}");
+    }
+    receiver.wait_for(3, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let events = receiver.deliveries();
+    assert_eq!(events.len(), 3, "one event per change: {:?}", summary(&events));
+    assert!(events.iter().all(|d| d.verifies(&secret)));
+    // Deliveries to one endpoint run side by side: their arrival order is not the events' order.
+    let mut flags: Vec<bool> = events
+        .iter()
+        .filter(|d| d.json["type"] == "contact.updated")
+        .map(|d| {
+            assert_eq!(d.json["data"]["id"], contact.as_str());
+            assert_eq!(d.json["data"]["phone"], phone);
+            d.json["data"]["opted_out"].as_bool().unwrap()
+        })
+        .collect();
+    flags.sort_unstable();
+    assert_eq!(flags, [false, true], "one update opted out, one opted back in");
 });

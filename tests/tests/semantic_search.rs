@@ -166,11 +166,7 @@ async fn another_replicas_edit_is_seen_at_once() {
     let second = with_model(&db).await;
     let api = Platform::new(&first).await;
     let agent = shop(&api).await;
-    let other = Platform {
-        server: &second,
-        account_id: api.account_id.clone(),
-        key: api.key.clone(),
-    };
+    let other = Platform::of(&second, &api.account_id, &api.key);
     assert_eq!(
         top(&other, &agent, "I want my money back").await,
         "How do I get a refund?"

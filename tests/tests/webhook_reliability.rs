@@ -174,11 +174,7 @@ on_both_databases!(a_killed_worker_costs_no_retry_step, |db: Db| async move {
         "took {:?}",
         restarted.elapsed()
     );
-    let api = Platform {
-        server: &server,
-        account_id,
-        key,
-    };
+    let api = Platform::of(&server, &account_id, &key);
     let log = poll(&api, "/v1/webhooks/hook/deliveries", |b| {
         b["deliveries"][0]["status"] == "succeeded"
     })
@@ -353,11 +349,7 @@ on_both_databases!(signing_secrets_are_sealed_at_rest, |db: Db| async move {
     let server = server.restart().await;
     let stored = db.scalar(STORED, &account_id).await.unwrap();
     assert!(!stored.starts_with("whsec_"), "sealed at start-up: {stored}");
-    let api = Platform {
-        server: &server,
-        account_id,
-        key,
-    };
+    let api = Platform::of(&server, &account_id, &key);
     deal(&api, "signed again").await;
     let deliveries = receiver.wait_for(2, WAIT).await;
     assert!(deliveries[1].verifies(plaintext));

@@ -98,7 +98,10 @@ impl JobEngine {
         let claimer = tokio::spawn(claim_loop(self, outcomes, shutdown));
         Ok(tokio::spawn(async move {
             let _ = claimer.await;
-            let _ = recorder.await;
+            // Every outcome is committed by now, or its claim was released past the grace (a recorder still
+            // writing then finds it no longer held). A run that outlasts the grace (a provider that hangs)
+            // keeps the recorder's channel open: waiting for it would hold the exit until its own timeout.
+            recorder.abort();
             renewer.abort();
         }))
     }
