@@ -1035,3 +1035,55 @@ on_both_databases!(stop_and_start_emit_contact_updated, |db: Db| async move {
     flags.sort_unstable();
     assert_eq!(flags, [false, true], "one update opted out, one opted back in");
 });
+
+// A message's attachments travel both ways: an outbound one's URLs reach Twilio as repeated `MediaUrl` fields,
+// in order, and an inbound MMS's `MediaUrl0..` (with their content types) become the message's attachments.
+on_both_databases!(attachments_travel_as_media_urls, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
+
+    let urls = [
+        "https://cdn.example/receipt.pdf",
+        "https://cdn.example/photo.jpg?size=large&v=2",
+    ];
+    let attachments = json!([
+        {"url": urls[0], "content_type": "application/pdf", "filename": "receipt.pdf"},
+        {"url": urls[1]},
+    ]);
+    let accepted = send(
+        &platform,
+        json!({"phone": "+15550100090", "text": "Your receipt", "attachments": attachments}),
+    )
+    .await;
+    let request = twilio.wait_for_created(1, WAIT).await.remove(0);
+    assert_eq!(request.fields("MediaUrl"), urls, "{request:?}");
+    assert_eq!(request.body(), "Your receipt");
+    let id = accepted["message_id"].as_str().unwrap();
+    let sent = message_when(&platform, id, |m| m["status"] == "sent").await;
+    assert_eq!(sent["attachments"][0]["filename"], "receipt.pdf", "{sent}");
+    assert_eq!(sent["attachments"][1]["url"], urls[1], "{sent}");
+
+    let media = [
+        ("https://api.twilio.com/media/ME1", "image/jpeg"),
+        ("https://api.twilio.com/media/ME2", "image/png"),
+    ];
+    let form = twilio::inbound_message(&new_message_sid(), "+15550100091", twilio::FROM_NUMBER, "", &media);
+    let answer = twilio::post_signed(channel.local_url(), &channel.webhook_url, &twilio.auth_token, &form).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let conversations = platform.ok("GET", "/v1/conversations?limit=1", None).await;
+    let conversation_id = conversations["conversations"][0]["id"].as_str().unwrap().to_owned();
+    let thread = platform
+        .ok("GET", &format!("/v1/conversations/{conversation_id}"), None)
+        .await;
+    let received = &thread["messages"][0];
+    assert_eq!(received["direction"], "inbound", "{thread}");
+    let stored: Vec<(&str, &str)> = received["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["url"].as_str().unwrap(), a["content_type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(stored, media, "{received}");
+});

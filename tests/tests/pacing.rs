@@ -62,8 +62,8 @@ on_both_databases!(a_channel_sends_no_faster_than_its_max_per_second, |db: Db| a
     );
 });
 
-/// Both replicas run deliveries (each takes at most two of the channel's jobs at a time), and together they
-/// keep the channel's one pace.
+/// Both replicas run deliveries (each takes at most two of the channel's jobs at a time), each send once, and
+/// together they keep the channel's one pace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_keep_one_pace_per_channel() {
     let db = Db::postgres().await;
@@ -83,6 +83,14 @@ async fn two_replicas_keep_one_pace_per_channel() {
     assert!(
         span >= least_span(),
         "{SENDS} sends at {RATE}/s over two replicas took {span:?}"
+    );
+    // Both claimed from one queue: no send ran twice.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let texts: std::collections::HashSet<String> = twilio.sent().iter().map(|s| s.body().to_owned()).collect();
+    assert_eq!(
+        (twilio.arrived(), texts.len()),
+        (SENDS, SENDS),
+        "each send reached Twilio once"
     );
 }
 
