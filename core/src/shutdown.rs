@@ -18,6 +18,13 @@ impl Shutdown {
         Self(rx)
     }
 
+    /// A signal the caller flips itself (with the sender), for tests of what waits on it.
+    #[cfg(test)]
+    pub fn by_hand() -> (watch::Sender<bool>, Self) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Self(rx))
+    }
+
     /// Whether shutdown has begun.
     pub fn is_stopping(&self) -> bool {
         *self.0.borrow()

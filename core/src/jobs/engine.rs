@@ -4,7 +4,9 @@
 //! and the queue gauges. At shutdown the claim loop stops, running jobs get `SHUTDOWN_GRACE` to finish and be
 //! recorded, and the claims still held are released for the next worker.
 
-use std::{sync::Arc, time::Duration};
+use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
+
+use futures_util::FutureExt;
 
 use sea_orm::DatabaseConnection;
 use tokio::{
@@ -13,7 +15,7 @@ use tokio::{
 };
 
 use super::{
-    Handlers, Wake, admin,
+    Handler, Handlers, Job, Outcome, Wake, admin,
     claim::claim,
     complete::{Finished, record},
     in_flight::InFlight,
@@ -38,6 +40,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 /// Wait before retrying after a database error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+/// Wait before running again a job whose handler panicked (a try spent, as for an error).
+const PANIC_BACKOFF: Duration = Duration::from_secs(30);
 /// The shortest lease: renewals (every third of it) must fit a database round trip with room to spare.
 const MIN_LEASE: Duration = Duration::from_secs(1);
 
@@ -109,6 +113,26 @@ impl JobEngine {
 
 type Recorded = (Finished, OwnedSemaphorePermit);
 
+/// Runs `job`. A handler that panics (a bug) spends a try as an error would, so the job ends `failed` with the
+/// panic's message once its tries are used up, instead of its claim and lane slot staying held until restart.
+async fn run_caught(handler: &dyn Handler, job: &Job) -> Outcome {
+    match AssertUnwindSafe(handler.run(job)).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("no message");
+            tracing::error!(job = job.id, kind = job.kind, "job handler panicked: {message}");
+            Outcome::Retry {
+                error: format!("the handler panicked: {message}"),
+                after: PANIC_BACKOFF,
+            }
+        }
+    }
+}
+
 async fn claim_loop(engine: JobEngine, outcomes: mpsc::UnboundedSender<Recorded>, shutdown: Shutdown) {
     let capacity = engine.config.concurrency as usize;
     let slots = Arc::new(Semaphore::new(capacity));
@@ -146,12 +170,12 @@ async fn claim_loop(engine: JobEngine, outcomes: mpsc::UnboundedSender<Recorded>
                 continue;
             };
             engine.in_flight.started(&job);
-            let (in_flight, outcomes) = (engine.in_flight.clone(), outcomes.clone());
+            let (in_flight, outcomes, clock) = (engine.in_flight.clone(), outcomes.clone(), engine.clock.clone());
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
-                let outcome = handler.run(&job).await;
-                if let super::Outcome::Defer { until_ms } = &outcome {
-                    in_flight.rest(&job.lane, *until_ms);
+                let outcome = run_caught(handler.as_ref(), &job).await;
+                if let Outcome::Defer { until_ms } = &outcome {
+                    in_flight.rest(&job.lane, *until_ms, clock.now().timestamp_millis());
                 }
                 in_flight.ran(&job);
                 metrics::counter!("frontdesk_job_runs_total", "kind" => job.kind.clone(), "outcome" => outcome.label())
@@ -257,5 +281,90 @@ async fn sleep_or_stop(duration: Duration, shutdown: &Shutdown) {
     tokio::select! {
         () = tokio::time::sleep(duration) => {},
         () = shutdown.clone().wait() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::{clock::SystemClock, jobs::NewJob, store};
+
+    struct Panics;
+
+    #[async_trait::async_trait]
+    impl Handler for Panics {
+        async fn run(&self, job: &Job) -> Outcome {
+            panic!("cannot handle {}", job.payload)
+        }
+    }
+
+    struct Succeeds;
+
+    #[async_trait::async_trait]
+    impl Handler for Succeeds {
+        async fn run(&self, _job: &Job) -> Outcome {
+            Outcome::Done(None)
+        }
+    }
+
+    fn job(kind: &'static str, run_at_ms: i64) -> NewJob {
+        NewJob {
+            account_id: "acc".into(),
+            kind,
+            lane: "one-lane".into(),
+            payload: serde_json::json!({"n": run_at_ms}),
+            run_at_ms,
+            max_attempts: 1,
+            unique_key: None,
+        }
+    }
+
+    /// With one slot in the lane, a panic that kept its slot (or its claim) would stop the lane's next job.
+    #[tokio::test]
+    async fn a_panicking_handler_fails_its_job_with_the_message_and_its_lane_runs_on() {
+        let (db, dir) = store::test_databases::sqlite_file(4).await;
+        store::migrate(&db).await.unwrap();
+        let now = Utc::now();
+        let due = now.timestamp_millis() - 1_000;
+        let jobs = vec![job("panics", due), job("panics", due + 1), job("succeeds", due + 2)];
+        crate::jobs::enqueue_all(&db, jobs, now).await.unwrap();
+        let config = JobConfig {
+            concurrency: 4,
+            lane_concurrency: 1,
+            lease: Duration::from_secs(1),
+            poll_interval: Duration::from_millis(20),
+        };
+        let handlers = Handlers::default()
+            .with("panics", Arc::new(Panics))
+            .with("succeeds", Arc::new(Succeeds));
+        let (stop, shutdown) = Shutdown::by_hand();
+        let engine = JobEngine::new(db.clone(), Arc::new(SystemClock), config, handlers, Wake::default());
+        let stopped = engine.spawn(shutdown).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let failed = admin::list(&db, true, "", 10).await.unwrap();
+            let waiting = admin::list(&db, false, "", 10).await.unwrap();
+            if failed.len() == 2 && waiting.is_empty() {
+                for job in failed {
+                    assert_eq!(job.kind, "panics");
+                    let error = job.last_error.unwrap_or_default();
+                    assert!(error.starts_with("the handler panicked: cannot handle {"), "{error}");
+                }
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "failed {failed:?}, waiting {waiting:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(15), stopped)
+            .await
+            .unwrap()
+            .unwrap();
+        std::fs::remove_dir_all(dir).ok();
     }
 }

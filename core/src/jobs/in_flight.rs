@@ -79,12 +79,18 @@ impl InFlight {
         closed
     }
 
-    /// A job of `lane` was deferred to `until_ms`: its lane's other jobs wait as long.
-    pub fn rest(&self, lane: &str, until_ms: i64) {
+    /// A job of `lane` was deferred to `until_ms` (at `now_ms`): its lane's other jobs wait as long, or until
+    /// an earlier rest still running ends.
+    pub fn rest(&self, lane: &str, until_ms: i64, now_ms: i64) {
         if !lane.is_empty() {
             let mut counts = self.counts();
             let until = counts.resting.entry(lane.to_owned()).or_insert(until_ms);
-            *until = (*until).min(until_ms);
+            // A rest that already ended (and no claim has cleared yet) does not cut the new one short.
+            *until = if *until <= now_ms {
+                until_ms
+            } else {
+                (*until).min(until_ms)
+            };
         }
     }
 
@@ -111,5 +117,28 @@ impl InFlight {
     /// The claim tokens whose leases must be kept alive.
     pub fn tokens(&self) -> Vec<i64> {
         self.counts().tokens.keys().copied().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_rests_until_its_earliest_rest_and_an_ended_rest_does_not_shorten_a_new_one() {
+        let in_flight = InFlight::new(2, Wake::default());
+        in_flight.rest("ch", 2_000, 1_000);
+        in_flight.rest("ch", 1_500, 1_000);
+        assert_eq!(in_flight.closed_lanes(1_400), ["ch"]);
+        // The rest to 1,500 ended; no claim cleared it before the next deferral, to 3,000.
+        in_flight.rest("other", 1_500, 1_000);
+        in_flight.rest("other", 3_000, 1_600);
+        assert_eq!(in_flight.closed_lanes(2_000), ["other"]);
+        assert!(in_flight.closed_lanes(3_000).is_empty());
+        in_flight.rest("", 9_000, 3_000);
+        assert!(
+            in_flight.closed_lanes(3_000).is_empty(),
+            "jobs without a lane never rest"
+        );
     }
 }

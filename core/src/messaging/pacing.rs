@@ -24,12 +24,17 @@ pub const DEFAULT_PER_SECOND: f64 = 10.0;
 /// service.
 pub const MAX_PER_SECOND: f64 = 100_000.0;
 
-/// The channel's rate from its config value (absent, unreadable or out of range: `default`).
+/// Floor of `max_per_second`: one send an hour. Slower rates would make intervals that overflow a
+/// `Duration` or Redis's integers.
+pub const MIN_PER_SECOND: f64 = 1.0 / 3600.0;
+
+/// The channel's rate from its config value (absent, unreadable, zero or negative: `default`), held between
+/// `MIN_PER_SECOND` and `MAX_PER_SECOND`.
 pub fn per_second(config_value: Option<&str>, default: f64) -> f64 {
     config_value
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|r| r.is_finite() && *r > 0.0)
-        .map_or(default, |r| r.min(MAX_PER_SECOND))
+        .map_or(default, |r| r.clamp(MIN_PER_SECOND, MAX_PER_SECOND))
 }
 
 /// When a send may go.
@@ -148,5 +153,11 @@ mod tests {
         assert_eq!(per_second(Some("250"), DEFAULT_PER_SECOND), 250.0);
         assert_eq!(per_second(Some("0"), DEFAULT_PER_SECOND), 10.0);
         assert_eq!(per_second(Some("fast"), MAX_PER_SECOND), MAX_PER_SECOND);
+        assert_eq!(per_second(Some("1e9"), DEFAULT_PER_SECOND), MAX_PER_SECOND);
+        assert_eq!(
+            per_second(Some("1e-20"), DEFAULT_PER_SECOND),
+            MIN_PER_SECOND,
+            "an interval a Duration holds"
+        );
     }
 }
