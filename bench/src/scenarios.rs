@@ -155,6 +155,7 @@ pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
     let started = std::time::Instant::now();
     let outcome = drive.await?;
     let busy = started.elapsed();
+    // Folded from +0.0: an empty float sum is -0.0, which the table would print (a floor runs no server).
     let server_cpu = processes
         .iter()
         .map(|p| p.cpu_seconds())
@@ -162,7 +163,6 @@ pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
         - cpu_before;
     let database_cpu = crate::process::database_cpu_seconds() - database_before;
     let machine_cpu = crate::process::machine_busy_seconds() - machine_before;
-    // Folded from +0.0: an empty float sum is -0.0, which the table would print (a floor runs no server).
     let server_peak_rss = processes.iter().map(|p| p.rss_mib().1).fold(0.0, |sum, rss| sum + rss);
     Ok(Measured {
         name,

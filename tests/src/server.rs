@@ -159,11 +159,7 @@ impl Server {
     /// The value of the metric `name` whose labels include `label` (`kind="send"`), from `/metrics`.
     pub async fn metric(&self, name: &str, label: &str) -> f64 {
         let metrics = self.metrics().await;
-        metrics
-            .lines()
-            .find(|line| line.starts_with(name) && line.contains(label))
-            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} with {label} in {metrics}"))
+        sample(&metrics, name, &[label]).unwrap_or_else(|| panic!("no {name} with {label} in {metrics}"))
     }
 
     /// The Prometheus text of `/metrics`.
@@ -176,6 +172,16 @@ impl Server {
         assert_eq!(answer.status(), 200);
         answer.text().await.expect("metrics text")
     }
+}
+
+/// The value of the sample of metric `name` whose labels include every one of `labels`, in the Prometheus text
+/// `metrics`; `None` when there is none (a counter not yet incremented).
+pub fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|line| line.split(['{', ' ']).next() == Some(name))
+        .find(|line| labels.iter().all(|l| line.contains(l)))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
 }
 
 impl Drop for Server {

@@ -11,6 +11,7 @@ use frontdesk_api::admin::v1::{ListJobsRequest, RetryJobRequest};
 use frontdesk_tests::{
     Db, Server, admin, binary, on_both_databases,
     platform::Platform,
+    server::sample,
     sms::{self, SmsChannel, message_when},
     twilio::{FakeTwilio, new_message_sid},
     webhook_receiver::Receiver,
@@ -87,7 +88,7 @@ on_both_databases!(a_lane_back_under_its_cap_takes_only_its_room, |db: Db| async
     }
     assert_eq!(twilio.created(), 40);
     let metrics = server.metrics().await;
-    let released = sample(&metrics, "frontdesk_jobs_released_total", &[]);
+    let released = sample(&metrics, "frontdesk_jobs_released_total", &[]).unwrap_or(0.0);
     assert_eq!(released, 0.0, "no claim took more than its lane's room:\n{metrics}");
     assert!(
         server.metric("frontdesk_job_claims_total", "taken").await >= 10.0,
@@ -417,22 +418,11 @@ on_both_databases!(
     }
 );
 
-/// The value of the sample of metric `name` whose labels include every one of `labels`, in the Prometheus
-/// text `metrics`; 0 when there is none (a counter not yet incremented).
-fn sample(metrics: &str, name: &str, labels: &[&str]) -> f64 {
-    metrics
-        .lines()
-        .filter(|line| line.split(['{', ' ']).next() == Some(name))
-        .find(|line| labels.iter().all(|l| line.contains(l)))
-        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// `frontdesk_job_runs_total` of the sends that ended with `outcome`.
 async fn send_runs(server: &Server, outcome: &str) -> f64 {
     let outcome = format!(r#"outcome="{outcome}""#);
     let labels = [r#"kind="deliver_message""#, outcome.as_str()];
-    sample(&server.metrics().await, "frontdesk_job_runs_total", &labels)
+    sample(&server.metrics().await, "frontdesk_job_runs_total", &labels).unwrap_or(0.0)
 }
 
 /// Polls `/metrics` until `holds` is true of the queue gauges `(pending, due, failed, oldest due age)`, which
@@ -442,10 +432,10 @@ async fn gauges_when(server: &Server, holds: impl Fn((f64, f64, f64, f64)) -> bo
     loop {
         let metrics = server.metrics().await;
         let gauges = (
-            sample(&metrics, "frontdesk_jobs_pending", &[]),
-            sample(&metrics, "frontdesk_jobs_due", &[]),
-            sample(&metrics, "frontdesk_jobs_failed", &[]),
-            sample(&metrics, "frontdesk_jobs_oldest_due_age_seconds", &[]),
+            sample(&metrics, "frontdesk_jobs_pending", &[]).unwrap_or(0.0),
+            sample(&metrics, "frontdesk_jobs_due", &[]).unwrap_or(0.0),
+            sample(&metrics, "frontdesk_jobs_failed", &[]).unwrap_or(0.0),
+            sample(&metrics, "frontdesk_jobs_oldest_due_age_seconds", &[]).unwrap_or(0.0),
         );
         assert!(
             metrics.contains("frontdesk_jobs_oldest_due_age_seconds "),

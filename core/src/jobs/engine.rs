@@ -124,7 +124,12 @@ async fn run_caught(handler: &dyn Handler, job: &Job) -> Outcome {
                 .copied()
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("no message");
-            tracing::error!(job = job.id, kind = job.kind, "job handler panicked: {message}");
+            // The panic hook has printed the message already; the job keeps it as its error.
+            tracing::error!(
+                job = job.id,
+                kind = job.kind,
+                "job handler panicked; the run spends a try"
+            );
             Outcome::Retry {
                 error: format!("the handler panicked: {message}"),
                 after: PANIC_BACKOFF,
