@@ -3,8 +3,8 @@
 
 use clap::{Args, Subcommand};
 use frontdesk_api::admin::v1::{
-    Account, CreateAccountRequest, CreditsRequest, DeleteAccountRequest, GetAccountRequest, IssueApiKeyRequest, Job,
-    ListJobsRequest, RetryJobRequest, UpdateAccountRequest, admin_client::AdminClient,
+    Account, CancelJobsRequest, CreateAccountRequest, CreditsRequest, DeleteAccountRequest, GetAccountRequest,
+    IssueApiKeyRequest, Job, ListJobsRequest, RetryJobRequest, UpdateAccountRequest, admin_client::AdminClient,
 };
 use serde_json::{Value, json};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
@@ -88,21 +88,53 @@ enum AdminCommand {
         account: String,
     },
     /// The durable job queue's figures and its jobs: waiting and running ones by when they run next, or with
-    /// `--failed` those that used up their tries, latest first, with their last error.
+    /// `--failed` those that used up their tries (with `--cancelled` the cancelled ones), latest first, with
+    /// their last error. `frontdesk admin jobs cancel` cancels jobs.
     Jobs {
-        #[arg(long)]
+        #[command(subcommand)]
+        cancel: Option<JobsCommand>,
+        #[arg(long, conflicts_with = "cancelled")]
         failed: bool,
+        #[arg(long)]
+        cancelled: bool,
         /// Only jobs of this kind (`deliver_message`, ...).
         #[arg(long, default_value = "")]
         kind: String,
+        /// Only this account's jobs.
+        #[arg(long, default_value = "")]
+        account: String,
+        /// Only jobs of this lane (a channel's id, ...).
+        #[arg(long, default_value = "")]
+        lane: String,
+        /// Only jobs of this group (a broadcast's id, ...).
+        #[arg(long, default_value = "")]
+        group: String,
         /// At most this many jobs (1 to 200).
         #[arg(long, default_value_t = 50)]
         limit: i32,
     },
-    /// Put a failed job back in the queue, due now, its tries counted from 0.
+    /// Put a failed or cancelled job back in the queue, due now, its tries counted from 0.
     RetryJob {
         /// The job's id (`job_...`).
         id: String,
+    },
+}
+
+/// What `frontdesk admin jobs` does besides listing.
+#[derive(Subcommand)]
+pub enum JobsCommand {
+    /// Cancel pending jobs: the one with this id, the one holding this key, or every job of this group.
+    /// Waiting jobs never run; running ones are stopped at their worker's next lease renewal.
+    Cancel {
+        #[arg(long, group = "which")]
+        id: Option<String>,
+        #[arg(long, group = "which")]
+        key: Option<String>,
+        #[arg(long, group = "which")]
+        group: Option<String>,
+        /// Only this account's jobs.
+        #[arg(long, default_value = "")]
+        account: String,
     },
 }
 
@@ -239,15 +271,52 @@ async fn call(client: &mut Client, command: AdminCommand) -> Result<Value, tonic
                 .await?
                 .into_inner(),
         ),
-        AdminCommand::Jobs { failed, kind, limit } => {
-            let list = client
-                .list_jobs(ListJobsRequest { failed, kind, limit })
+        AdminCommand::Jobs {
+            cancel:
+                Some(JobsCommand::Cancel {
+                    id,
+                    key,
+                    group,
+                    account,
+                }),
+            ..
+        } => {
+            let result = client
+                .cancel_jobs(CancelJobsRequest {
+                    id: id.unwrap_or_default(),
+                    key: key.unwrap_or_default(),
+                    group: group.unwrap_or_default(),
+                    account_id: account,
+                })
                 .await?
                 .into_inner();
+            json!({ "cancelled": result.cancelled })
+        }
+        AdminCommand::Jobs {
+            cancel: None,
+            failed,
+            cancelled,
+            kind,
+            account,
+            lane,
+            group,
+            limit,
+        } => {
+            let request = ListJobsRequest {
+                failed,
+                cancelled,
+                kind,
+                limit,
+                account_id: account,
+                lane,
+                group,
+            };
+            let list = client.list_jobs(request).await?.into_inner();
             json!({
                 "pending": list.pending,
                 "due": list.due,
                 "failed": list.failed,
+                "cancelled": list.cancelled,
                 "oldest_due_age_seconds": list.oldest_due_age_seconds,
                 "jobs": list.jobs.into_iter().map(job_json).collect::<Vec<_>>(),
             })
@@ -265,7 +334,12 @@ fn job_json(job: Job) -> Value {
         "id": job.id,
         "account_id": job.account_id,
         "kind": job.kind,
+        "class": job.class,
+        "lane": job.lane,
+        "group": job.group,
+        "key": job.key,
         "status": job.status,
+        "runs_again": job.runs_again,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "run_at": time(job.run_at),

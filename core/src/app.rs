@@ -175,6 +175,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 pacer,
                 RetrySchedule::new(send_schedule),
                 &conversations.public_url,
+                conversations.provider_timeout,
             )),
         )
         .with(
@@ -261,7 +262,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         ),
         webchat: WebChatService::new(webchat.clone()),
         chat_sessions: ChatSessionsService::new(webchat),
-        admin: AdminService::new(db.clone(), clock.clone(), test_clock),
+        admin: AdminService::new(db.clone(), clock.clone(), test_clock, handlers.clone()),
         admin_token: AdminToken::new(config.admin_token.clone()),
         guard: Arc::new(Guard::new(db.clone(), limiter)?),
         sunset: Arc::new(Sunset::new(config.campaigns_sunset, clock.clone())),

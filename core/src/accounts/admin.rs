@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use frontdesk_api::admin::v1::{
-    Account, CreateAccountRequest, CreatedAccount, CreditsRequest, CreditsResult, DeleteAccountRequest,
-    GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, Job, JobList, ListJobsRequest, RetryJobRequest,
-    SetTestClockRequest, TestClock, UpdateAccountRequest, admin_server::Admin,
+    Account, CancelJobsRequest, CancelJobsResult, CreateAccountRequest, CreatedAccount, CreditsRequest, CreditsResult,
+    DeleteAccountRequest, GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, Job, JobList, ListJobsRequest,
+    RetryJobRequest, SetTestClockRequest, TestClock, UpdateAccountRequest, admin_server::Admin,
 };
 use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
@@ -64,11 +64,23 @@ pub struct AdminService {
     clock: Arc<dyn Clock>,
     /// The clock `SetTestClock` steers; `None` unless FRONTDESK_TEST_CLOCK=true.
     test_clock: Option<Arc<SteerableClock>>,
+    /// The job handlers, which settle what cancelled jobs stood for.
+    handlers: jobs::Handlers,
 }
 
 impl AdminService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, test_clock: Option<Arc<SteerableClock>>) -> Self {
-        Self { db, clock, test_clock }
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        test_clock: Option<Arc<SteerableClock>>,
+        handlers: jobs::Handlers,
+    ) -> Self {
+        Self {
+            db,
+            clock,
+            test_clock,
+            handlers,
+        }
     }
 }
 
@@ -199,9 +211,24 @@ impl Admin for AdminService {
         if !(0..=200).contains(&r.limit) {
             return Err(ApiError::field("limit", "must be between 1 and 200").into());
         }
+        if r.failed && r.cancelled {
+            return Err(ApiError::field("cancelled", "cannot be set with failed").into());
+        }
         let limit = if r.limit == 0 { 50 } else { r.limit };
         let now_ms = self.clock.now().timestamp_millis();
-        let rows = jobs::admin::list(&self.db, r.failed, &r.kind, limit.unsigned_abs().into())
+        let status = match (r.failed, r.cancelled) {
+            (true, _) => "failed",
+            (_, true) => "cancelled",
+            _ => "pending",
+        };
+        let filter = jobs::admin::Filter {
+            status: status.to_owned(),
+            kind: r.kind,
+            account_id: r.account_id,
+            lane: r.lane,
+            group: r.group,
+        };
+        let rows = jobs::admin::list(&self.db, &filter, limit.unsigned_abs().into())
             .await
             .map_err(ApiError::from)?;
         let stats = jobs::admin::stats(&self.db, now_ms).await.map_err(ApiError::from)?;
@@ -211,6 +238,25 @@ impl Admin for AdminService {
             due: stats.due,
             failed: stats.failed,
             oldest_due_age_seconds: stats.oldest_due_age_seconds,
+            cancelled: stats.cancelled,
+        }))
+    }
+
+    async fn cancel_jobs(&self, request: Request<CancelJobsRequest>) -> Result<Response<CancelJobsResult>, Status> {
+        let r = request.into_inner();
+        let which = match (r.id.is_empty(), r.key.is_empty(), r.group.is_empty()) {
+            (false, true, true) => jobs::cancel::Selector::Id(r.id),
+            (true, false, true) => jobs::cancel::Selector::Key(r.key),
+            (true, true, false) => jobs::cancel::Selector::Group(r.group),
+            _ => return Err(ApiError::field("id", "give exactly one of id, key and group").into()),
+        };
+        let account = (!r.account_id.is_empty()).then_some(r.account_id.as_str());
+        let cancelled = jobs::cancel::cancel(&self.db, &self.handlers, &which, account, self.clock.now())
+            .await
+            .map_err(ApiError::from)?;
+        tracing::info!(?which, cancelled, "jobs cancelled by an operator");
+        Ok(Response::new(CancelJobsResult {
+            cancelled: i64::try_from(cancelled).unwrap_or(i64::MAX),
         }))
     }
 
@@ -219,8 +265,8 @@ impl Admin for AdminService {
         let job = jobs::admin::retry(&self.db, &request.into_inner().id, now)
             .await
             .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("failed job"))?;
-        tracing::info!(job = job.id, kind = job.kind, "failed job queued again by an operator");
+            .ok_or_else(|| ApiError::not_found("failed or cancelled job"))?;
+        tracing::info!(job = job.id, kind = job.kind, "job queued again by an operator");
         Ok(Response::new(jobs::admin::job_message(&job, now.timestamp_millis())))
     }
 

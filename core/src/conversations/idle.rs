@@ -35,6 +35,8 @@ pub fn job(now: DateTime<Utc>) -> NewJob {
         run_at_ms: now.timestamp_millis(),
         max_attempts: i32::MAX,
         unique_key: Some(KIND.to_owned()),
+        class: crate::jobs::Class::Bulk,
+        ..NewJob::default()
     }
 }
 

@@ -176,7 +176,7 @@ pub fn late_job(account_id: &str, channel_id: &str, update: &StatusUpdate, now: 
         payload: serde_json::json!(LateReport::new(channel_id, update)),
         run_at_ms: now.timestamp_millis() + 1_000,
         max_attempts: i32::try_from(LATE_WAITS.len()).unwrap_or(1) + 1,
-        unique_key: None,
+        ..crate::jobs::NewJob::default()
     }
 }
 

@@ -1,5 +1,5 @@
-//! What operators see of the queue: its figures, the jobs (failed ones with their last error), and a retry
-//! of a failed job.
+//! What operators see of the queue: its figures (in all and per kind and class), the jobs (failed and
+//! cancelled ones with their last error), a retry of a failed or cancelled job, and cancels.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -7,6 +7,7 @@ use sea_orm::{
     Statement,
 };
 
+use super::Class;
 use crate::{store::entities::jobs, timestamps};
 
 /// A job as the admin API shows it; `now_ms` tells a running job (claimed, lease not over) from a waiting one.
@@ -26,6 +27,11 @@ pub fn job_message(job: &jobs::Model, now_ms: i64) -> frontdesk_api::admin::v1::
         last_error: job.last_error.clone().unwrap_or_default(),
         created_at: Some(timestamps::to_proto(job.created_at)),
         updated_at: Some(timestamps::to_proto(job.updated_at)),
+        lane: job.lane.clone(),
+        group: job.group_key.clone().unwrap_or_default(),
+        key: job.unique_key.clone().unwrap_or_default(),
+        class: Class::from_code(job.class).label().to_owned(),
+        runs_again: job.rerun_at_ms.is_some(),
     }
 }
 
@@ -37,59 +43,115 @@ pub struct Stats {
     /// Due now and not running.
     pub due: i64,
     pub failed: i64,
+    pub cancelled: i64,
     /// Seconds the oldest due job has waited past its time.
     pub oldest_due_age_seconds: f64,
 }
 
-pub async fn stats(db: &DatabaseConnection, now_ms: i64) -> Result<Stats, DbErr> {
-    let sql = "SELECT \
-        (SELECT COUNT(*) FROM jobs WHERE status = 'pending'), \
-        (SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND claim_token IS NULL AND run_at_ms <= $1), \
-        (SELECT COUNT(*) FROM jobs WHERE status = 'failed'), \
-        (SELECT MIN(run_at_ms) FROM jobs WHERE status = 'pending' AND claim_token IS NULL AND run_at_ms <= $1)";
-    let row = db
-        .query_one_raw(Statement::from_sql_and_values(
+impl Stats {
+    fn add(&mut self, other: &Stats) {
+        self.pending += other.pending;
+        self.due += other.due;
+        self.failed += other.failed;
+        self.cancelled += other.cancelled;
+        self.oldest_due_age_seconds = self.oldest_due_age_seconds.max(other.oldest_due_age_seconds);
+    }
+}
+
+/// The figures of one kind and class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figures {
+    pub kind: String,
+    pub class: Class,
+    pub stats: Stats,
+}
+
+/// The figures per kind and class, with one statement.
+pub async fn figures(db: &DatabaseConnection, now_ms: i64) -> Result<Vec<Figures>, DbErr> {
+    let sql = "SELECT kind, class, \
+        COUNT(CASE WHEN status = 'pending' THEN 1 END), \
+        COUNT(CASE WHEN status = 'pending' AND claim_token IS NULL AND run_at_ms <= $1 THEN 1 END), \
+        COUNT(CASE WHEN status = 'failed' THEN 1 END), \
+        COUNT(CASE WHEN status = 'cancelled' THEN 1 END), \
+        MIN(CASE WHEN status = 'pending' AND claim_token IS NULL AND run_at_ms <= $1 THEN run_at_ms END) \
+        FROM jobs GROUP BY kind, class";
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
             db.get_database_backend(),
             sql,
             [now_ms.into()],
         ))
         .await?;
-    let Some(row) = row else {
-        return Ok(Stats::default());
-    };
-    let oldest: Option<i64> = row.try_get_by_index(3)?;
-    Ok(Stats {
-        pending: row.try_get_by_index(0)?,
-        due: row.try_get_by_index(1)?,
-        failed: row.try_get_by_index(2)?,
-        oldest_due_age_seconds: oldest.map_or(0.0, |at| (now_ms - at).max(0) as f64 / 1000.0),
-    })
+    rows.iter()
+        .map(|row| {
+            let oldest: Option<i64> = row.try_get_by_index(6)?;
+            let count = |at: usize| row.try_get_by_index::<i64>(at);
+            Ok(Figures {
+                kind: row.try_get_by_index(0)?,
+                class: Class::from_code(row.try_get_by_index(1)?),
+                stats: Stats {
+                    pending: count(2)?,
+                    due: count(3)?,
+                    failed: count(4)?,
+                    cancelled: count(5)?,
+                    oldest_due_age_seconds: oldest.map_or(0.0, |at| (now_ms - at).max(0) as f64 / 1000.0),
+                },
+            })
+        })
+        .collect()
 }
 
-/// Up to `limit` jobs: the failed ones, latest first, when `failed`; else the waiting and running ones by
-/// when they run next. `kind` ("" for any) filters.
-pub async fn list(db: &DatabaseConnection, failed: bool, kind: &str, limit: u64) -> Result<Vec<jobs::Model>, DbErr> {
-    let mut select = jobs::Entity::find().limit(limit);
-    if !kind.is_empty() {
-        select = select.filter(jobs::Column::Kind.eq(kind));
+/// The figures of the whole queue.
+pub async fn stats(db: &DatabaseConnection, now_ms: i64) -> Result<Stats, DbErr> {
+    let mut all = Stats::default();
+    for f in figures(db, now_ms).await? {
+        all.add(&f.stats);
     }
-    select = if failed {
-        select
-            .filter(jobs::Column::Status.eq("failed"))
-            .order_by_desc(jobs::Column::UpdatedAt)
-    } else {
-        select
+    Ok(all)
+}
+
+/// Which jobs a list shows.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// `pending` (waiting and running, by when they run next), `failed` or `cancelled` (latest first).
+    pub status: String,
+    pub kind: String,
+    pub account_id: String,
+    pub lane: String,
+    pub group: String,
+}
+
+/// Up to `limit` jobs the filter selects ("" fields select any).
+pub async fn list(db: &DatabaseConnection, filter: &Filter, limit: u64) -> Result<Vec<jobs::Model>, DbErr> {
+    let mut select = jobs::Entity::find().limit(limit);
+    for (column, value) in [
+        (jobs::Column::Kind, &filter.kind),
+        (jobs::Column::AccountId, &filter.account_id),
+        (jobs::Column::Lane, &filter.lane),
+        (jobs::Column::GroupKey, &filter.group),
+    ] {
+        if !value.is_empty() {
+            select = select.filter(column.eq(value.as_str()));
+        }
+    }
+    select = match filter.status.as_str() {
+        "" | "pending" => select
             .filter(jobs::Column::Status.eq("pending"))
-            .order_by_asc(jobs::Column::RunAtMs)
+            .order_by_asc(jobs::Column::RunAtMs),
+        settled => select
+            .filter(jobs::Column::Status.eq(settled))
+            .order_by_desc(jobs::Column::UpdatedAt),
     };
     select.all(db).await
 }
 
-/// Puts a failed job back in the queue, due now, its tries counted from 0. `None` when no failed job has
-/// this id.
+/// Puts a failed or cancelled job back in the queue, due now, its tries counted from 0. `None` when no such
+/// job has this id, or a pending job holds its key now.
 pub async fn retry(db: &DatabaseConnection, id: &str, now: DateTime<Utc>) -> Result<Option<jobs::Model>, DbErr> {
     let sql = "UPDATE jobs SET status = 'pending', attempts = 0, run_at_ms = $1, claim_token = NULL, \
-               updated_at = $2 WHERE id = $3 AND status = 'failed'";
+               updated_at = $2 WHERE id = $3 AND status IN ('failed', 'cancelled') \
+               AND (unique_key IS NULL OR NOT EXISTS \
+               (SELECT 1 FROM jobs AS other WHERE other.unique_key = jobs.unique_key AND other.status = 'pending'))";
     let values = [now.timestamp_millis().into(), now.into(), id.into()];
     let changed = db
         .execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))

@@ -1,207 +1,342 @@
-//! Claims due jobs for this worker. One statement takes the oldest due jobs of the kinds this process runs,
-//! passing over lanes already at their cap (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas claim
-//! disjoint rows), and of each lane no more than the room its cap leaves: it moves `run_at_ms` to the end of a
-//! lease and stamps a fresh claim token. What it took beyond a cap all the same (the lanes' loads are read
-//! just before the statement) is released at once, due now. The try count does not move: a job whose worker
-//! died is claimed again when its lease ends, as the same try, so a crash of ours never spends one.
+//! One claim: the fair plan of `fair`, taken from the table in one transaction. It reads what runs now across
+//! replicas (claimed rows whose lease has not ended), the head of every queue (a loose index scan: one index
+//! probe per queue, however long each queue is), plans who gets the free slots, and takes each planned
+//! queue's oldest due rows: their due time moves to the end of a lease and they get a fresh claim token. On
+//! PostgreSQL claims take turns across replicas (a transaction-scoped advisory lock per table), so the caps,
+//! read from the table, hold across replicas; SQLite has one writer at a time. The try count does not move:
+//! a row whose worker died is claimed again when its lease ends, as the same try, so a crash of ours never
+//! spends one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rand::Rng;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, QueryResult, Statement, Value};
 
-use super::{Job, in_flight::InFlight};
-use crate::store::sql::{among, locking, one_of_text, placeholders};
+use super::{
+    fair::{self, BULK, Budget, Caps, Loads, Rotation},
+    queue::{QueueKey, Table},
+};
+use crate::store::sql::{among, locking, placeholders};
+
+/// Queues read per claim at most; past it, the next claim reads on from where this one stopped.
+const MAX_QUEUES: usize = 1_000;
 
 /// What one claim took.
-#[derive(Default)]
-pub struct Claim {
-    pub jobs: Vec<Job>,
-    /// Fewer due jobs than wanted were found, or none fit: the queue is drained, or what is left waits for a
-    /// lane to come back under its cap (which wakes the claim loop) or to end its rest.
+pub struct Taken {
+    /// The rows, each with its queue: the key columns, then `id`, then the table's `returning` columns.
+    pub rows: Vec<(QueueKey, QueryResult)>,
+    pub token: i64,
+    /// Fewer rows than the budget allowed: the due work is taken, or what is left waits for a cap.
     pub idle: bool,
 }
 
+/// The claimer's state between claims (in this process): the turn order and where the queue scan resumes.
+#[derive(Default)]
+pub struct Claimer {
+    pub rotation: Rotation,
+    cursor: Option<QueueKey>,
+}
+
+/// What a claim may take: the queues this process runs (`runs`), none that rests, under `caps`, within
+/// `budget`.
+pub struct Wanted<'a> {
+    pub runs: &'a (dyn Fn(&QueueKey) -> bool + Sync),
+    pub resting: &'a HashSet<QueueKey>,
+    pub caps: Caps,
+    pub budget: Budget,
+}
+
 pub async fn claim(
-    db: &DatabaseConnection,
-    in_flight: &InFlight,
-    kinds: &[&'static str],
-    limit: usize,
+    db: &sea_orm::DatabaseConnection,
+    table: &'static Table,
+    claimer: &mut Claimer,
+    wanted: Wanted<'_>,
     now_ms: i64,
     lease_ms: i64,
-) -> Result<Claim, DbErr> {
+) -> Result<Taken, DbErr> {
     let token = rand::rng().random::<i64>();
-    let lanes = Lanes {
-        closed: in_flight.closed_lanes(now_ms),
-        room: in_flight.room(),
-        cap: in_flight.lane_cap(),
-    };
-    let taken = take(db, &lanes, kinds, limit, token, now_ms, lease_ms).await?;
-    let (jobs, excess) = within_caps(taken, lanes.cap, |lane| in_flight.load(lane));
-    metrics::counter!("frontdesk_job_claims_total", "result" => if jobs.is_empty() { "empty" } else { "taken" })
-        .increment(1);
-    // Everything taken went back (its lanes are full): claiming again at once would take it again.
-    let idle = excess.len() + jobs.len() < limit || jobs.is_empty();
-    if !excess.is_empty() {
-        metrics::counter!("frontdesk_jobs_released_total").increment(excess.len() as u64);
-        release(db, &excess, token, now_ms).await?;
-    }
-    Ok(Claim { jobs, idle })
-}
-
-/// What the claim knows of the lanes from what this process runs.
-struct Lanes {
-    /// At their cap or resting: passed over.
-    closed: Vec<String>,
-    /// Lanes running some jobs, and how many more each may take.
-    room: Vec<(String, u32)>,
-    /// What a lane running nothing may take.
-    cap: u32,
-}
-
-async fn take(
-    db: &DatabaseConnection,
-    lanes: &Lanes,
-    kinds: &[&'static str],
-    limit: usize,
-    token: i64,
-    now_ms: i64,
-    lease_ms: i64,
-) -> Result<Vec<Job>, DbErr> {
-    let backend = db.get_database_backend();
-    let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
-    let kind_list = placeholders(values.len() + 1, kinds.len());
-    values.extend(kinds.iter().map(|k| Value::from(*k)));
-    let mut exclude = String::new();
-    if !lanes.closed.is_empty() {
-        exclude = format!(
-            " AND lane NOT IN ({})",
-            placeholders(values.len() + 1, lanes.closed.len())
-        );
-        values.extend(lanes.closed.iter().map(|lane| Value::from(lane.as_str())));
-    }
-    // Each lane's room: a lane with jobs running has less than its cap.
-    let mut room = lanes.cap.to_string();
-    if !lanes.room.is_empty() {
-        let mut cases = String::from("CASE lane");
-        for (lane, left) in &lanes.room {
-            cases.push_str(&format!(" WHEN ${} THEN ${}", values.len() + 1, values.len() + 2));
-            values.extend([Value::from(lane.as_str()), Value::from(i64::from(*left))]);
-        }
-        room = format!("{cases} ELSE {} END", lanes.cap);
-    }
-    // The oldest due jobs (locked), then of each lane only as many as its room: a lane come back under its cap
-    // with one free slot takes one job, not one and `limit - 1` more to give back.
-    let due = locking(
-        backend,
-        &format!(
-            "SELECT id, lane, run_at_ms FROM jobs WHERE status = 'pending' AND run_at_ms <= $3 \
-             AND kind IN ({kind_list}){exclude} ORDER BY run_at_ms LIMIT {limit}"
-        ),
-    );
-    let fitting = among(
-        backend,
-        "id",
-        &format!(
-            "SELECT id FROM (SELECT id, lane, row_number() OVER (PARTITION BY lane ORDER BY run_at_ms, id) AS n \
-             FROM ({due}) AS due) AS ranked WHERE lane = '' OR n <= {room}"
-        ),
-    );
-    let sql = format!(
-        "UPDATE jobs SET run_at_ms = $1, claim_token = $2 WHERE {fitting} \
-         RETURNING id, account_id, kind, lane, payload, attempts, max_attempts"
-    );
-    let rows = taken_in_due_order(db, Statement::from_sql_and_values(backend, sql, values)).await?;
-    rows.iter()
-        .map(|row| {
-            let attempts: i32 = row.try_get_by_index(5)?;
-            Ok(Job {
-                id: row.try_get_by_index(0)?,
-                account_id: row.try_get_by_index(1)?,
-                kind: row.try_get_by_index(2)?,
-                lane: row.try_get_by_index(3)?,
-                payload: row.try_get_by_index(4)?,
-                attempt: attempts + 1,
-                max_attempts: row.try_get_by_index(6)?,
-                token,
-            })
-        })
-        .collect()
-}
-
-/// Runs the claim. On PostgreSQL the due jobs are read from `jobs_due` in `run_at_ms` order, whatever the
-/// statistics say: when they were taken on a drained queue (a few rows), the planner chose a bitmap scan that
-/// read every due job, sorted them all and kept the first few (56,000 jobs read and sorted on disk per claim,
-/// 30-40 ms, with the queue full), where the index scan stops at the limit and marks dead entries as it
-/// passes them. `SET LOCAL` keeps the setting to the claim's own transaction.
-async fn taken_in_due_order(db: &DatabaseConnection, claim: Statement) -> Result<Vec<QueryResult>, DbErr> {
-    if db.get_database_backend() != DbBackend::Postgres {
-        return db.query_all_raw(claim).await;
-    }
     let txn = crate::store::begin_write(db).await?;
-    txn.execute_unprepared("SET LOCAL enable_bitmapscan = off").await?;
-    let rows = txn.query_all_raw(claim).await?;
-    txn.commit().await?;
-    Ok(rows)
-}
-
-/// Gives up claimed jobs beyond the caps: due at once, with no try spent.
-async fn release(db: &DatabaseConnection, excess: &[Job], token: i64, now_ms: i64) -> Result<(), DbErr> {
-    let backend = db.get_database_backend();
-    let ids = excess.iter().map(|job| job.id.clone()).collect();
-    let (which, ids) = one_of_text(backend, "id", 3, ids);
-    let sql = format!("UPDATE jobs SET run_at_ms = $1, claim_token = NULL WHERE claim_token = $2 AND {which}");
-    let mut values: Vec<Value> = vec![now_ms.into(), token.into()];
-    values.extend(ids);
-    db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_advisory_xact_lock($1)",
+            [lock_key(table.name).into()],
+        ))
         .await?;
-    Ok(())
-}
-
-/// The jobs that fit their lane's cap given what `load` says is running; and the rest.
-pub fn within_caps(mut jobs: Vec<Job>, cap: u32, load: impl Fn(&str) -> u32) -> (Vec<Job>, Vec<Job>) {
-    // RETURNING keeps no particular order.
-    jobs.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut taken: HashMap<String, u32> = HashMap::new();
-    jobs.into_iter().partition(|job| {
-        if job.lane.is_empty() {
-            return true;
+        // Each queue's rows in due order from the index, whatever the statistics say (a bitmap scan would
+        // read and sort a whole backlog to keep its first few).
+        txn.execute_unprepared("SET LOCAL enable_bitmapscan = off").await?;
+    }
+    let mut loads = loads(&txn, table, now_ms).await?;
+    let seen = heads(&txn, table, &mut claimer.cursor).await?;
+    let mut due: Vec<QueueKey> = seen
+        .iter()
+        .filter(|(key, head_ms)| *head_ms <= now_ms && (wanted.runs)(key) && !wanted.resting.contains(key))
+        .map(|(key, _)| key.clone())
+        .collect();
+    let mut budget = wanted.budget;
+    let mut rows = Vec::new();
+    let mut served: HashSet<QueueKey> = HashSet::new();
+    // A second pass hands the slots that drained queues left unused to the queues that had more.
+    for _ in 0..2 {
+        let plan = fair::plan(&due, &mut loads, wanted.caps, budget, &claimer.rotation);
+        if plan.is_empty() {
+            break;
         }
-        let count = taken.entry(job.lane.clone()).or_insert_with(|| load(&job.lane));
-        *count += 1;
-        *count <= cap
+        let taken = take(&txn, table, &plan, token, now_ms, lease_ms).await?;
+        let mut got: HashMap<&QueueKey, u32> = HashMap::new();
+        for (key, _) in &taken {
+            *got.entry(key).or_default() += 1;
+        }
+        let mut full = Vec::new();
+        for (key, planned) in &plan {
+            let n = got.get(key).copied().unwrap_or(0);
+            loads.remove(key, planned - n);
+            if n > 0 {
+                served.insert(key.clone());
+            }
+            if n == *planned {
+                full.push(key.clone());
+            }
+        }
+        let bulk = taken.iter().filter(|(key, _)| key.class == BULK).count();
+        budget.free -= taken.len();
+        budget.bulk = budget.bulk.saturating_sub(bulk);
+        rows.extend(taken);
+        if full.len() == plan.len() || budget.free == 0 {
+            break;
+        }
+        due = full;
+    }
+    txn.commit().await?;
+    let seen_keys: Vec<QueueKey> = seen.into_iter().map(|(key, _)| key).collect();
+    claimer.rotation.served(&served, &seen_keys);
+    metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => if rows.is_empty() { "empty" } else { "taken" })
+        .increment(1);
+    Ok(Taken {
+        idle: budget.free > 0,
+        rows,
+        token,
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A stable advisory-lock number per table.
+fn lock_key(table: &str) -> i64 {
+    // FNV-1a: the same number in every process and release.
+    let hash = table.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}
 
-    fn job(id: &str, lane: &str) -> Job {
-        Job {
-            id: id.into(),
-            account_id: "acc".into(),
-            kind: "k".into(),
-            lane: lane.into(),
-            payload: "{}".into(),
-            attempt: 1,
-            max_attempts: 3,
-            token: 7,
+/// Running rows by lane and by account and class, across replicas: claimed, lease not over.
+async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64) -> Result<Loads, DbErr> {
+    let class = table.class.unwrap_or("0");
+    let group = match table.class {
+        Some(class) => format!("{class}, account_id, {}", table.lane),
+        None => format!("account_id, {}", table.lane),
+    };
+    let sql = format!(
+        "SELECT {class}, account_id, {}, COUNT(*) FROM {} WHERE claim_token IS NOT NULL AND status = 'pending' \
+         AND {} > $1 GROUP BY {group}",
+        table.lane, table.name, table.due
+    );
+    let rows = txn
+        .query_all_raw(Statement::from_sql_and_values(
+            txn.get_database_backend(),
+            sql,
+            [now_ms.into()],
+        ))
+        .await?;
+    let mut loads = Loads::default();
+    for row in rows {
+        let key = QueueKey {
+            class: row.try_get_by_index(0)?,
+            account: row.try_get_by_index(1)?,
+            lane: row.try_get_by_index(2)?,
+            kind: String::new(),
+        };
+        let n: i64 = row.try_get_by_index(3)?;
+        loads.add(&key, u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    Ok(loads)
+}
+
+/// Every queue with pending rows and its head (its earliest due time), from the cursor on and round to it,
+/// `MAX_QUEUES` at most; the cursor moves on when that many were read.
+async fn heads(
+    txn: &DatabaseTransaction,
+    table: &Table,
+    cursor: &mut Option<QueueKey>,
+) -> Result<Vec<(QueueKey, i64)>, DbErr> {
+    let mut found = read_heads(txn, table, cursor.as_ref(), MAX_QUEUES).await?;
+    if found.len() < MAX_QUEUES && cursor.is_some() {
+        let known: HashSet<QueueKey> = found.iter().map(|(key, _)| key.clone()).collect();
+        let wrapped = read_heads(txn, table, None, MAX_QUEUES - found.len()).await?;
+        found.extend(wrapped.into_iter().filter(|(key, _)| !known.contains(key)));
+    }
+    *cursor = if found.len() >= MAX_QUEUES {
+        found.last().map(|(key, _)| key.clone())
+    } else {
+        None
+    };
+    Ok(found)
+}
+
+/// Up to `limit` queues after `after` (from the first when `None`) in key order, with their heads.
+async fn read_heads(
+    txn: &DatabaseTransaction,
+    table: &Table,
+    after: Option<&QueueKey>,
+    limit: usize,
+) -> Result<Vec<(QueueKey, i64)>, DbErr> {
+    let backend = txn.get_database_backend();
+    let columns = table.key_columns().join(", ");
+    let next_after = |previous: &str| -> String {
+        let tuple = table
+            .key_columns()
+            .iter()
+            .map(|c| format!("{previous}{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("AND ({columns}) > ({tuple})")
+    };
+    let first = |condition: &str| {
+        format!(
+            "SELECT {columns}, {due} AS head FROM {name} WHERE status = 'pending' {condition} \
+             ORDER BY {columns}, {due} LIMIT 1",
+            due = table.due,
+            name = table.name
+        )
+    };
+    let mut values: Vec<Value> = Vec::new();
+    let anchor = match after {
+        Some(key) => {
+            values = table.key_values(key);
+            first(&format!("AND ({columns}) > ({})", placeholders(1, values.len())))
         }
+        None => first(""),
+    };
+    if backend == DbBackend::Postgres {
+        // A loose index scan: each step is one probe of the queues' index for the next key.
+        let step = first(&next_after("q."));
+        let sql = format!(
+            "WITH RECURSIVE q AS (({anchor}) UNION ALL SELECT n.* FROM q CROSS JOIN LATERAL ({step}) AS n) \
+             SELECT * FROM q LIMIT {limit}"
+        );
+        let rows = txn
+            .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?;
+        return rows.iter().map(|row| head_of(table, row)).collect();
     }
+    // SQLite runs in process: one probe per statement costs about what a step of the recursion would.
+    let mut found = Vec::new();
+    let mut statement = Statement::from_sql_and_values(backend, anchor, values);
+    let key_count = table.key_columns().len();
+    while found.len() < limit {
+        let Some(row) = txn.query_one_raw(statement).await? else {
+            break;
+        };
+        let (key, head) = head_of(table, &row)?;
+        let values = table.key_values(&key);
+        statement = Statement::from_sql_and_values(
+            backend,
+            first(&format!("AND ({columns}) > ({})", placeholders(1, key_count))),
+            values,
+        );
+        found.push((key, head));
+    }
+    Ok(found)
+}
 
-    #[test]
-    fn a_lane_takes_no_more_than_its_cap_counting_what_runs() {
-        let jobs = vec![
-            job("a", "slow"),
-            job("b", "slow"),
-            job("c", "fast"),
-            job("d", ""),
-            job("e", "slow"),
-        ];
-        let (kept, rest) = within_caps(jobs, 2, |lane| u32::from(lane == "slow"));
-        let ids = |v: &[Job]| v.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(&kept), ["a", "c", "d"]);
-        assert_eq!(ids(&rest), ["b", "e"]);
-    }
+fn head_of(table: &Table, row: &QueryResult) -> Result<(QueueKey, i64), DbErr> {
+    Ok((table.key_of(row)?, row.try_get_by_index(table.key_columns().len())?))
+}
+
+/// Takes the planned number of each queue's oldest due rows.
+async fn take(
+    txn: &DatabaseTransaction,
+    table: &Table,
+    plan: &[(QueueKey, u32)],
+    token: i64,
+    now_ms: i64,
+    lease_ms: i64,
+) -> Result<Vec<(QueueKey, QueryResult)>, DbErr> {
+    let backend = txn.get_database_backend();
+    let columns = table.key_columns();
+    let returning = format!("{}, id, {}", columns.join(", "), table.returning);
+    let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
+    let rows = if backend == DbBackend::Postgres {
+        // One statement for the whole plan: a queue's rows per element of the arrays.
+        let mut arrays = Vec::new();
+        for (at, column) in columns.iter().enumerate() {
+            let cast = if Some(*column) == table.class { "int4" } else { "text" };
+            arrays.push(format!("${}::{cast}[]", values.len() + 1));
+            values.push(match at {
+                _ if Some(*column) == table.class => plan.iter().map(|(k, _)| k.class).collect::<Vec<_>>().into(),
+                _ if *column == "account_id" => plan.iter().map(|(k, _)| k.account.clone()).collect::<Vec<_>>().into(),
+                _ if *column == table.lane => plan.iter().map(|(k, _)| k.lane.clone()).collect::<Vec<_>>().into(),
+                _ => plan.iter().map(|(k, _)| k.kind.clone()).collect::<Vec<_>>().into(),
+            });
+        }
+        arrays.push(format!("${}::int8[]", values.len() + 1));
+        values.push(plan.iter().map(|(_, n)| i64::from(*n)).collect::<Vec<_>>().into());
+        let names: Vec<String> = (0..columns.len()).map(|n| format!("k{n}")).collect();
+        let matches: Vec<String> = columns
+            .iter()
+            .zip(&names)
+            .map(|(column, name)| format!("{column} = q.{name}"))
+            .collect();
+        let oldest = locking(
+            backend,
+            &format!(
+                "SELECT id FROM {t} WHERE status = 'pending' AND {m} AND {due} <= $3 ORDER BY {due} LIMIT q.n",
+                t = table.name,
+                m = matches.join(" AND "),
+                due = table.due
+            ),
+        );
+        let picked = among(
+            backend,
+            "id",
+            &format!(
+                "SELECT c.id FROM unnest({}) AS q({}, n) CROSS JOIN LATERAL ({oldest}) AS c",
+                arrays.join(", "),
+                names.join(", ")
+            ),
+        );
+        let sql = format!(
+            "UPDATE {t} SET {due} = $1, claim_token = $2 WHERE {picked} RETURNING {returning}",
+            t = table.name,
+            due = table.due
+        );
+        txn.query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+    } else {
+        let matches: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(at, column)| format!("{column} = ${}", at + 4))
+            .collect();
+        let sql = format!(
+            "UPDATE {t} SET {due} = $1, claim_token = $2 WHERE id IN (SELECT id FROM {t} WHERE status = 'pending' \
+             AND {m} AND {due} <= $3 ORDER BY {due} LIMIT ${limit}) RETURNING {returning}",
+            t = table.name,
+            due = table.due,
+            m = matches.join(" AND "),
+            limit = columns.len() + 4
+        );
+        let mut rows = Vec::new();
+        for (key, n) in plan {
+            let mut values = values.clone();
+            values.extend(table.key_values(key));
+            values.push(i64::from(*n).into());
+            rows.extend(
+                txn.query_all_raw(Statement::from_sql_and_values(backend, sql.clone(), values))
+                    .await?,
+            );
+        }
+        rows
+    };
+    rows.into_iter().map(|row| Ok((table.key_of(&row)?, row))).collect()
 }

@@ -1,151 +1,236 @@
-//! The worker loops every core process runs: a claim loop that keeps up to `concurrency` jobs running,
-//! lanes under their caps; a recorder that writes outcomes in batches (a slot is free again only once its
-//! outcome is committed, so a slow database slows claiming instead of piling up outcomes); a lease renewer;
-//! and the queue gauges. At shutdown the claim loop stops, running jobs get `SHUTDOWN_GRACE` to finish and be
-//! recorded, and the claims still held are released for the next worker.
+//! The one engine that runs durable work, whatever its table: jobs and webhook deliveries. Every core
+//! process runs, per table, a claim loop that keeps up to `concurrency` rows in hand, fairly (`fair`,
+//! `claim`); a run task per row, stopped when its claim is lost, its lease runs out unrenewed, or its
+//! deadline passes; a recorder that writes outcomes in batches (a slot is free again only once its outcome
+//! is committed, so a slow database slows claiming instead of piling up outcomes); and a renewer that
+//! keeps the leases of the rows in hand and learns which it lost. At shutdown the claim loop stops, runs
+//! are asked to drain and get the grace to finish and be recorded; then the runs still going are stopped,
+//! and only then are their claims released for the next worker, so no row runs in two places at once.
+//!
+//! What differs between tables is the `Work`: how claimed rows become runnable items, what a run does,
+//! and how outcomes are written.
 
-use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    panic::AssertUnwindSafe,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
 
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, DbErr, QueryResult};
 use tokio::{
-    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
+    sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
     task::JoinHandle,
 };
 
 use super::{
-    Handler, Handlers, Job, Outcome, Wake, admin,
-    claim::claim,
-    complete::{Finished, record},
-    in_flight::InFlight,
+    claim::{self, Claimer, Wanted},
+    fair::{Budget, Caps},
+    lease,
+    queue::{QueueKey, Table},
+    running::{Lease, Running, StopReason},
 };
-use crate::{
-    clock::Clock,
-    config::JobConfig,
-    shutdown::Shutdown,
-    store::leases::{self, Queue},
-};
+use crate::{clock::Clock, shutdown::Shutdown};
 
-/// The jobs' work queue, for leases.
-const JOBS: Queue = Queue {
-    table: "jobs",
-    due_column: "run_at_ms",
-};
 /// Outcomes written per transaction at most.
 const RECORD_BATCH: usize = 500;
-/// How long running jobs may take to finish once shutdown began.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// How often the queue gauges are refreshed.
-const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 /// Wait before retrying after a database error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
-/// Wait before running again a job whose handler panicked (a try spent, as for an error).
-const PANIC_BACKOFF: Duration = Duration::from_secs(30);
+/// After shutdown's grace, how long stopped runs and the recorder get before the claims are released.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 /// The shortest lease: renewals (every third of it) must fit a database round trip with room to spare.
-const MIN_LEASE: Duration = Duration::from_secs(1);
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
-pub struct JobEngine {
-    db: DatabaseConnection,
-    clock: Arc<dyn Clock>,
-    config: JobConfig,
-    handlers: Handlers,
-    wake: Wake,
-    in_flight: Arc<InFlight>,
+/// Why a run produced no outcome of its own.
+#[derive(Debug)]
+pub enum RunFailure {
+    /// It ran past its deadline and was stopped.
+    Overran(Duration),
+    /// It panicked (a bug); the message.
+    Panicked(String),
 }
 
-impl JobEngine {
-    pub fn new(
-        db: DatabaseConnection,
-        clock: Arc<dyn Clock>,
-        config: JobConfig,
-        handlers: Handlers,
-        wake: Wake,
-    ) -> Self {
-        let in_flight = Arc::new(InFlight::new(config.lane_concurrency, wake.clone()));
-        Self {
-            db,
-            clock,
-            config,
-            handlers,
-            wake,
-            in_flight,
+impl std::fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Overran(deadline) => write!(f, "the run took longer than its deadline of {deadline:?}"),
+            Self::Panicked(message) => write!(f, "the handler panicked: {message}"),
         }
     }
+}
 
-    /// Starts the loops; the handle resolves once shutdown began and the running jobs were recorded (or,
-    /// past the grace, released for the next worker).
+/// What one table's work is.
+#[async_trait::async_trait]
+pub trait Work: Send + Sync + 'static {
+    /// A claimed row, ready to run.
+    type Item: Clone + Send + Sync + 'static;
+    /// What a run ended with, for the recorder.
+    type Done: Send + 'static;
+
+    fn table(&self) -> &'static Table;
+
+    /// Whether this process runs the queue's rows (the kinds it has handlers for).
+    fn runs(&self, key: &QueueKey) -> bool;
+
+    /// The claimed rows (key columns, `id`, then the table's `returning` columns) as items with their ids.
+    /// Rows that must not run may be settled here and left out.
+    async fn load(
+        &self,
+        db: &DatabaseConnection,
+        rows: Vec<(QueueKey, QueryResult)>,
+        token: i64,
+    ) -> Result<Vec<(String, QueueKey, Self::Item)>, DbErr>;
+
+    /// How long a run of `item` may take before it is stopped.
+    fn deadline(&self, item: &Self::Item) -> Duration;
+
+    async fn run(&self, item: Self::Item, lease: &Lease) -> Self::Done;
+
+    /// The outcome of a run that overran its deadline or panicked.
+    fn failed(&self, item: Self::Item, why: RunFailure) -> Self::Done;
+
+    /// Until when (Unix milliseconds) the run's queue rests in this process: a paced channel whose next
+    /// slot is far, whose other rows would only be deferred as well.
+    fn rests_until(&self, _done: &Self::Done) -> Option<i64> {
+        None
+    }
+
+    /// Counts the run in the metrics.
+    fn observe(&self, key: &QueueKey, done: &Self::Done, took: Duration);
+
+    /// Writes a batch of outcomes in one transaction; the ids whose outcomes were dropped because their
+    /// rows no longer carry the run's claim (taken over, cancelled).
+    async fn record(
+        &self,
+        db: &DatabaseConnection,
+        batch: &mut [Self::Done],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, DbErr>;
+}
+
+/// How one table's engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Rows in hand at once in this process; 0 runs none.
+    pub concurrency: u32,
+    /// Running at once across replicas, per lane and per account and class.
+    pub caps: Caps,
+    /// Of this process's slots, how many bulk work may hold.
+    pub bulk_slots: u32,
+    pub lease: Duration,
+    pub poll_interval: Duration,
+    /// How long runs may take to finish once shutdown began.
+    pub grace: Duration,
+}
+
+/// A finished run on its way to the recorder, with the slot it holds until its outcome is committed.
+struct Finished<D> {
+    done: D,
+    id: String,
+    key: QueueKey,
+    slot: OwnedSemaphorePermit,
+}
+
+pub struct Engine<W: Work> {
+    pub db: DatabaseConnection,
+    pub clock: Arc<dyn Clock>,
+    pub config: EngineConfig,
+    pub work: Arc<W>,
+    /// Rung when this process wrote work due now.
+    pub wake: Arc<Notify>,
+}
+
+/// Queues resting in this process, until when (Unix milliseconds on the service's clock).
+struct Rests {
+    clock: Arc<dyn Clock>,
+    until: Mutex<HashMap<QueueKey, i64>>,
+}
+
+impl Rests {
+    /// The queue rests until `until_ms`, or until an earlier rest still running ends (a rest that already
+    /// ended does not cut the new one short).
+    fn rest(&self, key: QueueKey, until_ms: i64) {
+        let now_ms = self.clock.now().timestamp_millis();
+        let mut rests = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let until = rests.entry(key).or_insert(until_ms);
+        *until = if *until <= now_ms {
+            until_ms
+        } else {
+            (*until).min(until_ms)
+        };
+    }
+
+    fn resting(&self, now_ms: i64) -> HashSet<QueueKey> {
+        let mut rests = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        rests.retain(|_, until| *until > now_ms);
+        rests.keys().cloned().collect()
+    }
+}
+
+impl<W: Work> Engine<W> {
+    /// Starts the loops; the handle resolves once shutdown began and every run was recorded, or stopped and
+    /// its claim released.
     pub fn spawn(self, shutdown: Shutdown) -> anyhow::Result<JoinHandle<()>> {
+        let table = self.work.table().name;
         anyhow::ensure!(
             self.config.lease >= MIN_LEASE,
-            "FRONTDESK_JOB_LEASE must be at least {MIN_LEASE:?}"
+            "the lease of {table} must be at least {MIN_LEASE:?}"
         );
-        tokio::spawn(gauge_loop(self.db.clone(), self.clock.clone(), shutdown.clone()));
         if self.config.concurrency == 0 {
-            // An API-only replica: it writes jobs, and the replicas with workers run them.
-            tracing::info!("FRONTDESK_JOB_CONCURRENCY is 0: this process runs no jobs (another replica must)");
             return Ok(tokio::spawn(async {}));
         }
+        let running = Arc::new(Running::new(self.config.lease));
         let (outcomes, recorded) = mpsc::unbounded_channel();
         let renewer = tokio::spawn(renew_loop(
             self.db.clone(),
             self.clock.clone(),
-            self.in_flight.clone(),
+            self.work.table(),
+            running.clone(),
             self.config.lease,
         ));
         let recorder = tokio::spawn(record_loop(
             self.db.clone(),
             self.clock.clone(),
-            self.in_flight.clone(),
+            self.work.clone(),
+            running.clone(),
+            self.wake.clone(),
             recorded,
         ));
-        let claimer = tokio::spawn(claim_loop(self, outcomes, shutdown));
+        let claimer = tokio::spawn(claim_loop(self, running, outcomes, shutdown));
         Ok(tokio::spawn(async move {
             let _ = claimer.await;
-            // Every outcome is committed by now, or its claim was released past the grace (a recorder still
-            // writing then finds it no longer held). A run that outlasts the grace (a provider that hangs)
-            // keeps the recorder's channel open: waiting for it would hold the exit until its own timeout.
             recorder.abort();
             renewer.abort();
         }))
     }
 }
 
-type Recorded = (Finished, OwnedSemaphorePermit);
-
-/// Runs `job`. A handler that panics (a bug) spends a try as an error would, so the job ends `failed` with the
-/// panic's message once its tries are used up, instead of its claim and lane slot staying held until restart.
-async fn run_caught(handler: &dyn Handler, job: &Job) -> Outcome {
-    match AssertUnwindSafe(handler.run(job)).catch_unwind().await {
-        Ok(outcome) => outcome,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("no message");
-            // The panic hook has printed the message already; the job keeps it as its error.
-            tracing::error!(
-                job = job.id,
-                kind = job.kind,
-                "job handler panicked; the run spends a try"
-            );
-            Outcome::Retry {
-                error: format!("the handler panicked: {message}"),
-                after: PANIC_BACKOFF,
-            }
-        }
-    }
-}
-
-async fn claim_loop(engine: JobEngine, outcomes: mpsc::UnboundedSender<Recorded>, shutdown: Shutdown) {
-    let capacity = engine.config.concurrency as usize;
+async fn claim_loop<W: Work>(
+    engine: Engine<W>,
+    running: Arc<Running>,
+    outcomes: mpsc::UnboundedSender<Finished<W::Done>>,
+    shutdown: Shutdown,
+) {
+    let config = &engine.config;
+    let table = engine.work.table();
+    let capacity = config.concurrency as usize;
     let slots = Arc::new(Semaphore::new(capacity));
-    let lease_ms = i64::try_from(engine.config.lease.as_millis()).unwrap_or(i64::MAX / 2);
-    let kinds = engine.handlers.kinds();
+    let lease_ms = millis(config.lease);
+    let rests = Arc::new(Rests {
+        clock: engine.clock.clone(),
+        until: Mutex::default(),
+    });
+    let mut claimer = Claimer::default();
     // Claims are worth batching: wait until an eighth of the slots are free.
     let batch = (capacity / 8).max(1) as u32;
-    while !shutdown.is_stopping() && !kinds.is_empty() {
+    // Claims after an idle one are at least this far apart, so a trickle of completions is claimed for in
+    // a few claims rather than one each.
+    let settle = config.poll_interval / 5;
+    let work = engine.work.clone();
+    let runs = move |key: &QueueKey| work.runs(key);
+    while !shutdown.is_stopping() {
         tokio::select! {
             ready = slots.acquire_many(batch) => match ready {
                 Ok(ready) => drop(ready),
@@ -153,68 +238,168 @@ async fn claim_loop(engine: JobEngine, outcomes: mpsc::UnboundedSender<Recorded>
             },
             () = shutdown.clone().wait() => break,
         }
-        // Only this loop takes slots, so at least `batch` stay free until it does.
         let free = slots.available_permits();
         let now_ms = engine.clock.now().timestamp_millis();
-        let claimed = match claim(&engine.db, &engine.in_flight, &kinds, free, now_ms, lease_ms).await {
-            Ok(claimed) => claimed,
+        let wanted = Wanted {
+            runs: &runs,
+            resting: &rests.resting(now_ms),
+            caps: config.caps,
+            budget: Budget {
+                free,
+                bulk: (config.bulk_slots as usize).saturating_sub(running.bulk()),
+            },
+        };
+        let claimed_at = Instant::now();
+        let taken = match claim::claim(&engine.db, table, &mut claimer, wanted, now_ms, lease_ms).await {
+            Ok(taken) => taken,
             Err(err) => {
-                tracing::warn!(error = %err, "job claim failed; retrying");
+                tracing::warn!(table = table.name, error = %err, "claim failed; retrying");
                 sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
                 continue;
             }
         };
-        let Ok(mut permits) = slots.clone().acquire_many_owned(claimed.jobs.len() as u32).await else {
+        let (idle, token) = (taken.idle, taken.token);
+        let items = match engine.work.load(&engine.db, taken.rows, token).await {
+            Ok(items) => items,
+            Err(err) => {
+                // The claimed rows run again when their lease ends.
+                tracing::warn!(table = table.name, error = %err, "reading claimed work failed; retrying");
+                sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
+                continue;
+            }
+        };
+        let Ok(mut permits) = slots.clone().acquire_many_owned(items.len() as u32).await else {
             break;
         };
-        for job in claimed.jobs {
-            let Some(permit) = permits.split(1) else {
+        for (id, key, item) in items {
+            let Some(slot) = permits.split(1) else {
                 break;
             };
-            let Some(handler) = engine.handlers.get(&job.kind) else {
-                continue;
-            };
-            engine.in_flight.started(&job);
-            let (in_flight, outcomes, clock) = (engine.in_flight.clone(), outcomes.clone(), engine.clock.clone());
-            tokio::spawn(async move {
-                let started = std::time::Instant::now();
-                let outcome = run_caught(handler.as_ref(), &job).await;
-                if let Outcome::Defer { until_ms } = &outcome {
-                    in_flight.rest(&job.lane, *until_ms, clock.now().timestamp_millis());
-                }
-                in_flight.ran(&job);
-                metrics::counter!("frontdesk_job_runs_total", "kind" => job.kind.clone(), "outcome" => outcome.label())
-                    .increment(1);
-                metrics::histogram!("frontdesk_job_run_duration_seconds", "kind" => job.kind.clone())
-                    .record(started.elapsed().as_secs_f64());
-                // The slot travels with the outcome: it is free once the outcome is committed.
-                let _ = outcomes.send((Finished { job, outcome }, permit));
-            });
+            let lease = running.start(&id, token, key.clone(), claimed_at);
+            tokio::spawn(run_one(
+                engine.work.clone(),
+                running.clone(),
+                rests.clone(),
+                outcomes.clone(),
+                Claimed { id, key, item, lease },
+                slot,
+            ));
         }
-        if claimed.idle {
+        if idle {
             tokio::select! {
-                () = engine.wake.notified() => {},
-                () = sleep_or_stop(engine.config.poll_interval, &shutdown) => {},
+                () = engine.wake.notified() => sleep_or_stop(settle, &shutdown).await,
+                () = sleep_or_stop(config.poll_interval, &shutdown) => {},
             }
         }
     }
-    // Let the running jobs finish and their outcomes be committed; then release what is still held.
-    let finished = tokio::time::timeout(SHUTDOWN_GRACE, slots.acquire_many(capacity as u32)).await;
-    if finished.is_err() {
-        let tokens = engine.in_flight.tokens();
-        match leases::release(&engine.db, JOBS, &tokens, engine.clock.now().timestamp_millis()).await {
-            Ok(()) => tracing::info!(claims = tokens.len(), "released unfinished jobs"),
-            Err(err) => tracing::warn!(error = %err, "releasing unfinished jobs failed; their leases will end"),
+    stop_runs(&engine, &running, &slots).await;
+}
+
+/// Shutdown: the runs drain within the grace; those still going are stopped, and their claims released.
+async fn stop_runs<W: Work>(engine: &Engine<W>, running: &Running, slots: &Semaphore) {
+    let capacity = engine.config.concurrency;
+    running.drain_all();
+    if tokio::time::timeout(engine.config.grace, slots.acquire_many(capacity))
+        .await
+        .is_ok()
+    {
+        return;
+    }
+    running.stop_all();
+    // A stopped run gives its slot back at once; one already finished does once the recorder wrote it.
+    let _ = tokio::time::timeout(STOP_WAIT, slots.acquire_many(capacity)).await;
+    let (_, tokens) = running.in_hand();
+    let table = engine.work.table();
+    match lease::release(&engine.db, table, &tokens, engine.clock.now().timestamp_millis()).await {
+        Ok(()) => tracing::info!(
+            table = table.name,
+            claims = tokens.len(),
+            "stopped unfinished runs and released them"
+        ),
+        Err(err) => {
+            tracing::warn!(table = table.name, error = %err, "releasing unfinished runs failed; their leases will end")
         }
     }
 }
 
-async fn record_loop(
+struct Claimed<I> {
+    id: String,
+    key: QueueKey,
+    item: I,
+    lease: Lease,
+}
+
+/// Runs one claimed row until it ends, its deadline passes, or it must stop.
+async fn run_one<W: Work>(
+    work: Arc<W>,
+    running: Arc<Running>,
+    rests: Arc<Rests>,
+    outcomes: mpsc::UnboundedSender<Finished<W::Done>>,
+    claimed: Claimed<W::Item>,
+    slot: OwnedSemaphorePermit,
+) {
+    let Claimed { id, key, item, lease } = claimed;
+    let started = Instant::now();
+    let deadline = work.deadline(&item);
+    let backup = item.clone();
+    let run = AssertUnwindSafe(work.run(item, &lease)).catch_unwind();
+    let ended = tokio::select! {
+        biased;
+        reason = lease.stopped() => Err(reason),
+        ran = tokio::time::timeout(deadline, run) => Ok(match ran {
+            Ok(Ok(done)) => done,
+            Ok(Err(panic)) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_owned());
+                // The panic hook has printed the message already.
+                tracing::error!(table = work.table().name, id, kind = key.kind, "a run panicked; it spends a try");
+                work.failed(backup, RunFailure::Panicked(message))
+            }
+            Err(_) => {
+                tracing::warn!(table = work.table().name, id, kind = key.kind, ?deadline, "a run overran its deadline and was stopped");
+                work.failed(backup, RunFailure::Overran(deadline))
+            }
+        }),
+    };
+    match ended {
+        Ok(done) => {
+            if let Some(until_ms) = work.rests_until(&done) {
+                rests.rest(key.clone(), until_ms);
+            }
+            work.observe(&key, &done, started.elapsed());
+            running.ran(&id);
+            let _ = outcomes.send(Finished { done, id, key, slot });
+        }
+        Err(reason) => {
+            metrics::counter!("frontdesk_job_runs_stopped_total", "table" => work.table().name, "kind" => key.kind.clone(), "reason" => reason.label())
+                .increment(1);
+            if reason != StopReason::Shutdown {
+                tracing::warn!(
+                    table = work.table().name,
+                    id,
+                    kind = key.kind,
+                    reason = reason.label(),
+                    "a run was stopped: its claim is no longer this worker's"
+                );
+                // Not ours any more: nothing to record or release.
+                running.done(&id);
+            }
+        }
+    }
+}
+
+async fn record_loop<W: Work>(
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
-    in_flight: Arc<InFlight>,
-    mut recorded: mpsc::UnboundedReceiver<Recorded>,
+    work: Arc<W>,
+    running: Arc<Running>,
+    wake: Arc<Notify>,
+    mut recorded: mpsc::UnboundedReceiver<Finished<W::Done>>,
 ) {
+    let table = work.table().name;
     while let Some(first) = recorded.recv().await {
         let mut batch = vec![first];
         while batch.len() < RECORD_BATCH {
@@ -223,153 +408,100 @@ async fn record_loop(
                 Err(_) => break,
             }
         }
-        let (finished, permits): (Vec<Finished>, Vec<OwnedSemaphorePermit>) = batch.into_iter().unzip();
-        write_outcomes(&db, clock.as_ref(), &finished).await;
-        for done in &finished {
-            in_flight.recorded(done.job.token);
+        let mut dones = Vec::with_capacity(batch.len());
+        let mut rest = Vec::with_capacity(batch.len());
+        for finished in batch {
+            dones.push(finished.done);
+            rest.push((finished.id, finished.key, finished.slot));
         }
-        drop(permits);
+        let dropped = write_outcomes(&db, clock.as_ref(), work.as_ref(), &mut dones).await;
+        for (id, key, _) in &rest {
+            if dropped.contains(id) {
+                metrics::counter!("frontdesk_job_outcomes_dropped_total", "table" => table, "kind" => key.kind.clone())
+                    .increment(1);
+            }
+            running.done(id);
+        }
+        // Slots are free again: a claim that found every due queue at a cap may now take more.
+        drop(rest);
+        wake.notify_one();
     }
 }
 
-/// Writes a batch of outcomes; a batch that keeps failing is written one job at a time, so one job whose
-/// effect cannot be written does not hold back the others. An outcome that cannot be written at all is run
+/// Writes a batch of outcomes; a batch that keeps failing is written one outcome at a time, so one whose
+/// effect cannot be written does not hold back the others. An outcome that cannot be written at all runs
 /// again once its lease, no longer renewed, ends: at least once, never lost.
-async fn write_outcomes(db: &DatabaseConnection, clock: &dyn Clock, finished: &[Finished]) {
+async fn write_outcomes<W: Work>(
+    db: &DatabaseConnection,
+    clock: &dyn Clock,
+    work: &W,
+    dones: &mut [W::Done],
+) -> HashSet<String> {
+    let table = work.table().name;
     for attempt in 1..=3 {
-        match record(db, finished, clock.now()).await {
-            Ok(()) => return,
+        match work.record(db, dones, clock.now()).await {
+            Ok(dropped) => return dropped.into_iter().collect(),
             Err(err) => {
-                tracing::warn!(error = %err, attempt, jobs = finished.len(), "recording job outcomes failed");
+                tracing::warn!(table, error = %err, attempt, batch = dones.len(), "recording outcomes failed");
                 tokio::time::sleep(ERROR_BACKOFF).await;
             }
         }
     }
-    if finished.len() > 1 {
-        for one in finished.chunks(1) {
-            if let Err(err) = record(db, one, clock.now()).await {
-                tracing::warn!(error = %err, job = one[0].job.id, "recording a job outcome failed; it will run again");
+    let mut dropped = HashSet::new();
+    if dones.len() > 1 {
+        for one in dones.chunks_mut(1) {
+            match work.record(db, one, clock.now()).await {
+                Ok(lost) => dropped.extend(lost),
+                Err(err) => tracing::warn!(table, error = %err, "recording an outcome failed; it will run again"),
             }
         }
     }
+    dropped
 }
 
-/// Renews the leases of the claims in hand every third of the lease; runs until aborted, once the claim
-/// loop and the recorder are done.
-async fn renew_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, in_flight: Arc<InFlight>, lease: Duration) {
-    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2);
+/// Renews the leases of the rows in hand every third of the lease, stops the runs of rows it no longer
+/// holds, and those whose lease ran out unrenewed; runs until aborted.
+async fn renew_loop(
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    table: &'static Table,
+    running: Arc<Running>,
+    lease: Duration,
+) {
+    let lease_ms = millis(lease);
     loop {
-        let tokens = in_flight.tokens();
-        if !tokens.is_empty()
-            && let Err(err) = leases::renew(&db, JOBS, &tokens, clock.now().timestamp_millis() + lease_ms).await
-        {
-            tracing::warn!(error = %err, "renewing job leases failed");
+        let started = Instant::now();
+        let (ids, tokens) = running.in_hand();
+        if !tokens.is_empty() {
+            match lease::renew(&db, table, &tokens, clock.now().timestamp_millis() + lease_ms).await {
+                Ok(held) => {
+                    let lost = running.renewed(&ids, &held, started);
+                    if lost > 0 {
+                        metrics::counter!("frontdesk_job_claims_lost_total", "table" => table.name)
+                            .increment(lost as u64);
+                    }
+                }
+                Err(err) => {
+                    metrics::counter!("frontdesk_job_lease_renewal_failures_total", "table" => table.name).increment(1);
+                    tracing::warn!(table = table.name, error = %err, "renewing leases failed");
+                }
+            }
+        }
+        let expired = running.expire(Instant::now());
+        if expired > 0 {
+            metrics::counter!("frontdesk_job_claims_lost_total", "table" => table.name).increment(expired as u64);
         }
         tokio::time::sleep(lease / 3).await;
     }
 }
 
-/// Refreshes the queue gauges: jobs waiting, due, failed, and how late the oldest due job is.
-async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, shutdown: Shutdown) {
-    while !shutdown.is_stopping() {
-        if let Ok(stats) = admin::stats(&db, clock.now().timestamp_millis()).await {
-            metrics::gauge!("frontdesk_jobs_pending").set(stats.pending as f64);
-            metrics::gauge!("frontdesk_jobs_due").set(stats.due as f64);
-            metrics::gauge!("frontdesk_jobs_failed").set(stats.failed as f64);
-            metrics::gauge!("frontdesk_jobs_oldest_due_age_seconds").set(stats.oldest_due_age_seconds);
-        }
-        sleep_or_stop(GAUGE_INTERVAL, &shutdown).await;
-    }
+pub fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
-async fn sleep_or_stop(duration: Duration, shutdown: &Shutdown) {
+pub async fn sleep_or_stop(duration: Duration, shutdown: &Shutdown) {
     tokio::select! {
         () = tokio::time::sleep(duration) => {},
         () = shutdown.clone().wait() => {},
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use chrono::Utc;
-
-    use super::*;
-    use crate::{clock::SystemClock, jobs::NewJob, store};
-
-    struct Panics;
-
-    #[async_trait::async_trait]
-    impl Handler for Panics {
-        async fn run(&self, job: &Job) -> Outcome {
-            panic!("cannot handle {}", job.payload)
-        }
-    }
-
-    struct Succeeds;
-
-    #[async_trait::async_trait]
-    impl Handler for Succeeds {
-        async fn run(&self, _job: &Job) -> Outcome {
-            Outcome::Done(None)
-        }
-    }
-
-    fn job(kind: &'static str, run_at_ms: i64) -> NewJob {
-        NewJob {
-            account_id: "acc".into(),
-            kind,
-            lane: "one-lane".into(),
-            payload: serde_json::json!({"n": run_at_ms}),
-            run_at_ms,
-            max_attempts: 1,
-            unique_key: None,
-        }
-    }
-
-    /// With one slot in the lane, a panic that kept its slot (or its claim) would stop the lane's next job.
-    #[tokio::test]
-    async fn a_panicking_handler_fails_its_job_with_the_message_and_its_lane_runs_on() {
-        let (db, dir) = store::test_databases::sqlite_file(4).await;
-        store::migrate(&db).await.unwrap();
-        let now = Utc::now();
-        let due = now.timestamp_millis() - 1_000;
-        let jobs = vec![job("panics", due), job("panics", due + 1), job("succeeds", due + 2)];
-        crate::jobs::enqueue_all(&db, jobs, now).await.unwrap();
-        let config = JobConfig {
-            concurrency: 4,
-            lane_concurrency: 1,
-            lease: Duration::from_secs(1),
-            poll_interval: Duration::from_millis(20),
-        };
-        let handlers = Handlers::default()
-            .with("panics", Arc::new(Panics))
-            .with("succeeds", Arc::new(Succeeds));
-        let (stop, shutdown) = Shutdown::by_hand();
-        let engine = JobEngine::new(db.clone(), Arc::new(SystemClock), config, handlers, Wake::default());
-        let stopped = engine.spawn(shutdown).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let failed = admin::list(&db, true, "", 10).await.unwrap();
-            let waiting = admin::list(&db, false, "", 10).await.unwrap();
-            if failed.len() == 2 && waiting.is_empty() {
-                for job in failed {
-                    assert_eq!(job.kind, "panics");
-                    let error = job.last_error.unwrap_or_default();
-                    assert!(error.starts_with("the handler panicked: cannot handle {"), "{error}");
-                }
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "failed {failed:?}, waiting {waiting:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        stop.send(true).unwrap();
-        tokio::time::timeout(Duration::from_secs(15), stopped)
-            .await
-            .unwrap()
-            .unwrap();
-        std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -1,161 +1,115 @@
-//! The durable job engine: every piece of work that outlives a request (a send to a provider, and later an AI
-//! reply, a knowledge import, a broadcast) is a row in `jobs`, written in the same transaction as the change
-//! that caused it, so the work exists exactly when the change committed. Workers in every core process claim
-//! due jobs without a coordinator (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite's single writer in
-//! process), hold them under a renewed lease, and record each outcome together with the job's own effects in
-//! one transaction, fenced by the claim's token: a job whose worker died is taken over when its lease ends,
-//! and an outcome from a worker that lost its claim is dropped. Failed runs retry with back-off and jitter;
-//! a job that used up its tries is kept, with its last error, for operators (`frontdesk admin jobs`).
+//! The durable job engine: every piece of work that outlives a request (a send to a provider, an AI reply,
+//! a knowledge import, a broadcast send, a webhook delivery) is a row, written in the same transaction as the
+//! change that caused it, so the work exists exactly when the change committed. Workers in every core
+//! process claim due rows without a coordinator, fairly across accounts and their lanes and interactive work
+//! before bulk work (`fair`, `claim`), hold them under a renewed lease, stop a run whose claim was lost, and
+//! record each outcome together with the job's own effects in one transaction, fenced by the claim's token.
+//! Failed runs retry with back-off and jitter; a job that used up its tries is kept, with its last error, for
+//! operators (`frontdesk admin jobs`) until the retention deletes it. Jobs can be keyed (one pending job per
+//! key: kept, or rescheduled and run again), grouped and cancelled by key or group, and deduplicated for a
+//! window that outlives them. `docs/jobs.md` describes the design.
 
 pub mod admin;
+pub mod cancel;
 mod claim;
 mod complete;
-mod engine;
-mod in_flight;
+pub mod engine;
+mod enqueue;
+mod fair;
+mod lease;
+pub mod queue;
+mod retention;
+mod runner;
+mod running;
 
 use std::{any::Any, collections::HashMap, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, Statement, Value};
+use sea_orm::{DatabaseTransaction, DbErr};
 use tokio::sync::Notify;
 
-pub use engine::JobEngine;
+pub use enqueue::{Enqueued, enqueue, enqueue_all, insert_statement};
+pub use fair::Caps;
+pub use runner::JobEngine;
+pub use running::Lease;
+
+/// Which pool a job runs in: interactive work is claimed before bulk work, and bulk work holds at most its
+/// share of a process's slots, so a broadcast or an import never queues a reply or a single send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// AI replies, single sends, receipts, webhook deliveries.
+    #[default]
+    Interactive,
+    /// Broadcast sends, imports, embeddings, housekeeping.
+    Bulk,
+}
+
+impl Class {
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Interactive => fair::INTERACTIVE,
+            Self::Bulk => fair::BULK,
+        }
+    }
+
+    pub fn from_code(code: i32) -> Self {
+        if code == fair::BULK {
+            Self::Bulk
+        } else {
+            Self::Interactive
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Interactive => "interactive",
+            Self::Bulk => "bulk",
+        }
+    }
+}
+
+/// What an enqueue does when a pending job already holds its `unique_key`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnConflict {
+    /// Nothing: the job already there stays as it is.
+    #[default]
+    Keep,
+    /// Enqueue-or-reschedule: a job not yet claimed gets the new `run_at_ms` and payload (a debounce pushes
+    /// it back); a running one is marked to run once more after this run, at the new `run_at_ms`, so work
+    /// that arrived while it ran is never left undone. The run again keeps the job's payload: handlers of
+    /// keyed jobs read the state they act on from the database.
+    Reschedule,
+}
+
+/// A key that stays taken until a time, after its job is gone: a second enqueue with it before then writes
+/// nothing ("once per account per day").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dedup {
+    pub key: String,
+    /// Unix milliseconds.
+    pub until_ms: i64,
+}
 
 /// A job to write, in the caller's transaction.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct NewJob {
     /// The account the work belongs to; "" for housekeeping.
     pub account_id: String,
     pub kind: &'static str,
-    /// Jobs of one lane share a concurrency cap (a channel's sends); "" for none.
+    pub class: Class,
+    /// Jobs of one lane share a concurrency cap (a channel's sends); "" for the account's jobs without one.
     pub lane: String,
     pub payload: serde_json::Value,
-    /// When it may run first, Unix milliseconds.
+    /// When it may run first, Unix milliseconds (any future time).
     pub run_at_ms: i64,
     /// Runs before it fails for good.
     pub max_attempts: i32,
-    /// At most one job holds a key; a second enqueue with it writes nothing.
+    /// At most one pending job holds a key; `on_conflict` says what a second enqueue does.
     pub unique_key: Option<String>,
-}
-
-/// Writes `job` on `db` (a transaction, so it commits with the change that caused it). Returns its id, or
-/// `None` when its `unique_key` is taken.
-pub async fn enqueue(db: &impl ConnectionTrait, job: NewJob, now: DateTime<Utc>) -> Result<Option<String>, DbErr> {
-    let id = new_id();
-    let written = insert(db, vec![(id.clone(), job)], now).await?;
-    Ok((written > 0).then_some(id))
-}
-
-/// PostgreSQL: the statement `enqueue_all` runs, for a caller that runs it with other writes
-/// (`store::sql::together`).
-pub fn insert_statement(jobs: Vec<NewJob>, now: DateTime<Utc>) -> Statement {
-    insert_arrays(jobs.into_iter().map(|job| (new_id(), job)).collect(), now)
-}
-
-/// Writes several jobs with one statement, as `enqueue` does one (a batch of sends' deliveries).
-pub async fn enqueue_all(db: &impl ConnectionTrait, jobs: Vec<NewJob>, now: DateTime<Utc>) -> Result<(), DbErr> {
-    if !jobs.is_empty() {
-        insert(db, jobs.into_iter().map(|job| (new_id(), job)).collect(), now).await?;
-    }
-    Ok(())
-}
-
-fn new_id() -> String {
-    format!("job_{}", crate::ids::base62(16))
-}
-
-/// Inserts the jobs, skipping those whose `unique_key` is taken; how many were written.
-async fn insert(db: &impl ConnectionTrait, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Result<u64, DbErr> {
-    let backend = db.get_database_backend();
-    let statement = match backend {
-        DbBackend::Postgres => insert_arrays(jobs, now),
-        _ => insert_values(backend, jobs, now),
-    };
-    Ok(db.execute_raw(statement).await?.rows_affected())
-}
-
-/// PostgreSQL: one array per column, so the statement reads the same for any number of jobs and its plan is
-/// reused. An absent `unique_key` is sent as `''` and stored as NULL.
-fn insert_arrays(jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
-    const SQL: &str = "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, \
-        run_at_ms, claim_token, last_error, unique_key, created_at, updated_at) \
-        SELECT id, account_id, kind, lane, payload, 'pending', 0, max_attempts, run_at_ms, NULL, NULL, \
-        NULLIF(unique_key, ''), $9, $9 \
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[], \
-        $8::text[]) AS new(id, account_id, kind, lane, payload, max_attempts, run_at_ms, unique_key) \
-        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING";
-    let n = jobs.len();
-    let (mut ids, mut accounts, mut kinds, mut lanes, mut payloads, mut unique_keys) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut max_attempts, mut run_at_ms) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for (id, job) in jobs {
-        ids.push(id);
-        accounts.push(job.account_id);
-        kinds.push(job.kind.to_owned());
-        lanes.push(job.lane);
-        payloads.push(job.payload.to_string());
-        max_attempts.push(job.max_attempts.max(1));
-        run_at_ms.push(job.run_at_ms);
-        unique_keys.push(job.unique_key.unwrap_or_default());
-    }
-    let values: Vec<Value> = vec![
-        ids.into(),
-        accounts.into(),
-        kinds.into(),
-        lanes.into(),
-        payloads.into(),
-        max_attempts.into(),
-        run_at_ms.into(),
-        unique_keys.into(),
-        now.into(),
-    ];
-    Statement::from_sql_and_values(DbBackend::Postgres, SQL, values)
-}
-
-/// SQLite: a multi-row `VALUES`.
-fn insert_values(backend: DbBackend, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
-    const VALUES_PER_JOB: usize = 8;
-    let mut rows = Vec::with_capacity(jobs.len());
-    let mut values: Vec<Value> = Vec::with_capacity(jobs.len() * VALUES_PER_JOB + 1);
-    // `now` is the last placeholder, shared by every row.
-    let now_placeholder = jobs.len() * VALUES_PER_JOB + 1;
-    for (n, (id, job)) in jobs.into_iter().enumerate() {
-        let p = |k: usize| n * VALUES_PER_JOB + k;
-        rows.push(format!(
-            "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${}, NULL, NULL, ${}, ${now_placeholder}, ${now_placeholder})",
-            p(1),
-            p(2),
-            p(3),
-            p(4),
-            p(5),
-            p(6),
-            p(7),
-            p(8)
-        ));
-        values.extend([
-            id.into(),
-            job.account_id.into(),
-            job.kind.into(),
-            job.lane.into(),
-            job.payload.to_string().into(),
-            job.max_attempts.max(1).into(),
-            job.run_at_ms.into(),
-            job.unique_key.into(),
-        ]);
-    }
-    values.push(now.into());
-    let sql = format!(
-        "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
-         claim_token, last_error, unique_key, created_at, updated_at) VALUES {} ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING",
-        rows.join(", ")
-    );
-    Statement::from_sql_and_values(backend, sql, values)
+    pub on_conflict: OnConflict,
+    /// Cancelled together (a broadcast's id).
+    pub group: Option<String>,
+    pub dedup: Option<Dedup>,
 }
 
 /// A claimed job, as its handler sees it.
@@ -172,6 +126,10 @@ pub struct Job {
     pub max_attempts: i32,
     /// The claim's token: the outcome is written only while the job still carries it.
     pub token: i64,
+    pub class: Class,
+    /// Whether this worker still holds the job, and the signal to wind down. A run about to make a side
+    /// effect outside the database (a provider call) checks `lease.is_held()` first.
+    pub lease: Lease,
 }
 
 impl Job {
@@ -216,8 +174,12 @@ pub enum Outcome {
         error: String,
         effect: Option<Box<dyn Effect>>,
     },
-    /// Not run now (pacing, a recurring job's next turn): due again at `until_ms`, no try spent.
+    /// Not run now (a recurring job's next turn, a time it waits for): due again at `until_ms`, no try
+    /// spent. The job alone is rescheduled.
     Defer { until_ms: i64 },
+    /// Deferred like `Defer`, and the job's queue (its kind on its lane) rests in this process until then:
+    /// a paced channel whose next slot is far, whose other sends would only be deferred as well.
+    Paced { until_ms: i64 },
 }
 
 impl Outcome {
@@ -226,15 +188,34 @@ impl Outcome {
             Self::Done(_) => "done",
             Self::Retry { .. } => "retry",
             Self::Fail { .. } => "failed",
-            Self::Defer { .. } => "deferred",
+            Self::Defer { .. } | Self::Paced { .. } => "deferred",
         }
     }
 }
+
+/// How long a run may take unless its handler says otherwise.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The code that runs one kind of job.
 #[async_trait::async_trait]
 pub trait Handler: Send + Sync {
     async fn run(&self, job: &Job) -> Outcome;
+
+    /// How long a run may take: past it the run is stopped and retried (a try spent).
+    fn deadline(&self) -> Duration {
+        DEFAULT_DEADLINE
+    }
+
+    /// Jobs of this kind were cancelled (`payloads`, in the cancel's transaction): settles what they stood
+    /// for, such as a queued message.
+    async fn cancelled(
+        &self,
+        _txn: &DatabaseTransaction,
+        _payloads: &[String],
+        _now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        Ok(())
+    }
 }
 
 /// Handlers by job kind; a process claims only the kinds it has a handler for.
@@ -250,12 +231,6 @@ impl Handlers {
     fn get(&self, kind: &str) -> Option<Arc<dyn Handler>> {
         self.0.get(kind).cloned()
     }
-
-    fn kinds(&self) -> Vec<&'static str> {
-        let mut kinds: Vec<&'static str> = self.0.keys().copied().collect();
-        kinds.sort_unstable();
-        kinds
-    }
 }
 
 /// Wakes this process's workers after a commit that enqueued jobs due now (others find them by polling).
@@ -267,7 +242,7 @@ impl Wake {
         self.0.notify_one();
     }
 
-    async fn notified(&self) {
-        self.0.notified().await;
+    fn notifier(&self) -> Arc<Notify> {
+        self.0.clone()
     }
 }

@@ -3,7 +3,7 @@
 //! failure with the provider's own code (4xx other than 429), or a retry with back-off (429, 5xx, timeout,
 //! no connection) until the schedule is used up and the message fails with `provider_unavailable`.
 
-use std::{any::Any, sync::Arc};
+use std::{any::Any, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -13,7 +13,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::pacing::{Pacer, Slot};
+use super::pacing::{MAX_WAIT, Pacer, Slot};
 use crate::{
     channels::{Outbound, SendOutcome, registry::Adapters},
     clock::Clock,
@@ -56,7 +56,7 @@ pub fn job(
         }),
         run_at_ms: now.timestamp_millis(),
         max_attempts,
-        unique_key: None,
+        ..NewJob::default()
     }
 }
 
@@ -68,6 +68,8 @@ pub struct Deliver {
     schedule: RetrySchedule,
     /// `{FRONTDESK_PUBLIC_URL}` without a trailing `/`.
     public_url: String,
+    /// The longest a run may take: the provider's time limit, the pacing wait and the database's reads.
+    deadline: Duration,
 }
 
 impl Deliver {
@@ -78,6 +80,7 @@ impl Deliver {
         pacer: Pacer,
         schedule: RetrySchedule,
         public_url: &str,
+        provider_timeout: Duration,
     ) -> Self {
         Self {
             db,
@@ -86,6 +89,7 @@ impl Deliver {
             pacer,
             schedule,
             public_url: public_url.trim_end_matches('/').to_owned(),
+            deadline: provider_timeout + MAX_WAIT + Duration::from_secs(20),
         }
     }
 
@@ -164,6 +168,32 @@ struct Sendable {
 
 #[async_trait::async_trait]
 impl Handler for Deliver {
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Cancelled sends fail with `cancelled` (`message.failed`), unless they already went out.
+    async fn cancelled(&self, txn: &DatabaseTransaction, payloads: &[String], now: DateTime<Utc>) -> Result<(), DbErr> {
+        let ids: Vec<String> = payloads
+            .iter()
+            .filter_map(|p| serde_json::from_str::<Payload>(p).ok())
+            .map(|p| p.message_id)
+            .collect();
+        let changed = messages::Entity::update_many()
+            .col_expr(messages::Column::Status, Expr::value("failed"))
+            .col_expr(messages::Column::ErrorCode, Expr::value("cancelled"))
+            .col_expr(messages::Column::ErrorMessage, Expr::value("the send was cancelled"))
+            .filter(crate::store::sql::one_of(
+                txn.get_database_backend(),
+                messages::Column::Id,
+                ids,
+            ))
+            .filter(messages::Column::Status.eq("queued"))
+            .exec_with_returning(txn)
+            .await?;
+        record_all(txn, &changed, Status::Failed, now).await
+    }
+
     async fn run(&self, job: &Job) -> Outcome {
         let payload: Payload = match serde_json::from_str(&job.payload) {
             Ok(payload) => payload,
@@ -191,7 +221,7 @@ impl Handler for Deliver {
             Slot::At(_) => {}
             Slot::Later(wait) => {
                 let until_ms = self.clock.now().timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0);
-                return Outcome::Defer { until_ms };
+                return Outcome::Paced { until_ms };
             }
         }
         // The wait for the slot may have seen the message removed or corrected, or its contact opt out.
@@ -220,6 +250,13 @@ impl Handler for Deliver {
             attachments: &attachments,
             status_callback: &status_callback,
         };
+        // A worker paused past its lease (another may have taken the job) must not send it too.
+        if !job.lease.is_held() {
+            return Outcome::Retry {
+                error: "the claim was lost before the send".to_owned(),
+                after: Duration::ZERO,
+            };
+        }
         match ready.adapter.send(&outbound).await {
             SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
                 message_id: message.id,

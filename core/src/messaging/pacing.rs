@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::store::redis_script::GuardedScript;
 
 /// The longest a send waits in its job for its slot.
-const MAX_WAIT: Duration = Duration::from_secs(2);
+pub const MAX_WAIT: Duration = Duration::from_secs(2);
 /// Default of `max_per_second` for providers that limit senders (Twilio, Meta).
 pub const DEFAULT_PER_SECOND: f64 = 10.0;
 /// Ceiling of `max_per_second`, which paces nothing, and the default of web chat, whose "provider" is this

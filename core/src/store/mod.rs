@@ -2,7 +2,6 @@
 
 pub mod entities;
 pub mod group_commit;
-pub mod leases;
 pub mod redis_script;
 pub mod search;
 pub mod settings;

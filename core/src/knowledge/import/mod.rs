@@ -65,6 +65,8 @@ pub fn job(account_id: &str, source_id: &str, now: DateTime<Utc>) -> NewJob {
         run_at_ms: now.timestamp_millis(),
         max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("{KIND}:{source_id}")),
+        class: crate::jobs::Class::Bulk,
+        ..NewJob::default()
     }
 }
 
@@ -281,6 +283,11 @@ impl PageReader {
 
 #[async_trait::async_trait]
 impl Handler for Import {
+    /// A site of many pages, each within FRONTDESK_IMPORT_TIMEOUT, takes long.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(3600)
+    }
+
     async fn run(&self, job: &Job) -> Outcome {
         let Ok(payload) = serde_json::from_str::<Payload>(&job.payload) else {
             return Outcome::Fail {

@@ -196,6 +196,10 @@ pub fn job(account_id: &str, owner: &Owner, now: DateTime<Utc>) -> NewJob {
         run_at_ms: now.timestamp_millis(),
         max_attempts: MAX_ATTEMPTS,
         unique_key: Some(key),
+        // Vectors written while a run embeds the owner's others are embedded by a run after it.
+        on_conflict: crate::jobs::OnConflict::Reschedule,
+        class: crate::jobs::Class::Bulk,
+        ..NewJob::default()
     }
 }
 
@@ -206,6 +210,11 @@ pub struct EmbedJob {
 
 #[async_trait::async_trait]
 impl Handler for EmbedJob {
+    /// An owner's thousands of sections, embedded on the CPU.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1800)
+    }
+
     async fn run(&self, job: &Job) -> Outcome {
         let owner = match serde_json::from_str::<Payload>(&job.payload) {
             Ok(Payload {

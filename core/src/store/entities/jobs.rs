@@ -1,7 +1,8 @@
 //! One durable job (`crate::jobs`). `run_at_ms` (Unix milliseconds) is when a worker may next claim it; a
 //! claim pushes it to the end of the claim's lease, renewed while the worker runs it, so a job whose worker
 //! died is claimed again when the lease runs out. Finished jobs are deleted; a job that used up its tries
-//! stays as `failed` with its last error, for operators.
+//! stays as `failed` with its last error, and a cancelled one as `cancelled`, for operators, until the
+//! retention deletes them.
 
 use sea_orm::entity::prelude::*;
 
@@ -17,7 +18,7 @@ pub struct Model {
     pub lane: String,
     /// The job's arguments, JSON.
     pub payload: String,
-    /// `pending` or `failed`.
+    /// `pending`, `failed` or `cancelled`.
     pub status: String,
     /// Runs whose outcome was recorded.
     pub attempts: i32,
@@ -26,8 +27,14 @@ pub struct Model {
     /// The token of the claim holding the job (it runs, or its outcome is being written).
     pub claim_token: Option<i64>,
     pub last_error: Option<String>,
-    /// At most one job per key (a recurring housekeeping job, say).
+    /// At most one pending job per key (a recurring housekeeping job, a conversation's reply).
     pub unique_key: Option<String>,
+    /// 0 interactive, 1 bulk (`crate::jobs::Class`).
+    pub class: i32,
+    /// A group the job is cancelled with (a broadcast's sends).
+    pub group_key: Option<String>,
+    /// Set while the job runs when it must run once more after this run: when, Unix milliseconds.
+    pub rerun_at_ms: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

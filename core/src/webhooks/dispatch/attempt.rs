@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use super::claim::Claimed;
+use super::claimed::Claimed;
 use crate::{integrations::outbound::OutboundPolicy, retry::parse_retry_after, webhooks::signing};
 
 /// Most of an answer's body read (and discarded) so its connection can be reused.

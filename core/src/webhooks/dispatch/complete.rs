@@ -96,12 +96,13 @@ impl HealthChange {
     }
 }
 
+/// Writes the batch; the deliveries whose results were dropped (claimed again meanwhile, or deleted).
 pub async fn record(
     db: &DatabaseConnection,
     rules: &Rules,
     results: &mut [AttemptResult],
     now: DateTime<Utc>,
-) -> Result<(), DbErr> {
+) -> Result<Vec<String>, DbErr> {
     results.sort_by_key(|r| r.finished_at);
     let results = &*results;
     let mut changes: BTreeMap<&str, HealthChange> = BTreeMap::new();
@@ -151,7 +152,12 @@ pub async fn record(
         tracing::warn!(webhook = webhook_id, reason, "webhook subscription disabled");
         store::fail_pending(&txn, webhook_id, now).await?;
     }
-    txn.commit().await
+    txn.commit().await?;
+    Ok(results
+        .iter()
+        .filter(|r| !written.contains(r.claimed.delivery_id.as_str()))
+        .map(|r| r.claimed.delivery_id.clone())
+        .collect())
 }
 
 /// Applies the batch's health change; returns the disable reason when the subscription must be disabled
@@ -265,7 +271,7 @@ mod tests {
     use super::HealthChange;
     use crate::webhooks::dispatch::{
         attempt::{AttemptResult, Outcome},
-        claim::Claimed,
+        claimed::Claimed,
     };
 
     fn result(outcome: Outcome) -> AttemptResult {

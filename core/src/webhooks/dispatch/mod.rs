@@ -1,60 +1,47 @@
-//! The delivery engine, run by every core process (several replicas share the work through the database):
-//! a fan-out loop turns outbox events into deliveries; a claim loop keeps up to `concurrency` deliveries in
-//! hand, fairly across accounts and endpoints; a recorder writes their results in batches, and a slot is
-//! free again only once its result is committed, so a slow database slows claiming instead of piling up
-//! results. Nothing lives only in memory: a delivery is a row from the moment its event commits; its claim's
-//! lease is renewed while it is in hand, and one whose process died is claimed again, as the same attempt,
-//! when its lease ends.
+//! Webhook delivery, run by every core process (several replicas share the work through the database): a
+//! fan-out loop turns outbox events into delivery rows, and the job engine (`crate::jobs::engine`) runs
+//! them like any other durable work, fairly across accounts and their subscriptions (a subscription is a
+//! delivery's lane): claims, leases, fencing, stopping a run whose claim was lost, and batched recording.
+//! What is the deliveries' own is here: the attempt over HTTP, the results' rules (retries, health,
+//! disables), the retention, and the gauges. Nothing lives only in memory: a delivery is a row from the
+//! moment its event commits, and one whose process died is claimed again, as the same attempt, when its
+//! lease ends.
 
 mod attempt;
-mod claim;
+mod claimed;
 mod complete;
 mod fanout;
-mod in_flight;
 mod prune;
+mod work;
 
 use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
-use tokio::{
-    sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
-    task::JoinHandle,
-};
+use tokio::{sync::Notify, task::JoinHandle};
 
 pub use self::attempt::body;
-use self::{
-    attempt::AttemptResult,
-    complete::{Rules, record},
-    in_flight::{Caps, InFlight},
-};
+use self::{complete::Rules, work::DeliveryWork};
 use crate::{
-    clock::Clock, config::WebhookConfig, events, integrations::outbound::OutboundPolicy, secrets::Sealer,
-    shutdown::Shutdown,
-};
-use crate::{
-    retry::RetrySchedule,
-    store::{
-        leases::{self, Queue},
-        sql::{picked, placeholders},
+    clock::Clock,
+    config::WebhookConfig,
+    events,
+    integrations::outbound::OutboundPolicy,
+    jobs::{
+        Caps,
+        engine::{Engine, EngineConfig, sleep_or_stop},
     },
+    retry::RetrySchedule,
+    secrets::Sealer,
+    shutdown::Shutdown,
+    store::sql::{picked, placeholders},
 };
 
-/// A result on its way to the recorder, with the slot it holds until it is committed.
-type Finished = (AttemptResult, OwnedSemaphorePermit);
-
-/// The deliveries' work queue, for leases.
-const DELIVERIES: Queue = Queue {
-    table: "webhook_deliveries",
-    due_column: "next_attempt_ms",
-};
 /// Events fanned out per transaction.
 const FAN_OUT_BATCH: u64 = 500;
-/// Results written per transaction at most.
-const RECORD_BATCH: usize = 1_000;
 /// How often the queue gauges are refreshed.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 /// Deliveries, and events, deleted per retention transaction at most.
@@ -75,7 +62,6 @@ pub struct Dispatcher {
     wake: Arc<Notify>,
     /// Signalled when this process committed events, for the fan-out.
     committed: events::Committed,
-    in_flight: Arc<InFlight>,
 }
 
 impl Dispatcher {
@@ -88,13 +74,11 @@ impl Dispatcher {
         wake: Arc<Notify>,
         committed: events::Committed,
     ) -> Self {
-        let caps = Caps::new(config.concurrency, config.endpoint_concurrency);
         Self {
             db,
             clock,
             config,
             policy,
-            in_flight: Arc::new(InFlight::new(caps, wake.clone())),
             sealer,
             wake,
             committed,
@@ -110,11 +94,11 @@ impl Dispatcher {
             "FRONTDESK_WEBHOOK_RETENTION must be longer than FRONTDESK_WEBHOOK_LEASE"
         );
         anyhow::ensure!(
-            self.config.lease >= MIN_LEASE,
-            "FRONTDESK_WEBHOOK_LEASE must be at least {MIN_LEASE:?}"
+            self.config.lease >= crate::jobs::engine::MIN_LEASE,
+            "FRONTDESK_WEBHOOK_LEASE must be at least {:?}",
+            crate::jobs::engine::MIN_LEASE
         );
         let client = self.policy.client(self.config.timeout)?;
-        let (results, recorded) = mpsc::unbounded_channel();
         let rules = Rules {
             schedule: RetrySchedule::new(self.config.retry_schedule.0.clone()),
             disable_after: self.config.disable_after,
@@ -134,24 +118,37 @@ impl Dispatcher {
             self.config.retention,
             shutdown.clone(),
         ));
-        let renewer = tokio::spawn(renew_loop(
-            self.db.clone(),
-            self.clock.clone(),
-            self.in_flight.clone(),
-            self.config.lease,
-        ));
-        let recorder = tokio::spawn(record_loop(self.db.clone(), rules, self.in_flight.clone(), recorded));
-        let claimer = tokio::spawn(claim_loop(self, client, results, shutdown));
-        Ok(tokio::spawn(async move {
-            let _ = claimer.await;
-            let _ = recorder.await;
-            renewer.abort();
-        }))
+        // An attempt ends within its timeout; the deadline and the shutdown grace leave room to record it.
+        let settle = self.config.timeout + Duration::from_secs(5);
+        let endpoint = self.config.endpoint_concurrency.min(self.config.concurrency).max(1);
+        let config = EngineConfig {
+            concurrency: self.config.concurrency,
+            caps: Caps {
+                lane: endpoint,
+                // An account's subscriptions together may hold half the slots (at least one endpoint's share).
+                account: (self.config.concurrency / 2).max(endpoint),
+            },
+            bulk_slots: self.config.concurrency,
+            lease: self.config.lease,
+            poll_interval: self.config.poll_interval,
+            grace: settle,
+        };
+        Engine {
+            db: self.db,
+            clock: self.clock,
+            config,
+            work: Arc::new(DeliveryWork {
+                client,
+                policy: self.policy,
+                sealer: self.sealer,
+                rules,
+                deadline: settle,
+            }),
+            wake: self.wake,
+        }
+        .spawn(shutdown)
     }
 }
-
-/// The shortest lease: renewals (every third of it) must fit a database round trip with room to spare.
-const MIN_LEASE: Duration = Duration::from_secs(1);
 
 async fn fan_out_loop(
     db: DatabaseConnection,
@@ -179,143 +176,6 @@ async fn fan_out_loop(
                 sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
             }
         }
-    }
-}
-
-async fn claim_loop(
-    dispatcher: Dispatcher,
-    client: reqwest::Client,
-    results: mpsc::UnboundedSender<Finished>,
-    shutdown: Shutdown,
-) {
-    let capacity = dispatcher.config.concurrency as usize;
-    let slots = Arc::new(Semaphore::new(capacity));
-    let lease_ms = i64::try_from(dispatcher.config.lease.as_millis()).unwrap_or(i64::MAX / 2);
-    // Claims are worth batching (two statements each, more when some must be released or parked): wait
-    // until a quarter of the slots are free.
-    let batch = (capacity / 4).max(1) as u32;
-    while !shutdown.is_stopping() {
-        match slots.acquire_many(batch).await {
-            Ok(ready) => drop(ready),
-            Err(_) => break,
-        }
-        // Only this loop takes slots, so at least `batch` stay free until it does.
-        let free = slots.available_permits();
-        let claim = match claim::claim(
-            &dispatcher.db,
-            &dispatcher.sealer,
-            &dispatcher.in_flight,
-            free,
-            dispatcher.clock.now().timestamp_millis(),
-            lease_ms,
-        )
-        .await
-        {
-            Ok(claim) => claim,
-            Err(err) => {
-                tracing::warn!(error = %err, "webhook claim failed; retrying");
-                sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
-                continue;
-            }
-        };
-        if claim.parked > 0 {
-            metrics::counter!("frontdesk_webhook_parked_total").increment(claim.parked);
-        }
-        let Ok(mut permits) = slots.clone().acquire_many_owned(claim.claimed.len() as u32).await else {
-            break;
-        };
-        for delivery in claim.claimed {
-            let Some(permit) = permits.split(1) else {
-                break;
-            };
-            dispatcher.in_flight.started(&delivery);
-            let (client, results, policy) = (client.clone(), results.clone(), dispatcher.policy);
-            let in_flight = dispatcher.in_flight.clone();
-            tokio::spawn(async move {
-                let result = attempt::attempt(&client, policy, delivery).await;
-                in_flight.answered(&result.claimed);
-                metrics::counter!("frontdesk_webhook_attempts_total", "outcome" => result.outcome.label()).increment(1);
-                metrics::histogram!("frontdesk_webhook_attempt_duration_seconds").record(result.duration.as_secs_f64());
-                if matches!(result.outcome, attempt::Outcome::Delivered { .. }) {
-                    let latency = (result.finished_at - result.claimed.event_at)
-                        .to_std()
-                        .unwrap_or_default();
-                    metrics::histogram!("frontdesk_webhook_delivery_latency_seconds").record(latency.as_secs_f64());
-                }
-                // The slot travels with the result: it is free once the result is committed.
-                let _ = results.send((result, permit));
-            });
-        }
-        if claim.idle {
-            tokio::select! {
-                () = dispatcher.wake.notified() => {},
-                () = sleep_or_stop(dispatcher.config.poll_interval, &shutdown) => {},
-            }
-        }
-    }
-    // Let the attempts in flight finish (each ends within the timeout) and their results be committed.
-    let finished = tokio::time::timeout(
-        dispatcher.config.timeout + Duration::from_secs(5),
-        slots.acquire_many(capacity as u32),
-    )
-    .await;
-    if finished.is_err() {
-        let tokens = dispatcher.in_flight.tokens();
-        let now_ms = dispatcher.clock.now().timestamp_millis();
-        match leases::release(&dispatcher.db, DELIVERIES, &tokens, now_ms).await {
-            Ok(()) => tracing::info!(claims = tokens.len(), "released unfinished webhook deliveries"),
-            Err(err) => {
-                tracing::warn!(error = %err, "releasing unfinished webhook deliveries failed; their leases will end")
-            }
-        }
-    }
-}
-
-async fn record_loop(
-    db: DatabaseConnection,
-    rules: Rules,
-    in_flight: Arc<InFlight>,
-    mut recorded: mpsc::UnboundedReceiver<Finished>,
-) {
-    while let Some(first) = recorded.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < RECORD_BATCH {
-            match recorded.try_recv() {
-                Ok(finished) => batch.push(finished),
-                Err(_) => break,
-            }
-        }
-        let (mut results, permits): (Vec<AttemptResult>, Vec<OwnedSemaphorePermit>) = batch.into_iter().unzip();
-        // A batch that cannot be written is attempted again once its leases, no longer renewed, end: at
-        // least once, not lost.
-        for attempt in 1..=3 {
-            match record(&db, &rules, &mut results, Utc::now()).await {
-                Ok(()) => break,
-                Err(err) => {
-                    tracing::warn!(error = %err, attempt, "recording webhook attempts failed");
-                    tokio::time::sleep(ERROR_BACKOFF).await;
-                }
-            }
-        }
-        for result in &results {
-            in_flight.recorded(result.claimed.token);
-        }
-        drop(permits);
-    }
-}
-
-/// Renews the leases of the claims in hand every third of the lease; runs until aborted, once the claim
-/// loop and the recorder are done.
-async fn renew_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, in_flight: Arc<InFlight>, lease: Duration) {
-    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2);
-    loop {
-        let tokens = in_flight.tokens();
-        if !tokens.is_empty()
-            && let Err(err) = leases::renew(&db, DELIVERIES, &tokens, clock.now().timestamp_millis() + lease_ms).await
-        {
-            tracing::warn!(error = %err, "renewing webhook delivery leases failed");
-        }
-        tokio::time::sleep(lease / 3).await;
     }
 }
 
@@ -376,12 +236,5 @@ async fn gauge_loop(db: DatabaseConnection, shutdown: Shutdown) {
             }
         }
         sleep_or_stop(GAUGE_INTERVAL, &shutdown).await;
-    }
-}
-
-async fn sleep_or_stop(duration: Duration, shutdown: &Shutdown) {
-    tokio::select! {
-        () = tokio::time::sleep(duration) => {},
-        () = shutdown.clone().wait() => {},
     }
 }

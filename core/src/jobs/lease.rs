@@ -1,0 +1,64 @@
+//! Leases of claimed rows. A claim stamps its rows with a token and moves their due time to the end of a
+//! lease; while the work runs and until its outcome is committed the lease is renewed, so a lease can be
+//! short (work whose worker died runs again soon) without slow work letting another worker claim it.
+//! Renewal says which rows it still holds: a row it no longer finds was taken over (its lease ended while
+//! this process was paused or cut off from the database) or cancelled, and its run is stopped. At shutdown
+//! the claims still held are released, due at once, once their runs have stopped.
+
+use std::collections::HashSet;
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+
+use super::queue::Table;
+use crate::store::sql::placeholders;
+
+/// Tokens per statement.
+const CHUNK: usize = 500;
+
+/// Moves the end of the lease of every pending row claimed with one of `tokens` to `until_ms`; the ids of
+/// the rows it renewed.
+pub async fn renew(
+    db: &DatabaseConnection,
+    table: &Table,
+    tokens: &[i64],
+    until_ms: i64,
+) -> Result<HashSet<String>, DbErr> {
+    let mut held = HashSet::new();
+    for chunk in tokens.chunks(CHUNK) {
+        let (sql, values) = set_due(table, chunk, until_ms, "");
+        let rows = db
+            .query_all_raw(Statement::from_sql_and_values(
+                db.get_database_backend(),
+                format!("{sql} RETURNING id"),
+                values,
+            ))
+            .await?;
+        for row in rows {
+            held.insert(row.try_get_by_index(0)?);
+        }
+    }
+    Ok(held)
+}
+
+/// Gives up the claims of `tokens`: their rows are due at `now_ms`, with no try spent.
+pub async fn release(db: &DatabaseConnection, table: &Table, tokens: &[i64], now_ms: i64) -> Result<(), DbErr> {
+    for chunk in tokens.chunks(CHUNK) {
+        let (sql, values) = set_due(table, chunk, now_ms, ", claim_token = NULL");
+        db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Only pending rows: one settled, parked or cancelled while its work runs keeps no due time.
+fn set_due(table: &Table, tokens: &[i64], at_ms: i64, clear: &str) -> (String, Vec<Value>) {
+    let sql = format!(
+        "UPDATE {} SET {} = $1{clear} WHERE status = 'pending' AND claim_token IN ({})",
+        table.name,
+        table.due,
+        placeholders(2, tokens.len())
+    );
+    let mut values: Vec<Value> = vec![at_ms.into()];
+    values.extend(tokens.iter().map(|t| Value::from(*t)));
+    (sql, values)
+}

@@ -1,0 +1,62 @@
+//! The retention of settled jobs: failed and cancelled jobs are kept for operators for
+//! `FRONTDESK_JOB_RETENTION` after they settled, then deleted, and dedup keys past their time are
+//! forgotten. Settled jobs hold no key (a key binds only pending jobs), so deleting them frees nothing
+//! an enqueue waits for.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::DateTime;
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
+
+use super::engine::sleep_or_stop;
+use crate::{clock::Clock, shutdown::Shutdown};
+
+/// Rows deleted per statement at most.
+const BATCH: u64 = 1_000;
+
+/// Deletes what the retention no longer keeps, a batch at a time: at once again after a full batch, else
+/// after a minute (or half the retention, when shorter).
+pub async fn prune_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, retention: Duration, shutdown: Shutdown) {
+    let idle = (retention / 2).min(Duration::from_secs(60));
+    let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    while !shutdown.is_stopping() {
+        let now = clock.now();
+        // A retention reaching back before 1970 keeps every settled job.
+        let cutoff = now.checked_sub_signed(retention).filter(|c| *c > DateTime::UNIX_EPOCH);
+        match prune(&db, cutoff, now.timestamp_millis()).await {
+            Ok(deleted) => {
+                metrics::counter!("frontdesk_jobs_pruned_total").increment(deleted);
+                if deleted < BATCH {
+                    sleep_or_stop(idle, &shutdown).await;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "job retention failed; retrying");
+                sleep_or_stop(idle.max(Duration::from_secs(1)), &shutdown).await;
+            }
+        }
+    }
+}
+
+/// Deletes a batch of jobs settled before `cutoff` and of dedup keys past `now_ms`; the larger count.
+pub async fn prune(db: &DatabaseConnection, cutoff: Option<DateTime<chrono::Utc>>, now_ms: i64) -> Result<u64, DbErr> {
+    let backend = db.get_database_backend();
+    let mut jobs = 0;
+    if let Some(cutoff) = cutoff {
+        let sql = format!(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status <> 'pending' AND updated_at < $1 \
+             ORDER BY updated_at LIMIT {BATCH})"
+        );
+        jobs = db
+            .execute_raw(Statement::from_sql_and_values(backend, sql, [cutoff.into()]))
+            .await?
+            .rows_affected();
+    }
+    let sql =
+        format!("DELETE FROM job_dedup WHERE key IN (SELECT key FROM job_dedup WHERE until_ms <= $1 LIMIT {BATCH})");
+    let keys = db
+        .execute_raw(Statement::from_sql_and_values(backend, sql, [now_ms.into()]))
+        .await?
+        .rows_affected();
+    Ok(jobs.max(keys))
+}

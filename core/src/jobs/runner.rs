@@ -1,0 +1,235 @@
+//! The jobs table on the engine: claimed rows become `Job`s for their kind's handler, whose outcome is
+//! recorded with its effect (`complete`); beside the engine, the queue's gauges and the retention of
+//! failed and cancelled jobs.
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{DatabaseConnection, DbErr, QueryResult};
+use tokio::task::JoinHandle;
+
+use super::{
+    Class, Handler, Handlers, Job, Outcome, Wake, admin,
+    complete::{Finished, record},
+    engine::{Engine, EngineConfig, RunFailure, Work, sleep_or_stop},
+    fair::Caps,
+    queue::{QueueKey, Table},
+    retention,
+    running::Lease,
+};
+use crate::{clock::Clock, config::JobConfig, shutdown::Shutdown};
+
+/// The jobs table as the engine sees it.
+pub static JOBS: Table = Table {
+    name: "jobs",
+    due: "run_at_ms",
+    class: Some("class"),
+    lane: "lane",
+    kind: Some("kind"),
+    returning: "payload, attempts, max_attempts",
+};
+
+/// How long running jobs may take to finish once shutdown began.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How often the queue gauges are refreshed.
+const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+/// Wait before running again a job whose handler panicked or overran its deadline (a try spent).
+const FAILURE_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct JobEngine {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    config: JobConfig,
+    handlers: Handlers,
+    wake: Wake,
+}
+
+impl JobEngine {
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        config: JobConfig,
+        handlers: Handlers,
+        wake: Wake,
+    ) -> Self {
+        Self {
+            db,
+            clock,
+            config,
+            handlers,
+            wake,
+        }
+    }
+
+    /// Starts the workers, the gauges and the retention; the handle resolves once shutdown began and the
+    /// running jobs were recorded, or stopped and released for the next worker.
+    pub fn spawn(self, shutdown: Shutdown) -> anyhow::Result<JoinHandle<()>> {
+        tokio::spawn(gauge_loop(self.db.clone(), self.clock.clone(), shutdown.clone()));
+        tokio::spawn(retention::prune_loop(
+            self.db.clone(),
+            self.clock.clone(),
+            self.config.retention,
+            shutdown.clone(),
+        ));
+        if self.config.concurrency == 0 {
+            // An API-only replica: it writes jobs, and the replicas with workers run them.
+            tracing::info!("FRONTDESK_JOB_CONCURRENCY is 0: this process runs no jobs (another replica must)");
+        }
+        let config = EngineConfig {
+            concurrency: self.config.concurrency,
+            caps: Caps {
+                lane: self.config.lane_concurrency,
+                account: self.config.account_concurrency,
+            },
+            bulk_slots: self.config.bulk_slots(),
+            lease: self.config.lease,
+            poll_interval: self.config.poll_interval,
+            grace: SHUTDOWN_GRACE,
+        };
+        Engine {
+            db: self.db,
+            clock: self.clock,
+            config,
+            work: Arc::new(JobWork {
+                handlers: self.handlers,
+            }),
+            wake: self.wake.notifier(),
+        }
+        .spawn(shutdown)
+    }
+}
+
+struct JobWork {
+    handlers: Handlers,
+}
+
+/// A claimed job with its handler.
+#[derive(Clone)]
+pub struct Runnable {
+    job: Job,
+    handler: Arc<dyn Handler>,
+}
+
+#[async_trait::async_trait]
+impl Work for JobWork {
+    type Item = Runnable;
+    type Done = Finished;
+
+    fn table(&self) -> &'static Table {
+        &JOBS
+    }
+
+    fn runs(&self, key: &QueueKey) -> bool {
+        self.handlers.get(&key.kind).is_some()
+    }
+
+    async fn load(
+        &self,
+        _db: &DatabaseConnection,
+        rows: Vec<(QueueKey, QueryResult)>,
+        token: i64,
+    ) -> Result<Vec<(String, QueueKey, Runnable)>, DbErr> {
+        // The key's four columns, then id, payload, attempts, max_attempts.
+        let mut items = Vec::with_capacity(rows.len());
+        for (key, row) in rows {
+            let Some(handler) = self.handlers.get(&key.kind) else {
+                continue;
+            };
+            let id: String = row.try_get_by_index(4)?;
+            let attempts: i32 = row.try_get_by_index(6)?;
+            let job = Job {
+                id: id.clone(),
+                account_id: key.account.clone(),
+                kind: key.kind.clone(),
+                lane: key.lane.clone(),
+                payload: row.try_get_by_index(5)?,
+                attempt: attempts + 1,
+                max_attempts: row.try_get_by_index(7)?,
+                token,
+                class: Class::from_code(key.class),
+                // Replaced by the run's own lease when it starts.
+                lease: Lease::detached(Duration::ZERO),
+            };
+            items.push((id, key, Runnable { job, handler }));
+        }
+        Ok(items)
+    }
+
+    fn deadline(&self, item: &Runnable) -> Duration {
+        item.handler.deadline()
+    }
+
+    async fn run(&self, item: Runnable, lease: &Lease) -> Finished {
+        let job = Job {
+            lease: lease.clone(),
+            ..item.job
+        };
+        let outcome = item.handler.run(&job).await;
+        Finished { job, outcome }
+    }
+
+    fn failed(&self, item: Runnable, why: RunFailure) -> Finished {
+        Finished {
+            job: item.job,
+            outcome: Outcome::Retry {
+                error: why.to_string(),
+                after: FAILURE_BACKOFF,
+            },
+        }
+    }
+
+    fn rests_until(&self, done: &Finished) -> Option<i64> {
+        match done.outcome {
+            Outcome::Paced { until_ms } => Some(until_ms),
+            _ => None,
+        }
+    }
+
+    fn observe(&self, key: &QueueKey, done: &Finished, took: Duration) {
+        let class = Class::from_code(key.class).label();
+        metrics::counter!("frontdesk_job_runs_total", "kind" => key.kind.clone(), "class" => class, "outcome" => done.outcome.label())
+            .increment(1);
+        metrics::histogram!("frontdesk_job_run_duration_seconds", "kind" => key.kind.clone(), "class" => class)
+            .record(took.as_secs_f64());
+    }
+
+    async fn record(
+        &self,
+        db: &DatabaseConnection,
+        batch: &mut [Finished],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, DbErr> {
+        record(db, batch, now).await
+    }
+}
+
+/// Refreshes the queue gauges, per kind and class: jobs waiting, due, failed, and how late the oldest due
+/// job is.
+async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, shutdown: Shutdown) {
+    // Kinds and classes shown before: those with no jobs left read zero, not their last figures.
+    let mut shown: HashSet<(String, Class)> = HashSet::new();
+    while !shutdown.is_stopping() {
+        let figures = admin::figures(&db, clock.now().timestamp_millis()).await;
+        if let Err(err) = &figures {
+            tracing::warn!(error = %err, "reading the job queue's figures failed");
+        }
+        if let Ok(figures) = figures {
+            let now_shown: HashSet<(String, Class)> = figures.iter().map(|f| (f.kind.clone(), f.class)).collect();
+            let gone = shown.difference(&now_shown).map(|(kind, class)| admin::Figures {
+                kind: kind.clone(),
+                class: *class,
+                stats: admin::Stats::default(),
+            });
+            for f in figures.iter().cloned().chain(gone.collect::<Vec<_>>()) {
+                let labels = [("kind", f.kind.clone()), ("class", f.class.label().to_owned())];
+                metrics::gauge!("frontdesk_jobs_pending", &labels).set(f.stats.pending as f64);
+                metrics::gauge!("frontdesk_jobs_due", &labels).set(f.stats.due as f64);
+                metrics::gauge!("frontdesk_jobs_failed", &labels).set(f.stats.failed as f64);
+                metrics::gauge!("frontdesk_jobs_cancelled", &labels).set(f.stats.cancelled as f64);
+                metrics::gauge!("frontdesk_jobs_oldest_due_age_seconds", &labels).set(f.stats.oldest_due_age_seconds);
+            }
+            shown = now_shown;
+        }
+        sleep_or_stop(GAUGE_INTERVAL, &shutdown).await;
+    }
+}
