@@ -128,11 +128,7 @@ impl Server {
     /// with a failure.
     pub async fn terminate(&mut self, within: Duration) -> Duration {
         let started = std::time::Instant::now();
-        let signalled = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(signalled.success(), "kill -TERM {} failed", self.child.id());
+        self.signal("TERM");
         loop {
             if let Some(status) = self.child.try_wait().expect("frontdesk's exit status") {
                 assert!(status.success(), "frontdesk exited with {status}:\n{}", self.logs());
@@ -144,6 +140,15 @@ impl Server {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Sends the process signal `name` (`TERM`, `STOP`, `CONT`).
+    pub fn signal(&self, name: &str) {
+        let signalled = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(signalled.success(), "kill -{name} {} failed", self.child.id());
     }
 
     /// Everything the process logged so far.

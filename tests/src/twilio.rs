@@ -43,6 +43,8 @@ pub struct SentMessage {
     pub answered: Option<u16>,
     /// The message sid answered when the message was created.
     pub sid: Option<String>,
+    /// Its place in arrival order (`FakeTwilio::ended_at`).
+    pub seq: usize,
 }
 
 impl SentMessage {
@@ -103,11 +105,23 @@ impl Answer {
 }
 
 struct Script {
+    /// Answers for the next requests with a given `Body`, in order, before anything else.
+    by_body: HashMap<String, VecDeque<Answer>>,
     /// Answers for the next requests, in order, each with its own wait; then `default`.
     next: VecDeque<(Answer, Duration)>,
     default: Answer,
-    /// How long `default` answers wait.
-    default_delay: Duration,
+    /// How long `default` answers wait: this, or a time drawn evenly between the two.
+    default_delay: (Duration, Duration),
+}
+
+impl Script {
+    fn default_wait(&self) -> Duration {
+        let (least, most) = self.default_delay;
+        if most <= least {
+            return least;
+        }
+        least + (most - least).mul_f64(rand::random::<f64>())
+    }
 }
 
 struct Shared {
@@ -120,6 +134,8 @@ struct Shared {
     arrived: AtomicUsize,
     /// Messages answered with a sid.
     created: AtomicUsize,
+    /// When each request's handling ended (answered, or its connection closed while it waited), by `seq`.
+    ended: Mutex<HashMap<usize, chrono::DateTime<chrono::Utc>>>,
 }
 
 #[derive(Clone)]
@@ -142,13 +158,15 @@ impl FakeTwilio {
             account_sid: account_sid.to_owned(),
             authorization: format!("Basic {}", STANDARD.encode(format!("{account_sid}:{auth_token}"))),
             script: Mutex::new(Script {
+                by_body: HashMap::new(),
                 next: VecDeque::new(),
                 default: Answer::Created(201),
-                default_delay: Duration::ZERO,
+                default_delay: (Duration::ZERO, Duration::ZERO),
             }),
             sent: Mutex::new(Vec::new()),
             arrived: AtomicUsize::new(0),
             created: AtomicUsize::new(0),
+            ended: Mutex::new(HashMap::new()),
         });
         let app = Router::new()
             .route("/2010-04-01/Accounts/{sid}/Messages.json", post(create_message))
@@ -180,10 +198,30 @@ impl FakeTwilio {
 
     /// Answers every request with `status` after `delay` from now on, dropping queued answers.
     pub fn answer_after(&self, delay: Duration, status: u16) {
+        self.answer_between(delay, delay, status);
+    }
+
+    /// Answers every request with `status` after a wait drawn evenly from `least..most` for each request
+    /// (jittered, so answers do not come in waves), dropping queued answers.
+    pub fn answer_between(&self, least: Duration, most: Duration, status: u16) {
         let mut script = self.shared.script.lock().unwrap();
         script.next.clear();
         script.default = Answer::status(status);
-        script.default_delay = delay;
+        script.default_delay = (least, most);
+    }
+
+    /// Answers the next requests whose `Body` is `body` with `statuses` in order, at once, whatever else is
+    /// scripted; then as the others.
+    pub fn then_for_body(&self, body: &str, statuses: &[u16]) {
+        let mut script = self.shared.script.lock().unwrap();
+        let queue = script.by_body.entry(body.to_owned()).or_default();
+        queue.extend(statuses.iter().map(|status| Answer::status(*status)));
+    }
+
+    /// When the handling of request `seq` ended: it was answered, or the client closed its connection while
+    /// it waited; `None` while it is still waiting.
+    pub fn ended_at(&self, seq: usize) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.shared.ended.lock().unwrap().get(&seq).copied()
     }
 
     /// Answers the next requests with `statuses` in order (a 2xx creates the message, anything else is
@@ -342,7 +380,12 @@ async fn create_message(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared.arrived.fetch_add(1, Ordering::SeqCst);
+    let seq = shared.arrived.fetch_add(1, Ordering::SeqCst);
+    // Dropped with the handler's future: when the answer went out, or the client gave up waiting.
+    let _ended = Ended {
+        shared: shared.clone(),
+        seq,
+    };
     let authorized = account_sid == shared.account_sid
         && headers
             .get(header::AUTHORIZATION)
@@ -363,10 +406,18 @@ async fn create_message(
         (problem, Duration::ZERO)
     } else {
         let mut script = shared.script.lock().unwrap();
-        script
-            .next
-            .pop_front()
-            .unwrap_or_else(|| (script.default.clone(), script.default_delay))
+        let for_body = form
+            .get("Body")
+            .and_then(|bodies| bodies.first())
+            .and_then(|body| script.by_body.get_mut(body))
+            .and_then(VecDeque::pop_front);
+        match for_body {
+            Some(answer) => (answer, Duration::ZERO),
+            None => script
+                .next
+                .pop_front()
+                .unwrap_or_else(|| (script.default.clone(), script.default_wait())),
+        }
     };
     let (answered, sid) = match &answer {
         Answer::Created(status) => (Some(*status), Some(new_message_sid())),
@@ -381,6 +432,7 @@ async fn create_message(
         authorized,
         answered,
         sid,
+        seq,
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -407,6 +459,20 @@ async fn create_message(
         }
         Answer::Raw { status, body } => (status_code(status), body).into_response(),
         Answer::Hang => std::future::pending().await,
+    }
+}
+
+/// Records when a request's handling ended, whichever way.
+struct Ended {
+    shared: Arc<Shared>,
+    seq: usize,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Ok(mut ended) = self.shared.ended.lock() {
+            ended.insert(self.seq, chrono::Utc::now());
+        }
     }
 }
 

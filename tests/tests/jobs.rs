@@ -12,20 +12,13 @@ use frontdesk_tests::{
     Db, Server, admin, binary, on_both_databases,
     platform::Platform,
     server::sample,
-    sms::{self, SmsChannel, message_when},
+    sms::{self, SmsChannel, message_when, send},
     twilio::{FakeTwilio, new_message_sid},
     webhook_receiver::Receiver,
 };
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn send(platform: &Platform<'_>, channel: &str, phone: &str, text: &str) -> String {
-    let body = json!({"phone": phone, "text": text, "channel": channel});
-    let answer = platform.send("POST", "/v1/contacts/send", Some(body)).await;
-    assert_eq!(answer.status, 202, "{}", answer.body);
-    answer.body["message_id"].as_str().unwrap().to_owned()
-}
 
 /// A server whose lanes each run at most `cap` jobs at once, with a provider timeout longer than any test.
 async fn with_lane_cap(db: &Db, twilio: &FakeTwilio, cap: &str) -> Server {

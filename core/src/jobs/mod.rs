@@ -21,6 +21,8 @@ pub mod queue;
 mod retention;
 mod runner;
 mod running;
+#[cfg(test)]
+mod tests;
 
 use std::{any::Any, collections::HashMap, sync::Arc, time::Duration};
 

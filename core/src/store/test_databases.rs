@@ -31,3 +31,60 @@ pub fn postgres_url(name: &str, extra: &str) -> String {
         format!("{base}/{name}?{}", query.join("&"))
     }
 }
+
+/// Which database a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, migrated database of either kind for one test; `remove` deletes it.
+pub struct TestDb {
+    pub db: DatabaseConnection,
+    place: Place,
+}
+
+enum Place {
+    Dir(PathBuf),
+    Postgres(String),
+}
+
+impl TestDb {
+    pub async fn new(kind: Kind, connections: u32) -> Self {
+        let (db, place) = match kind {
+            Kind::Sqlite => {
+                let (db, dir) = sqlite_file(connections).await;
+                (db, Place::Dir(dir))
+            }
+            Kind::Postgres => {
+                let name = format!("fd_core_{}", crate::ids::base62(10).to_lowercase());
+                let admin = sea_orm::Database::connect(postgres_url("postgres", "")).await.unwrap();
+                sea_orm::ConnectionTrait::execute_unprepared(&admin, &format!("CREATE DATABASE {name}"))
+                    .await
+                    .unwrap();
+                let db = super::connect(&postgres_url(&name, ""), connections, SessionLimits::default())
+                    .await
+                    .unwrap();
+                (db, Place::Postgres(name))
+            }
+        };
+        super::migrate(&db).await.unwrap();
+        Self { db, place }
+    }
+
+    pub async fn remove(self) {
+        let _ = self.db.close().await;
+        match self.place {
+            Place::Dir(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Place::Postgres(name) => {
+                if let Ok(admin) = sea_orm::Database::connect(postgres_url("postgres", "")).await {
+                    let drop = format!("DROP DATABASE {name} WITH (FORCE)");
+                    let _ = sea_orm::ConnectionTrait::execute_unprepared(&admin, &drop).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,633 @@
+//! The engine's primitives on both databases, with handlers of the tests' own: a deferred job leaves its
+//! lane open; enqueue-or-reschedule, run-again marks and dedup windows under concurrent enqueues; cancel of
+//! a group of 10,000 jobs, running ones included; deadlines; keys released by failed jobs and the
+//! retention; and a handler that panics.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use tokio::{sync::watch, task::JoinHandle};
+
+use super::*;
+use crate::{
+    clock::SystemClock,
+    config::JobConfig,
+    shutdown::Shutdown,
+    store::{
+        entities::jobs,
+        test_databases::{Kind, TestDb},
+    },
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+macro_rules! on_both_databases {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let test = TestDb::new(Kind::Sqlite, 8).await;
+                ($body)(test.db.clone()).await;
+                test.remove().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let test = TestDb::new(Kind::Postgres, 8).await;
+                ($body)(test.db.clone()).await;
+                test.remove().await;
+            }
+        }
+    };
+}
+
+/// One run as a test handler saw it.
+#[derive(Clone, Debug)]
+struct Run {
+    kind: String,
+    started: Instant,
+    ended: Option<Instant>,
+    /// The engine dropped the run before it ended (stopped).
+    dropped: bool,
+}
+
+/// What the test handlers saw, shared with the test.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Run>>>);
+
+impl Seen {
+    fn all(&self) -> Vec<Run> {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn of(&self, kind: &str) -> Vec<Run> {
+        self.all().into_iter().filter(|r| r.kind == kind).collect()
+    }
+
+    async fn until(&self, what: &str, holds: impl Fn(&[Run]) -> bool) -> Vec<Run> {
+        let started = Instant::now();
+        loop {
+            let runs = self.all();
+            if holds(&runs) {
+                return runs;
+            }
+            assert!(started.elapsed() < WAIT, "{what}: {runs:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Marks its run dropped unless it ended.
+struct RunGuard {
+    seen: Seen,
+    at: usize,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        let mut runs = self.seen.0.lock().unwrap();
+        if runs[self.at].ended.is_none() {
+            runs[self.at].dropped = true;
+        }
+    }
+}
+
+/// A handler that records its runs, takes `took` (jittered up to `jitter` more), and answers `outcome`.
+struct Scripted {
+    seen: Seen,
+    took: Duration,
+    jitter: Duration,
+    outcome: fn(&Job) -> Outcome,
+    deadline: Duration,
+}
+
+impl Scripted {
+    fn new(seen: &Seen, outcome: fn(&Job) -> Outcome) -> Self {
+        Self {
+            seen: seen.clone(),
+            took: Duration::ZERO,
+            jitter: Duration::ZERO,
+            outcome,
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
+
+    fn taking(mut self, took: Duration, jitter: Duration) -> Self {
+        self.took = took;
+        self.jitter = jitter;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Scripted {
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    async fn run(&self, job: &Job) -> Outcome {
+        let at = {
+            let mut runs = self.seen.0.lock().unwrap();
+            runs.push(Run {
+                kind: job.kind.clone(),
+                started: Instant::now(),
+                ended: None,
+                dropped: false,
+            });
+            runs.len() - 1
+        };
+        let _guard = RunGuard {
+            seen: self.seen.clone(),
+            at,
+        };
+        let extra = self.jitter.mul_f64(rand::random::<f64>());
+        tokio::time::sleep(self.took + extra).await;
+        self.seen.0.lock().unwrap()[at].ended = Some(Instant::now());
+        (self.outcome)(job)
+    }
+}
+
+fn done(_: &Job) -> Outcome {
+    Outcome::Done(None)
+}
+
+fn config(concurrency: u32, lane: u32) -> JobConfig {
+    JobConfig {
+        concurrency,
+        lane_concurrency: lane,
+        account_concurrency: 128,
+        bulk_concurrency: None,
+        lease: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(20),
+        retention: Duration::from_secs(30 * 24 * 3600),
+    }
+}
+
+/// A running engine; `stop` shuts it down as SIGTERM would.
+struct Running {
+    stop: watch::Sender<bool>,
+    done: JoinHandle<()>,
+}
+
+impl Running {
+    fn start(db: &DatabaseConnection, config: JobConfig, handlers: Handlers) -> Self {
+        let (stop, shutdown) = Shutdown::by_hand();
+        let engine = JobEngine::new(db.clone(), Arc::new(SystemClock), config, handlers, Wake::default());
+        Self {
+            stop,
+            done: engine.spawn(shutdown).unwrap(),
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), self.done)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn job(kind: &'static str, lane: &str, payload: serde_json::Value) -> NewJob {
+    NewJob {
+        account_id: "acc_a".into(),
+        kind,
+        lane: lane.into(),
+        payload,
+        run_at_ms: Utc::now().timestamp_millis(),
+        max_attempts: 3,
+        ..NewJob::default()
+    }
+}
+
+async fn failed_jobs(db: &DatabaseConnection) -> Vec<jobs::Model> {
+    let failed = admin::Filter {
+        status: "failed".into(),
+        ..admin::Filter::default()
+    };
+    admin::list(db, &failed, 10).await.unwrap()
+}
+
+async fn pending(db: &DatabaseConnection) -> Vec<jobs::Model> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    jobs::Entity::find()
+        .filter(jobs::Column::Status.eq("pending"))
+        .all(db)
+        .await
+        .unwrap()
+}
+
+// A follow-up deferred on a channel's lane left the lane resting in its process until the deferred time:
+// the channel's sends waited as long.
+on_both_databases!(
+    a_deferred_job_leaves_its_lane_open,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        fn later(_: &Job) -> Outcome {
+            Outcome::Defer {
+                until_ms: Utc::now().timestamp_millis() + 60_000,
+            }
+        }
+        let handlers = Handlers::default()
+            .with("follow_up", Arc::new(Scripted::new(&seen, later)))
+            .with("send", Arc::new(Scripted::new(&seen, done)));
+        let engine = Running::start(&db, config(8, 4), handlers);
+        enqueue(&db, job("follow_up", "ch_1", serde_json::json!({})), Utc::now())
+            .await
+            .unwrap();
+        seen.until("the follow-up runs", |runs| runs.iter().any(|r| r.ended.is_some()))
+            .await;
+        let sent_at = Instant::now();
+        enqueue(&db, job("send", "ch_1", serde_json::json!({})), Utc::now())
+            .await
+            .unwrap();
+        let runs = seen
+            .until("the send on the same lane runs", |runs| {
+                runs.iter().any(|r| r.kind == "send")
+            })
+            .await;
+        let send = runs.iter().find(|r| r.kind == "send").unwrap();
+        assert!(
+            send.started - sent_at < Duration::from_secs(2),
+            "the send waited {:?}",
+            send.started - sent_at
+        );
+        let follow_up = pending(&db).await;
+        assert_eq!(follow_up.len(), 1, "the follow-up alone is rescheduled");
+        assert!(follow_up[0].run_at_ms > Utc::now().timestamp_millis() + 50_000);
+        engine.stop().await;
+    }
+);
+
+fn keyed(run_in: Duration, n: usize) -> NewJob {
+    NewJob {
+        unique_key: Some("reply:conv_1".into()),
+        on_conflict: OnConflict::Reschedule,
+        run_at_ms: Utc::now().timestamp_millis() + i64::try_from(run_in.as_millis()).unwrap(),
+        ..job("reply", "conv_1", serde_json::json!({ "n": n }))
+    }
+}
+
+on_both_databases!(
+    enqueue_or_reschedule_keeps_one_job_and_moves_it,
+    |db: DatabaseConnection| async move {
+        // Sixteen concurrent enqueues of one key: one job is written, the others reschedule it.
+        let enqueues = (0..16).map(|n| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                enqueue(&db, keyed(Duration::from_secs(60), n), Utc::now())
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut written = 0;
+        for result in futures_util::future::join_all(enqueues).await {
+            match result.unwrap() {
+                Enqueued::Written(_) => written += 1,
+                Enqueued::Rescheduled(_) => {}
+                Enqueued::Skipped => panic!("a reschedule is never skipped"),
+            }
+        }
+        assert_eq!(written, 1);
+        assert_eq!(pending(&db).await.len(), 1);
+        // A debounce pushes the job back, with the latest payload.
+        let before = pending(&db).await[0].clone();
+        let later = enqueue(&db, keyed(Duration::from_secs(120), 99), Utc::now())
+            .await
+            .unwrap();
+        assert_eq!(later, Enqueued::Rescheduled(before.id.clone()));
+        let after = pending(&db).await;
+        assert_eq!(after.len(), 1);
+        assert!(after[0].run_at_ms >= before.run_at_ms + 50_000, "{after:?}");
+        assert_eq!(after[0].payload, r#"{"n":99}"#);
+        // The default keeps the job as it is.
+        let kept = NewJob {
+            on_conflict: OnConflict::Keep,
+            ..keyed(Duration::ZERO, 100)
+        };
+        assert_eq!(enqueue(&db, kept, Utc::now()).await.unwrap(), Enqueued::Skipped);
+        assert_eq!(pending(&db).await[0].run_at_ms, after[0].run_at_ms);
+    }
+);
+
+// Work enqueued while the key's job runs is never left undone: every enqueue is followed by a run that
+// started after it committed, runs of the key never overlap, and bursts are coalesced.
+on_both_databases!(
+    a_key_enqueued_while_its_job_runs_runs_again_after_it,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let handler = Scripted::new(&seen, done).taking(Duration::from_millis(10), Duration::from_millis(60));
+        let engine = Running::start(&db, config(8, 8), Handlers::default().with("reply", Arc::new(handler)));
+        let mut committed = Vec::new();
+        for n in 0..150 {
+            enqueue(&db, keyed(Duration::ZERO, n), Utc::now()).await.unwrap();
+            committed.push(Instant::now());
+            let pause = rand::random::<u64>() % 25;
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+        let last = *committed.last().unwrap();
+        let runs = seen
+            .until("a run after the last enqueue ends", |runs| {
+                runs.iter().any(|r| r.started > last && r.ended.is_some())
+            })
+            .await;
+        // Nothing left behind, no run lost.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(pending(&db).await.is_empty(), "the key's job is gone once it ran");
+        for (n, at) in committed.iter().enumerate() {
+            assert!(
+                runs.iter().any(|r| r.started > *at),
+                "enqueue {n} was followed by no run"
+            );
+        }
+        let mut ordered = seen.of("reply");
+        ordered.sort_by_key(|r| r.started);
+        for pair in ordered.windows(2) {
+            let ended = pair[0].ended.expect("every run ended");
+            assert!(pair[1].started >= ended, "two runs of one key overlapped");
+        }
+        assert!(ordered.len() < 150, "bursts are coalesced ({} runs)", ordered.len());
+        engine.stop().await;
+    }
+);
+
+on_both_databases!(a_dedup_key_holds_for_its_window, |db: DatabaseConnection| async move {
+    let seen = Seen::default();
+    let engine = Running::start(
+        &db,
+        config(8, 8),
+        Handlers::default().with("daily", Arc::new(Scripted::new(&seen, done))),
+    );
+    let window_ends = Utc::now().timestamp_millis() + 2_000;
+    let daily = || NewJob {
+        dedup: Some(Dedup {
+            key: "daily:acc_a:2026-11-27".into(),
+            until_ms: window_ends,
+        }),
+        ..job("daily", "", serde_json::json!({}))
+    };
+    let enqueues = (0..10).map(|_| {
+        let (db, new) = (db.clone(), daily());
+        tokio::spawn(async move { enqueue(&db, new, Utc::now()).await.unwrap() })
+    });
+    let results = futures_util::future::join_all(enqueues).await;
+    let written = results
+        .iter()
+        .filter(|r| matches!(r.as_ref().unwrap(), Enqueued::Written(_)))
+        .count();
+    assert_eq!(written, 1, "{results:?}");
+    seen.until("the job runs", |runs| runs.iter().any(|r| r.ended.is_some()))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(pending(&db).await.is_empty());
+    // The job is gone; its key is not, until the window ends.
+    assert_eq!(enqueue(&db, daily(), Utc::now()).await.unwrap(), Enqueued::Skipped);
+    tokio::time::sleep(Duration::from_millis(
+        u64::try_from(window_ends - Utc::now().timestamp_millis()).unwrap_or(0) + 50,
+    ))
+    .await;
+    assert!(matches!(
+        enqueue(&db, daily(), Utc::now()).await.unwrap(),
+        Enqueued::Written(_)
+    ));
+    assert!(
+        retention::prune(&db, None, Utc::now().timestamp_millis() + 10_000)
+            .await
+            .unwrap()
+            >= 1
+    );
+    engine.stop().await;
+});
+
+/// Counts the payloads its kind's cancels settled.
+struct CancelCounter(Arc<Mutex<usize>>);
+
+#[async_trait::async_trait]
+impl Handler for CancelCounter {
+    async fn run(&self, _job: &Job) -> Outcome {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        Outcome::Done(None)
+    }
+
+    async fn cancelled(
+        &self,
+        _txn: &sea_orm::DatabaseTransaction,
+        payloads: &[String],
+        _now: chrono::DateTime<Utc>,
+    ) -> Result<(), sea_orm::DbErr> {
+        *self.0.lock().unwrap() += payloads.len();
+        Ok(())
+    }
+}
+
+on_both_databases!(
+    a_group_of_ten_thousand_is_cancelled_running_jobs_included,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let settled = Arc::new(Mutex::new(0));
+        let blocking = Scripted::new(&seen, done).taking(Duration::from_secs(600), Duration::ZERO);
+        let handlers = Handlers::default()
+            .with("broadcast_send", Arc::new(blocking))
+            .with("other_send", Arc::new(CancelCounter(settled.clone())));
+        let in_group = |n: usize, kind: &'static str| NewJob {
+            group: Some("bc_1".into()),
+            class: Class::Bulk,
+            ..job(kind, "ch_1", serde_json::json!({ "n": n }))
+        };
+        let mut batch: Vec<NewJob> = (0..9_990).map(|n| in_group(n, "broadcast_send")).collect();
+        // Scheduled for later: the group's running jobs are its broadcast sends.
+        let later = Utc::now().timestamp_millis() + 3_600_000;
+        batch.extend((0..10).map(|n| NewJob {
+            run_at_ms: later,
+            ..in_group(n, "other_send")
+        }));
+        for chunk in batch.chunks(1_000) {
+            enqueue_all(&db, chunk.to_vec(), Utc::now()).await.unwrap();
+        }
+        let outside = job("broadcast_send", "ch_2", serde_json::json!({"outside": true}));
+        enqueue(
+            &db,
+            NewJob {
+                run_at_ms: Utc::now().timestamp_millis() + 600_000,
+                ..outside
+            },
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+        let engine = Running::start(&db, config(8, 4), handlers);
+        seen.until("four of the group run", |runs| runs.len() >= 4).await;
+
+        let started = Instant::now();
+        let which = cancel::Selector::Group("bc_1".into());
+        let cancelled = cancel::cancel(&db, &Handlers::default(), &which, Some("acc_a"), Utc::now()).await;
+        let took = started.elapsed();
+        assert_eq!(cancelled.unwrap(), 10_000);
+        assert!(took < Duration::from_secs(20), "cancelling took {took:?}");
+        // The running ones stop at their worker's next renewal (a third of the one-second lease).
+        let runs = seen
+            .until("the running jobs are stopped", |runs| runs.iter().all(|r| r.dropped))
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            seen.all().len(),
+            runs.len(),
+            "no job of the group started after the cancel"
+        );
+        let left = pending(&db).await;
+        assert_eq!(left.len(), 1, "only the job outside the group is pending");
+        assert_eq!(left[0].payload, r#"{"outside":true}"#);
+        // Cancelled jobs release their keys and show as such; a handler settles what its jobs stood for.
+        let handlers = Handlers::default().with("other_send", Arc::new(CancelCounter(settled.clone())));
+        let again = (0..3).map(|n| in_group(n, "other_send")).collect();
+        enqueue_all(&db, again, Utc::now() + chrono::Duration::hours(1))
+            .await
+            .unwrap();
+        let which = cancel::Selector::Group("bc_1".into());
+        assert_eq!(
+            cancel::cancel(&db, &handlers, &which, None, Utc::now()).await.unwrap(),
+            3
+        );
+        assert_eq!(*settled.lock().unwrap(), 3);
+        let stats = admin::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
+        assert_eq!(stats.cancelled, 10_003);
+        engine.stop().await;
+    }
+);
+
+on_both_databases!(
+    a_run_past_its_deadline_is_stopped_and_frees_its_slot,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let mut stuck = Scripted::new(&seen, done).taking(Duration::from_secs(600), Duration::ZERO);
+        stuck.deadline = Duration::from_millis(500);
+        let handlers = Handlers::default()
+            .with("stuck", Arc::new(stuck))
+            .with("send", Arc::new(Scripted::new(&seen, done)));
+        // One slot in the lane: the stuck run holds it until its deadline.
+        let engine = Running::start(&db, config(8, 1), handlers);
+        let once = NewJob {
+            max_attempts: 1,
+            ..job("stuck", "ch_1", serde_json::json!({}))
+        };
+        enqueue(&db, once, Utc::now()).await.unwrap();
+        seen.until("the stuck job runs", |runs| !runs.is_empty()).await;
+        enqueue(&db, job("send", "ch_1", serde_json::json!({})), Utc::now())
+            .await
+            .unwrap();
+        let runs = seen
+            .until("the send runs once the stuck run is stopped", |runs| {
+                runs.iter().any(|r| r.kind == "send" && r.ended.is_some())
+            })
+            .await;
+        assert!(runs[0].dropped, "the stuck run was stopped");
+        let failed = failed_jobs(&db).await;
+        assert_eq!(failed.len(), 1);
+        let error = failed[0].last_error.clone().unwrap_or_default();
+        assert!(error.contains("longer than its deadline"), "{error}");
+        engine.stop().await;
+    }
+);
+
+on_both_databases!(
+    a_failed_job_releases_its_key_and_the_retention_deletes_it,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        fn refuse(_: &Job) -> Outcome {
+            Outcome::Fail {
+                error: "refused".into(),
+                effect: None,
+            }
+        }
+        let engine = Running::start(
+            &db,
+            config(8, 8),
+            Handlers::default().with("import", Arc::new(Scripted::new(&seen, refuse))),
+        );
+        let keyed = || NewJob {
+            unique_key: Some("import:src_1".into()),
+            ..job("import", "", serde_json::json!({}))
+        };
+        assert!(matches!(
+            enqueue(&db, keyed(), Utc::now()).await.unwrap(),
+            Enqueued::Written(_)
+        ));
+        seen.until("the import runs", |runs| runs.iter().any(|r| r.ended.is_some()))
+            .await;
+        let started = Instant::now();
+        while failed_jobs(&db).await.is_empty() {
+            assert!(started.elapsed() < WAIT);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        engine.stop().await;
+        // The failed job no longer holds the key.
+        assert!(matches!(
+            enqueue(&db, keyed(), Utc::now()).await.unwrap(),
+            Enqueued::Written(_)
+        ));
+        // Settled 31 days ago, it is past the 30-day retention; the pending one stays.
+        let old = Utc::now() - chrono::Duration::days(31);
+        let sql = "UPDATE jobs SET updated_at = $1 WHERE status = 'failed'";
+        db.execute_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            sql,
+            [old.into()],
+        ))
+        .await
+        .unwrap();
+        let cutoff = Utc::now() - chrono::Duration::days(30);
+        assert_eq!(retention::prune(&db, Some(cutoff), 0).await.unwrap(), 1);
+        assert!(failed_jobs(&db).await.is_empty());
+        assert_eq!(pending(&db).await.len(), 1);
+    }
+);
+
+/// Panics on every run.
+struct Panics;
+
+#[async_trait::async_trait]
+impl Handler for Panics {
+    async fn run(&self, job: &Job) -> Outcome {
+        panic!("cannot handle {}", job.payload)
+    }
+}
+
+// With one slot in the lane, a panic that kept its slot (or its claim) would stop the lane's next job.
+on_both_databases!(
+    a_panicking_handler_fails_its_job_with_the_message_and_its_lane_runs_on,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let handlers = Handlers::default()
+            .with("panics", Arc::new(Panics))
+            .with("succeeds", Arc::new(Scripted::new(&seen, done)));
+        let once = |kind| NewJob {
+            max_attempts: 1,
+            ..job(kind, "one-lane", serde_json::json!({"kind": kind}))
+        };
+        enqueue_all(&db, vec![once("panics"), once("panics"), once("succeeds")], Utc::now())
+            .await
+            .unwrap();
+        let engine = Running::start(&db, config(4, 1), handlers);
+        seen.until("the lane's last job runs", |runs| !runs.is_empty()).await;
+        let started = Instant::now();
+        loop {
+            let failed = failed_jobs(&db).await;
+            if failed.len() == 2 {
+                for job in failed {
+                    let error = job.last_error.unwrap_or_default();
+                    assert!(error.starts_with("the handler panicked: cannot handle {"), "{error}");
+                }
+                break;
+            }
+            assert!(started.elapsed() < WAIT, "{failed:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        engine.stop().await;
+    }
+);
