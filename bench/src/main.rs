@@ -71,6 +71,10 @@ struct RunArgs {
     /// The `frontdesk` binary; default: next to this one.
     #[arg(long)]
     frontdesk: Option<PathBuf>,
+    /// A previous build's `frontdesk`: the webhook fan-out and the send pipeline's capacity are then also
+    /// measured for both builds, alternately, in this run (`--only compared` runs just those).
+    #[arg(long)]
+    previous: Option<PathBuf>,
     /// PostgreSQL server (a database is created per run); a query after it stays, e.g.
     /// `postgres://postgres@localhost?host=/var/run/postgresql` for the Unix socket.
     #[arg(
@@ -115,8 +119,16 @@ fn setup(args: &RunArgs) -> anyhow::Result<(scenarios::Setup, PathBuf)> {
     );
     let work_dir = std::env::temp_dir().join(format!("frontdesk-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)?;
+    if let Some(previous) = &args.previous {
+        anyhow::ensure!(
+            previous.exists(),
+            "no previous frontdesk binary at {}",
+            previous.display()
+        );
+    }
     let setup = scenarios::Setup {
         frontdesk,
+        previous: args.previous.clone(),
         bench,
         postgres: args.postgres.clone(),
         redis: args.redis.clone(),

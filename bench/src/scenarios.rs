@@ -24,6 +24,8 @@ const ADMIN_TOKEN: &str = "bench-admin-token";
 /// Where things are.
 pub struct Setup {
     pub frontdesk: PathBuf,
+    /// A previous build's `frontdesk`, for the figures compared build against build in the same run.
+    pub previous: Option<PathBuf>,
     pub bench: PathBuf,
     pub postgres: String,
     pub redis: String,
@@ -309,7 +311,12 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     setup.drop_database(&postgres).await?;
 
     if wanted(FAN_OUT) {
-        results.extend(webhook_fan_out(setup, shape).await?);
+        results.extend(webhook_fan_out(setup, &setup.frontdesk, FAN_OUT, shape).await?);
+    }
+    if let Some(previous) = &setup.previous
+        && wanted(COMPARED)
+    {
+        results.extend(compared(setup, previous, shape).await?);
     }
     let engine = crate::engine::run(setup, shape, wanted).await?;
     results.extend(engine.measured);
@@ -331,6 +338,29 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
 }
 
 pub const FAN_OUT: &str = "webhook fan-out: events x 10 subscriptions, commit to receipt (PostgreSQL + Redis)";
+/// The prefix of the figures measured for this build and a previous one (`--previous`), alternately.
+pub const COMPARED: &str = "compared:";
+pub const FAN_OUT_NOW: &str = "compared: webhook fan-out, this build";
+pub const FAN_OUT_BEFORE: &str = "compared: webhook fan-out, previous build";
+pub const PIPELINE_NOW: &str = "compared: send pipeline capacity, this build";
+pub const PIPELINE_BEFORE: &str = "compared: send pipeline capacity, previous build";
+
+/// The fan-out and the pipeline's capacity with this build and with `previous`, alternately (this, previous,
+/// this, previous), so the machine's drift shows as a spread rather than as a difference between builds.
+async fn compared(setup: &Setup, previous: &std::path::Path, shape: Shape) -> anyhow::Result<Vec<Measured>> {
+    let mut results = Vec::new();
+    for _ in 0..2 {
+        for (binary, fan_out, pipeline) in [
+            (setup.frontdesk.as_path(), FAN_OUT_NOW, PIPELINE_NOW),
+            (previous, FAN_OUT_BEFORE, PIPELINE_BEFORE),
+        ] {
+            let mut fanned = webhook_fan_out(setup, binary, fan_out, shape).await?;
+            results.push(fanned.remove(1));
+            results.push(crate::engine::pipeline_capacity(setup, binary, pipeline, shape).await?);
+        }
+    }
+    Ok(results)
+}
 pub const FAN_OUT_LIMIT: &str = "limit: the same receiver, plain keep-alive POST client";
 /// Subscriptions every event goes to.
 const SUBSCRIPTIONS: usize = 10;
@@ -338,7 +368,12 @@ const SUBSCRIPTIONS: usize = 10;
 /// The receiver's limit (driven by a plain client), then the service fanning events out to it: 10,000 deal
 /// events (200 in a smoke run), each delivered to 10 subscriptions, timed from the first event's creation to
 /// the last receipt, with every delivery's commit-to-receipt latency.
-async fn webhook_fan_out(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
+async fn webhook_fan_out(
+    setup: &Setup,
+    frontdesk: &std::path::Path,
+    name: &'static str,
+    shape: Shape,
+) -> anyhow::Result<Vec<Measured>> {
     let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
     let receiver_addr = receiver.http.expect("receiver address");
     let sample = HttpRequest {
@@ -355,7 +390,7 @@ async fn webhook_fan_out(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Meas
     let postgres = setup.postgres_database().await?;
     let mut env = setup.env(&postgres, true);
     env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
-    let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
+    let serve = ServerProcess::spawn(frontdesk, &["serve"], &env, 2)?;
     let grpc = serve.grpc.expect("grpc");
     let key = bench_account(grpc).await?;
     let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
@@ -372,7 +407,7 @@ async fn webhook_fan_out(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Meas
     }
     let events: usize = if shape.concurrency <= 2 { 200 } else { 10_000 };
     let expected = (events * SUBSCRIPTIONS) as u64;
-    let measured = measure(FAN_OUT, &[&serve], async {
+    let measured = measure(name, &[&serve], async {
         let started_ms = epoch_ms();
         let started = std::time::Instant::now();
         create_deals(channel, key, events).await?;

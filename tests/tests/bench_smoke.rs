@@ -11,6 +11,9 @@ fn the_benchmark_harness_runs_every_scenario() {
         .arg("--smoke")
         .arg("--frontdesk")
         .arg(&frontdesk)
+        // The build-against-build figures, with this build standing in for the previous one.
+        .arg("--previous")
+        .arg(&frontdesk)
         .env("FRONTDESK_EMBEDDING_MODEL", frontdesk_tests::server::embedding_model())
         .output()
         .expect("frontdesk-bench runs");
@@ -38,6 +41,12 @@ fn the_benchmark_harness_runs_every_scenario() {
         "engine: pipeline capacity",
         "engine: pipeline at half capacity",
         "engine: POST /hooks/twilio/{channelId}",
+        "engine: a quiet tenant's sends (20/s), accept to provider, idle engine",
+        "engine: a quiet tenant's sends (20/s), accept to provider, beside another tenant's",
+        "compared: webhook fan-out, this build",
+        "compared: webhook fan-out, previous build",
+        "compared: send pipeline capacity, this build",
+        "compared: send pipeline capacity, previous build",
         "kb bulk import",
         "kb search: 10,000 FAQs, fused",
         "kb search: 10,000 FAQs, lexical only",
@@ -53,6 +62,14 @@ fn the_benchmark_harness_runs_every_scenario() {
         assert_eq!(cells[8], "0", "{scenario} had no errors: {row}");
     }
     assert!(stdout.contains("| start to healthy (SQLite) |"), "{stdout}");
+    assert!(
+        stdout.contains("| fairness: a quiet tenant's send, accept to provider p99"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| compared: send pipeline capacity, this build / previous build"),
+        "{stdout}"
+    );
     assert!(stdout.contains("| embedding at import, one core"), "{stdout}");
     assert!(
         stdout.contains("| accepting a send: the most its share can be here"),

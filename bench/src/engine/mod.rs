@@ -6,6 +6,7 @@
 //! one sms channel and, for the sends, many contacts: sends spread over them, so no two in flight touch the
 //! same conversation.
 
+mod fairness;
 mod floor;
 mod inbound;
 mod pipeline;
@@ -30,6 +31,7 @@ pub const SEND: &str = "engine: POST /v1/contacts/{id}/send-message, 1,000 conta
 pub const BASELINE_API_ONLY: &str = "engine: GET /v1/api-keys/current, API-only replica (FRONTDESK_JOB_CONCURRENCY=0)";
 pub const SEND_API_ONLY: &str =
     "engine: POST /v1/contacts/{id}/send-message, API-only replica (deliveries run after, on a worker replica)";
+pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
@@ -75,7 +77,8 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         stored: None,
     };
     let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
-    if !(send || pipeline || inbound) {
+    let fair = wanted(QUIET_ALONE) || wanted(QUIET_BESIDE_BACKLOG);
+    if !(send || pipeline || inbound || fair) {
         return Ok(figures);
     }
     let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
@@ -118,6 +121,14 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
             .measured
             .extend(pipeline::run(&engine, &serve, receiver_addr, shape).await?);
     }
+    if fair {
+        engine.drained().await?;
+        let quiet = Engine::prepare(&serve, &postgres, 20).await?;
+        figures
+            .measured
+            .extend(fairness::run(&engine, &quiet, &serve, receiver_addr, shape).await?);
+        quiet.db.close().await?;
+    }
     if inbound {
         engine.drained().await?;
         let (measured, stored) = inbound::run(&engine, &serve, shape).await?;
@@ -128,6 +139,30 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     engine.db.close().await?;
     setup.drop_database(&postgres).await?;
     Ok(figures)
+}
+
+/// The pipeline's capacity (`pipeline::capacity`) with the `frontdesk` binary given, on its own database,
+/// named `name`: the same figure for two builds in one run.
+pub async fn pipeline_capacity(
+    setup: &Setup,
+    frontdesk: &std::path::Path,
+    name: &'static str,
+    shape: Shape,
+) -> anyhow::Result<Measured> {
+    let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
+    let receiver_addr = receiver.http.expect("receiver address");
+    let postgres = setup.postgres_database().await?;
+    let mut env = setup.env(&postgres, true);
+    env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{receiver_addr}"));
+    env.insert("FRONTDESK_PUBLIC_URL".into(), PUBLIC_URL.into());
+    let serve = ServerProcess::spawn(frontdesk, &["serve"], &env, 2)?;
+    let contacts = if shape.concurrency <= 2 { 20 } else { 1_000 };
+    let engine = Engine::prepare(&serve, &postgres, contacts).await?;
+    let measured = pipeline::capacity(&engine, &serve, receiver_addr, shape, name).await?;
+    drop(serve);
+    engine.db.close().await?;
+    setup.drop_database(&postgres).await?;
+    Ok(measured)
 }
 
 /// `message` with the key in its metadata.

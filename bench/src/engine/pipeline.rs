@@ -55,30 +55,7 @@ pub async fn run(
     receiver_addr: SocketAddr,
     shape: Shape,
 ) -> anyhow::Result<Vec<Measured>> {
-    let count: u64 = if shape.concurrency <= 2 { 200 } else { 20_000 };
-    let capacity = measure(PIPELINE, &[serve], async {
-        // Closed loop until `count` sends are made; the deadline is only a bound.
-        let bounded = Shape {
-            duration: Duration::from_secs(600),
-            warmup: Duration::ZERO,
-            ..shape
-        };
-        let started_ms = epoch_ms();
-        let sends = sends(engine, move |n| n < count);
-        let accepted = load::http_sends(engine.http, sends, Pace::Closed, bounded).await?;
-        let backlog = count.saturating_sub(receiver::count(receiver_addr).await?);
-        let accepted_ms = epoch_ms();
-        let outcome = delivered("capacity", receiver_addr, accepted, started_ms).await?;
-        let last_ms = started_ms + outcome.elapsed.as_millis() as u64;
-        eprintln!(
-            "pipeline, capacity: accepted in {:.1} s, {backlog} then undelivered, delivered in {:.1} s more ({:.0}/s)",
-            accepted_ms.saturating_sub(started_ms) as f64 / 1000.0,
-            last_ms.saturating_sub(accepted_ms) as f64 / 1000.0,
-            backlog as f64 * 1000.0 / last_ms.saturating_sub(accepted_ms).max(1) as f64
-        );
-        Ok(outcome)
-    })
-    .await?;
+    let capacity = capacity(engine, serve, receiver_addr, shape, PIPELINE).await?;
     let per_second = capacity.outcome.per_second();
     engine.drained().await?;
     receiver::reset(receiver_addr).await?;
@@ -100,6 +77,40 @@ pub async fn run(
         per_second / 2.0
     );
     Ok(vec![capacity, half])
+}
+
+/// The capacity: `count` sends accepted closed-loop, timed from the first accept to the last receipt.
+pub async fn capacity(
+    engine: &Engine,
+    serve: &ServerProcess,
+    receiver_addr: SocketAddr,
+    shape: Shape,
+    name: &'static str,
+) -> anyhow::Result<Measured> {
+    let count: u64 = if shape.concurrency <= 2 { 200 } else { 20_000 };
+    measure(name, &[serve], async {
+        // Closed loop until `count` sends are made; the deadline is only a bound.
+        let bounded = Shape {
+            duration: Duration::from_secs(600),
+            warmup: Duration::ZERO,
+            ..shape
+        };
+        let started_ms = epoch_ms();
+        let sends = sends(engine, move |n| n < count);
+        let accepted = load::http_sends(engine.http, sends, Pace::Closed, bounded).await?;
+        let backlog = count.saturating_sub(receiver::count(receiver_addr).await?);
+        let accepted_ms = epoch_ms();
+        let outcome = delivered("capacity", receiver_addr, accepted, started_ms).await?;
+        let last_ms = started_ms + outcome.elapsed.as_millis() as u64;
+        eprintln!(
+            "pipeline, capacity: accepted in {:.1} s, {backlog} then undelivered, delivered in {:.1} s more ({:.0}/s)",
+            accepted_ms.saturating_sub(started_ms) as f64 / 1000.0,
+            last_ms.saturating_sub(accepted_ms) as f64 / 1000.0,
+            backlog as f64 * 1000.0 / last_ms.saturating_sub(accepted_ms).max(1) as f64
+        );
+        Ok(outcome)
+    })
+    .await
 }
 
 /// Sends while `more(n)` holds, spread over the contacts, each text the time it was due (`t=<epoch ms>`).

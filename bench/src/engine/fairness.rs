@@ -1,0 +1,107 @@
+//! Fairness across tenants: a quiet tenant's sends, paced at 20 a second, timed accept to provider (the
+//! Twilio receiver reads each send's due time from its text), first on an idle engine, then while another
+//! tenant's backlog of 20,000 sends (200 in a smoke run), accepted as fast as the service takes them, drains
+//! at the pipeline's full rate on the same `serve`. The goal is that the backlog barely moves the quiet
+//! tenant's p99.
+
+use std::{net::SocketAddr, time::Duration};
+
+use bytes::Bytes;
+
+use super::Engine;
+use crate::{
+    load::{self, Outcome, Pace, Requests, Shape},
+    process::ServerProcess,
+    receiver,
+    scenarios::{Measured, epoch_ms, measure},
+};
+
+pub const QUIET_ALONE: &str = "engine: a quiet tenant's sends (20/s), accept to provider, idle engine";
+pub const QUIET_BESIDE_BACKLOG: &str =
+    "engine: a quiet tenant's sends (20/s), accept to provider, beside another tenant's 20,000-send backlog";
+
+/// The quiet tenant's pace.
+const QUIET_PER_SECOND: f64 = 20.0;
+
+pub async fn run(
+    busy: &Engine,
+    quiet: &Engine,
+    serve: &ServerProcess,
+    receiver_addr: SocketAddr,
+    shape: Shape,
+) -> anyhow::Result<Vec<Measured>> {
+    let backlog: u64 = if shape.concurrency <= 2 { 200 } else { 20_000 };
+    let quiet_shape = Shape {
+        concurrency: 4,
+        duration: shape.duration.min(Duration::from_secs(5)),
+        warmup: Duration::ZERO,
+    };
+    receiver::reset(receiver_addr).await?;
+    let alone = measure(QUIET_ALONE, &[serve], async {
+        let started_ms = epoch_ms();
+        let accepted = quiet_sends(quiet, quiet_shape).await?;
+        receiver::receipts(receiver_addr, accepted.requests, started_ms).await
+    })
+    .await?;
+    busy.drained().await?;
+    receiver::reset(receiver_addr).await?;
+    let beside = measure(QUIET_BESIDE_BACKLOG, &[serve], async {
+        let started_ms = epoch_ms();
+        // The backlog is accepted by closed-loop senders; the quiet sends start once it flows.
+        let bounded = Shape {
+            duration: Duration::from_secs(600),
+            warmup: Duration::ZERO,
+            ..shape
+        };
+        let sends = backlog_sends(busy, backlog);
+        let (http, flowing) = (busy.http, backlog / 20);
+        let accepting = tokio::spawn(async move { load::http_sends(http, sends, Pace::Closed, bounded).await });
+        while receiver::count(receiver_addr).await? < flowing {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let accepted = quiet_sends(quiet, quiet_shape).await?;
+        let left = backlog.saturating_sub(receiver::count(receiver_addr).await?);
+        let backlog_accepted = accepting.await??;
+        anyhow::ensure!(backlog_accepted.error_count() == 0, "backlog sends refused");
+        eprintln!(
+            "fairness: {} quiet sends while the backlog drained; {left} of {backlog} backlog sends still undelivered \
+             when the last quiet send was made",
+            accepted.requests
+        );
+        receiver::receipts(receiver_addr, accepted.requests + backlog, started_ms).await
+    })
+    .await?;
+    busy.drained().await?;
+    Ok(vec![alone, beside])
+}
+
+/// The quiet tenant's sends, paced, each text its due time (`t=<epoch ms>`), over its contacts.
+async fn quiet_sends(quiet: &Engine, shape: Shape) -> anyhow::Result<Outcome> {
+    let made: Vec<_> = quiet.contact_ids.iter().map(|id| quiet.send(id, "")).collect();
+    let requests = Requests::each(move |turn| {
+        let mut request = made[(turn.number % made.len() as u64) as usize].clone();
+        let due_ms = turn
+            .due
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        request.body = Bytes::from(format!(r#"{{"text":"t={due_ms}"}}"#));
+        Some(request)
+    });
+    let pace = Pace::Open {
+        per_second: QUIET_PER_SECOND,
+    };
+    let accepted = load::http_sends(quiet.http, requests, pace, shape).await?;
+    anyhow::ensure!(
+        accepted.error_count() == 0,
+        "quiet sends refused: {:?}",
+        accepted.errors
+    );
+    Ok(accepted)
+}
+
+/// `count` sends of the busy tenant over its contacts, with no time in their text (the receiver times only
+/// the quiet ones).
+fn backlog_sends(busy: &Engine, count: u64) -> Requests {
+    let made: Vec<_> = busy.contact_ids.iter().map(|id| busy.send(id, "backlog")).collect();
+    Requests::each(move |turn| (turn.number < count).then(|| made[(turn.number % made.len() as u64) as usize].clone()))
+}
