@@ -56,24 +56,37 @@ pub async fn claim(
 ) -> Result<Taken, DbErr> {
     let token = rand::rng().random::<i64>();
     let txn = crate::store::begin_write(db).await?;
-    if txn.get_database_backend() == DbBackend::Postgres {
-        txn.execute_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT pg_advisory_xact_lock($1)",
-            [lock_key(table.name).into()],
-        ))
-        .await?;
+    let postgres = txn.get_database_backend() == DbBackend::Postgres;
+    if postgres {
         // Each queue's rows in due order from the index, whatever the statistics say (a bitmap scan would
         // read and sort a whole backlog to keep its first few).
         txn.execute_unprepared("SET LOCAL enable_bitmapscan = off").await?;
     }
-    let mut loads = loads(&txn, table, now_ms).await?;
     let seen = heads(&txn, table, &mut claimer.cursor).await?;
     let mut due: Vec<QueueKey> = seen
         .iter()
         .filter(|(key, head_ms)| *head_ms <= now_ms && (wanted.runs)(key) && !wanted.resting.contains(key))
         .map(|(key, _)| key.clone())
         .collect();
+    if due.is_empty() {
+        // Nothing to take: an idle poll costs one read.
+        txn.commit().await?;
+        metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => "empty").increment(1);
+        return Ok(Taken {
+            rows: Vec::new(),
+            token,
+            idle: true,
+        });
+    }
+    if postgres {
+        txn.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_advisory_xact_lock($1)",
+            [lock_key(table.name).into()],
+        ))
+        .await?;
+    }
+    let mut loads = loads(&txn, table, now_ms).await?;
     let mut budget = wanted.budget;
     let mut rows = Vec::new();
     let mut served: HashSet<QueueKey> = HashSet::new();

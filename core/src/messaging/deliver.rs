@@ -251,10 +251,10 @@ impl Handler for Deliver {
             status_callback: &status_callback,
         };
         // A worker paused past its lease (another may have taken the job) must not send it too.
+        // Due again at once with no try spent: if the claim was in fact still held, the job simply runs again.
         if !job.lease.is_held() {
-            return Outcome::Retry {
-                error: "the claim was lost before the send".to_owned(),
-                after: Duration::ZERO,
+            return Outcome::Defer {
+                until_ms: self.clock.now().timestamp_millis(),
             };
         }
         match ready.adapter.send(&outbound).await {
