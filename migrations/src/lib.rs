@@ -18,6 +18,7 @@ mod m20261124_000021_semantic;
 mod m20261124_000031_kb_source_files;
 mod m20261124_000040_partial_keys;
 mod m20261125_000050_conversation_activity;
+mod m20261127_000060_chat_session_expiry;
 
 pub struct Migrator;
 
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000031_kb_source_files::Migration),
             Box::new(m20261124_000040_partial_keys::Migration),
             Box::new(m20261125_000050_conversation_activity::Migration),
+            Box::new(m20261127_000060_chat_session_expiry::Migration),
         ]
     }
 }

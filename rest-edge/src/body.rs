@@ -9,13 +9,10 @@ use std::{
     time::Duration,
 };
 
-use axum::{
-    body::{Body, HttpBody as _},
-    response::{IntoResponse, Response},
-};
+use axum::body::{Body, HttpBody as _};
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt, stream::BoxStream};
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
     time::Instant,
@@ -71,18 +68,11 @@ impl BodyError {
             Self::TooLarge(_) => "payload_too_large",
             Self::Broken => "invalid_argument",
         };
-        HttpError::new(status, code, self.to_string())
-    }
-
-    /// The answer, with `Retry-After` when the budget is spent.
-    pub fn into_response_with_id(self, request_id: &str) -> Response {
-        let mut response = self.http().into_response_with_id(request_id);
-        if matches!(self, Self::OverBudget) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        HttpError {
+            // Memory is freed as bodies are answered: soon.
+            retry_after: matches!(self, Self::OverBudget).then_some(1),
+            ..HttpError::new(status, code, self.to_string())
         }
-        response.into_response()
     }
 }
 

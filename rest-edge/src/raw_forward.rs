@@ -59,7 +59,7 @@ impl Forward {
         let hold = Hold::default();
         let body = match self.bodies.read(request.into_body(), self.max_body_bytes, &hold).await {
             Ok(body) => body,
-            Err(error) => return error.into_response_with_id(&id),
+            Err(error) => return error.http().into_response_with_id(&id),
         };
         let mut call = tonic::Request::new(HttpRequest {
             method: http_method,

@@ -187,6 +187,23 @@ impl Socket {
         }
     }
 
+    /// The handshake from a client whose connection takes at most about `receive_buffer` bytes before its
+    /// program reads them (a visitor that stops reading fills it at once).
+    pub async fn open_small(server: &Server, token: &str, after: &str, receive_buffer: u32) -> Self {
+        let addr: std::net::SocketAddr = server.http.trim_start_matches("http://").parse().expect("edge address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("tcp socket");
+        socket.set_recv_buffer_size(receive_buffer).expect("receive buffer");
+        let stream = socket.connect(addr).await.expect("connect");
+        let ws = server.http.replacen("http://", "ws://", 1);
+        let request = format!("{ws}/webchat/v1/ws?token={token}&after={after}")
+            .into_client_request()
+            .expect("ws request");
+        let (stream, _) = tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream))
+            .await
+            .expect("websocket handshake");
+        Self { stream }
+    }
+
     /// Sends a text frame.
     pub async fn send_text(&mut self, text: &str) {
         self.stream.send(Message::Text(text.into())).await.expect("send frame");

@@ -7,6 +7,7 @@
 //! of a session live here too.
 
 mod client;
+pub mod empty_sessions;
 mod expiry;
 pub mod frames;
 mod limits;
