@@ -9,11 +9,11 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use frontdesk_api::v1::{GetChatSessionRequest, chat_sessions_client::ChatSessionsClient};
 use frontdesk_tests::{
-    Db, Server, admin, on_both_databases,
+    Db, Server, on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
     server::base_env,
-    webchat::{Channel, FRAME_WAIT, Socket, Visitor, WAIT, call, list_messages, message_when, reply, start},
+    webchat::{Channel, FRAME_WAIT, Socket, Visitor, WAIT, call, clock_at, list_messages, message_when, reply, start},
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
@@ -49,15 +49,6 @@ async fn past_the_second_of(at: DateTime<Utc>) {
     if let Ok(wait) = (next - Utc::now()).to_std() {
         tokio::time::sleep(wait).await;
     }
-}
-
-/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to read `at`.
-async fn clock_at(server: &Server, at: DateTime<Utc>) {
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
-    };
-    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
 }
 
 on_both_databases!(a_visitor_and_the_business_talk_live, |db: Db| async move {

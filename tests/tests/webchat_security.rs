@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use frontdesk_tests::{
-    Answer, Db, Server, admin, on_both_databases,
+    Answer, Db, Server, on_both_databases,
     platform::{Platform, assert_invalid},
-    webchat::{Channel, Socket, Visitor, call, list_messages, message_when, reply, start},
+    webchat::{Channel, Socket, Visitor, WAIT, call, clock_at, list_messages, message_when, reply, start},
 };
 use serde_json::json;
 
@@ -421,14 +421,13 @@ on_both_databases!(
     }
 );
 
-/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) `ahead` of the real one.
-async fn clock_ahead(server: &Server, ahead: chrono::Duration) {
-    let at = chrono::Utc::now() + ahead;
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: 0,
-    };
-    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
+/// Waits until `path` answers 404 (or panics after `WAIT`).
+async fn until_gone(business: &Platform<'_>, path: &str, what: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while business.send("GET", path, None).await.status != 404 {
+        assert!(tokio::time::Instant::now() < deadline, "{what} never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 // Every session start makes a contact: sessions in which nothing was written go some time after their
@@ -447,19 +446,12 @@ on_both_databases!(empty_sessions_expire_with_their_empty_contacts, |db: Db| asy
     let kept = Visitor::start(&server, &site, json!({})).await;
     let path = |visitor: &Visitor| format!("/v1/contacts/{}", visitor.contact_id);
     business.ok("PATCH", &path(&kept), Some(json!({"tags": ["vip"]}))).await;
-    clock_ahead(&server, chrono::Duration::minutes(30)).await;
+    clock_at(&server, chrono::Utc::now() + chrono::Duration::minutes(30)).await;
     let recent = Visitor::start(&server, &site, json!({})).await;
 
-    clock_ahead(&server, chrono::Duration::minutes(80)).await;
+    clock_at(&server, chrono::Utc::now() + chrono::Duration::minutes(80)).await;
     let session = |visitor: &Visitor| format!("/v1/chat-sessions/{}", visitor.session_id);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while business.send("GET", &session(&empty), None).await.status != 404 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the empty session never expired"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&business, &session(&empty), "the empty session").await;
     assert_eq!(
         business.send("GET", &path(&empty), None).await.status,
         404,
@@ -467,14 +459,7 @@ on_both_databases!(empty_sessions_expire_with_their_empty_contacts, |db: Db| asy
     );
     assert_eq!(list_messages(&server, &empty.token, "").await.status, 401);
     // The business's own contact stays without the session; a chat and a recent visitor stay whole.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while business.send("GET", &session(&kept), None).await.status != 404 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the kept contact's session never expired"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_gone(&business, &session(&kept), "the edited contact's session").await;
     assert_eq!(business.send("GET", &path(&kept), None).await.status, 200);
     for (visitor, case) in [(&wrote, "a session with a message"), (&recent, "a session seen lately")] {
         assert_eq!(

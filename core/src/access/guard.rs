@@ -328,7 +328,7 @@ mod tests {
     }
 
     async fn reason(guard: &Guard, key: &str, service: &str) -> Result<String, &'static str> {
-        match guard.admit(&mut request(key, None), service).await {
+        match guard.admit(request(key, None).headers(), service).await {
             Ok(caller) => Err(if caller.rate.allowed { "admitted" } else { "throttled" }),
             Err((error, _)) => Ok(error.reason.to_owned()),
         }
@@ -393,16 +393,16 @@ mod tests {
         let (child, _) = account(&db, Plan::Growth, Some(agency.clone())).await;
         let (stranger, _) = account(&db, Plan::Growth, None).await;
         let caller = guard
-            .admit(&mut request(&key, Some(&child)), "frontdesk.v1.Deals")
+            .admit(request(&key, Some(&child)).headers(), "frontdesk.v1.Deals")
             .await
             .unwrap();
         assert_eq!((caller.account_id, caller.key_account.id), (child, agency.clone()));
         let refused = guard
-            .admit(&mut request(&key, Some(&stranger)), "frontdesk.v1.Deals")
+            .admit(request(&key, Some(&stranger)).headers(), "frontdesk.v1.Deals")
             .await;
         assert_eq!(refused.err().unwrap().0.reason, "insufficient_scope");
         let caller = guard
-            .admit(&mut request(&key, None), "frontdesk.v1.Deals")
+            .admit(request(&key, None).headers(), "frontdesk.v1.Deals")
             .await
             .unwrap();
         assert_eq!(caller.account_id, agency);
@@ -416,7 +416,7 @@ mod tests {
         let reason = |service: &'static str| {
             let (guard, key, child) = (&guard, key.clone(), child.clone());
             async move {
-                match guard.admit(&mut request(&key, Some(&child)), service).await {
+                match guard.admit(request(&key, Some(&child)).headers(), service).await {
                     Ok(_) => "admitted".to_owned(),
                     Err((error, _)) => error.reason.to_owned(),
                 }

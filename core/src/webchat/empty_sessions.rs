@@ -18,6 +18,7 @@ use crate::{
     clock::Clock,
     contacts::store as contacts,
     jobs::{Handler, Job, NewJob, Outcome},
+    recurring,
     store::entities::{chat_sessions, contacts as contact_rows, deals, messages},
 };
 
@@ -27,17 +28,9 @@ const BATCH: u64 = 100;
 /// How often the job runs when it finds nothing more to do.
 const INTERVAL: Duration = Duration::from_secs(300);
 
-/// The recurring job; enqueued at start-up by every replica, stored once (its unique key).
+/// The recurring job (`recurring`).
 pub fn job(now: DateTime<Utc>) -> NewJob {
-    NewJob {
-        account_id: String::new(),
-        kind: KIND,
-        lane: String::new(),
-        payload: serde_json::json!({}),
-        run_at_ms: now.timestamp_millis(),
-        max_attempts: i32::MAX,
-        unique_key: Some(KIND.to_owned()),
-    }
+    recurring::job(KIND, now)
 }
 
 pub struct EmptySessions {
@@ -128,17 +121,7 @@ fn is_plain(contact: &contact_rows::Model) -> bool {
 impl Handler for EmptySessions {
     async fn run(&self, _job: &Job) -> Outcome {
         let now = self.clock.now();
-        match self.sweep(now).await {
-            Ok(swept) => {
-                let wait = if swept == BATCH { Duration::ZERO } else { INTERVAL };
-                Outcome::Defer {
-                    until_ms: now.timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0),
-                }
-            }
-            Err(err) => Outcome::Retry {
-                error: err.to_string(),
-                after: INTERVAL,
-            },
-        }
+        let turn = self.sweep(now).await.map(|swept| swept == BATCH);
+        recurring::next_turn(now, turn, INTERVAL)
     }
 }

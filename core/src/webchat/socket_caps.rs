@@ -95,10 +95,8 @@ mod tests {
         let caps = SocketCaps::new(2, 3);
         let a1 = caps.admit("cs_a", "203.0.113.7").unwrap();
         let _a2 = caps.admit("cs_a", "203.0.113.7").unwrap();
-        assert_eq!(
-            caps.admit("cs_a", "198.51.100.1").unwrap_err().reason,
-            "too_many_sockets"
-        );
+        let refused = caps.admit("cs_a", "198.51.100.1").err().map(|e| e.reason);
+        assert_eq!(refused, Some("too_many_sockets"));
         let _b = caps.admit("cs_b", "203.0.113.7").unwrap();
         assert!(caps.admit("cs_c", "203.0.113.7").is_err(), "the address has three");
         assert!(caps.admit("cs_c", "198.51.100.1").is_ok());

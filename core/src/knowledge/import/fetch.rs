@@ -320,18 +320,23 @@ mod tests {
         Url::parse(&format!("http://{addr}/go")).unwrap()
     }
 
+    /// A fetcher under `rule` with small limits, one slot per server and at most `max_redirects`.
+    fn fetcher(rule: AddressRule, max_redirects: usize) -> Fetcher {
+        let limits = FetchLimits {
+            timeout: Duration::from_secs(5),
+            max_bytes: 1024,
+            max_redirects,
+            per_host: 1,
+        };
+        Fetcher::new(rule, limits).unwrap()
+    }
+
     #[tokio::test]
     async fn a_redirect_to_a_private_address_is_refused_by_name() {
         // The test's own address stands in for a public one: every other private address stays refused.
         let rule: AddressRule =
             Arc::new(|ip| ip == IpAddr::from([127, 0, 0, 1]) || crate::integrations::outbound::is_public(ip));
-        let limits = FetchLimits {
-            timeout: Duration::from_secs(5),
-            max_bytes: 1024,
-            max_redirects: 5,
-            per_host: 1,
-        };
-        let fetcher = Fetcher::new(rule, limits).unwrap();
+        let fetcher = fetcher(rule, 5);
         for (to, named) in [
             ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
             ("http://10.0.0.7:8080/admin", "10.0.0.7"),
@@ -349,14 +354,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_name_does_not_tell_what_it_resolves_to() {
-        let rule: AddressRule = Arc::new(crate::integrations::outbound::is_public);
-        let limits = FetchLimits {
-            timeout: Duration::from_secs(5),
-            max_bytes: 1024,
-            max_redirects: 0,
-            per_host: 1,
-        };
-        let fetcher = Fetcher::new(rule, limits).unwrap();
+        let fetcher = fetcher(Arc::new(crate::integrations::outbound::is_public), 0);
         let url = Url::parse("http://localhost:9/").unwrap();
         let Err(error) = fetcher.get(&url, 1024).await else {
             panic!("localhost was fetched");
