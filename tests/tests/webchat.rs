@@ -260,6 +260,48 @@ on_both_databases!(a_reconnecting_socket_gets_what_it_missed_once, |db: Db| asyn
     assert_eq!(unknown.err(), Some(400), "an `after` outside the thread is refused");
 });
 
+// A reconnecting socket's replay is read a page at a time as the socket takes it: a backlog of several
+// pages, and corrections of several pages of what the visitor had, arrive whole, in order, once.
+on_both_databases!(a_long_backlog_replays_whole_and_in_order, |db: Db| async move {
+    let server = start(&db, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = Channel::connect(&platform, "site", json!({})).await;
+    let visitor = Visitor::start(&server, &channel, json!({})).await;
+    let mut had = Vec::new();
+    for n in 0..60 {
+        had.push(reply(&platform, &visitor, &format!("had {n}")).await);
+    }
+    let last_had = had.last().unwrap().clone();
+    message_when(&platform, &last_had, |m| m["status"] == "sent").await;
+    let mut missed = Vec::new();
+    for n in 0..120 {
+        missed.push(reply(&platform, &visitor, &format!("missed {n}")).await);
+    }
+    message_when(&platform, missed.last().unwrap(), |m| m["status"] == "sent").await;
+    for id in &had {
+        let path = format!("/v1/messages/{id}");
+        platform.ok("PATCH", &path, Some(json!({"text": "corrected"}))).await;
+    }
+
+    let mut socket = visitor.socket(&server, &last_had, "").await;
+    let mut frames = Vec::new();
+    while frames.len() < had.len() + missed.len() {
+        let frame = socket.frame().await;
+        frames.push((
+            frame["type"].as_str().unwrap().to_owned(),
+            frame["message"]["id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let expected: Vec<(String, String)> = had
+        .iter()
+        .map(|id| ("message_updated".to_owned(), id.clone()))
+        .chain(missed.iter().map(|id| ("message".to_owned(), id.clone())))
+        .collect();
+    assert_eq!(frames, expected);
+    assert!(socket.next(Duration::from_millis(500)).await.is_none(), "nothing twice");
+    message_when(&platform, missed.last().unwrap(), |m| m["status"] == "delivered").await;
+});
+
 on_both_databases!(
     a_reply_read_before_its_delivery_is_recorded_is_read,
     |db: Db| async move {
