@@ -86,6 +86,10 @@ pub mod wire {
     /// Request metadata: the edge could not parse the request and asks only whether the credentials pass,
     /// so that 401/403/429 come before its own 400/413 (CONTRACT.md §2 check order).
     pub const PREFLIGHT: &str = "x-frontdesk-preflight";
+    /// Request metadata: the edge asks, before it reads a body that may be large, only whether the
+    /// credentials are known and may call the method (401/403); nothing is counted against the rate limit,
+    /// which the call itself counts.
+    pub const CREDENTIALS_ONLY: &str = "x-frontdesk-credentials-only";
     /// `ErrorInfo` reason of a preflight whose credentials passed every check.
     pub const PREFLIGHT_PASSED: &str = "PREFLIGHT_PASSED";
     /// HTTP request headers the edge passes to the core as metadata of the same name.

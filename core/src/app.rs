@@ -71,6 +71,7 @@ use crate::{
     store,
     webchat::{
         WebChat,
+        empty_sessions::{self, EmptySessions},
         live::Live,
         pushes::Pushes,
         service::{ChatSessionsService, WebChatService},
@@ -183,6 +184,14 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             Arc::new(Housekeeping::new(db.clone(), clock.clone(), conversations.idle_hours)),
         )
         .with(
+            empty_sessions::KIND,
+            Arc::new(EmptySessions::new(
+                db.clone(),
+                clock.clone(),
+                config.webchat.empty_session_ttl,
+            )?),
+        )
+        .with(
             receipts::LATE_KIND,
             Arc::new(LateReceipts {
                 db: db.clone(),
@@ -214,8 +223,9 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 embedder,
             }),
         );
-    // The recurring housekeeping job exists once, whichever replica starts first.
+    // The recurring housekeeping jobs exist once each, whichever replica starts first.
     jobs::enqueue(&db, idle::job(clock.now()), clock.now()).await?;
+    jobs::enqueue(&db, empty_sessions::job(clock.now()), clock.now()).await?;
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(

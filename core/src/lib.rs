@@ -26,6 +26,7 @@ pub mod messaging;
 pub mod paging;
 pub mod plan;
 pub mod raw_http;
+pub mod recurring;
 pub mod requests;
 pub mod retry;
 pub mod routing;

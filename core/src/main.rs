@@ -65,8 +65,10 @@ enum Command {
     #[command(name = "extract-document", hide = true)]
     ExtractDocument {
         format: String,
-        title: String,
         memory_bytes: u64,
+        /// The document's name, after `--`: a name that starts with `-` is no flag.
+        #[arg(last = true)]
+        title: String,
     },
     /// Apply pending database migrations and exit.
     Migrate {
@@ -81,8 +83,8 @@ fn main() -> std::process::ExitCode {
     // The document extractor's child process: no runtime, no logs, one answer on stdout.
     if let Some(Command::ExtractDocument {
         format,
-        title,
         memory_bytes,
+        title,
     }) = &cli.command
     {
         return frontdesk_core::knowledge::import::documents::child_main(format, title, *memory_bytes);

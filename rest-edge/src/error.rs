@@ -14,6 +14,8 @@ pub struct HttpError {
     pub code: String,
     pub message: String,
     pub fields: Vec<(String, String)>,
+    /// Seconds after which a retry may pass (`Retry-After`), for a refusal of the edge's own.
+    pub retry_after: Option<u32>,
 }
 
 impl HttpError {
@@ -23,6 +25,7 @@ impl HttpError {
             code: code.to_owned(),
             message: message.into(),
             fields: Vec::new(),
+            retry_after: None,
         }
     }
 
@@ -85,6 +88,7 @@ impl HttpError {
             code,
             message,
             fields,
+            retry_after: None,
         }
     }
 
@@ -92,9 +96,11 @@ impl HttpError {
     pub fn into_response_with_id(self, request_id: &str) -> Response {
         let json = self.body_with_id(request_id);
         let mut response = (self.status, json).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 

@@ -3,6 +3,7 @@
 //! particular resource. It also serves the OpenAPI document generated from the same descriptors.
 
 mod bindings;
+mod body;
 mod client_addr;
 mod error;
 pub mod json_out;
@@ -39,6 +40,7 @@ use tokio::net::TcpListener;
 
 use bindings::Binding;
 pub use bindings::Naming;
+use body::{Bodies, Hold};
 pub use client_addr::ClientAddr;
 pub use error::HttpError;
 use request_id::RequestId;
@@ -67,6 +69,12 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Largest file of an upload (`multipart/form-data`); a larger one is refused with 413 while it streams in.
     pub max_upload_bytes: usize,
+    /// A request's body must have come whole within this long (408 past it).
+    pub body_read_timeout: Duration,
+    /// Bytes of request bodies held at once by this process (503 past it).
+    pub body_memory_bytes: usize,
+    /// The longest a web chat socket may take to take one frame before it is dropped.
+    pub webchat_send_timeout: Duration,
 }
 
 /// Every route of the contract, the OpenAPI document, `/metrics` (when given a renderer), and JSON answers
@@ -75,7 +83,11 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limi
     let Limits {
         call_timeout,
         max_upload_bytes,
+        body_read_timeout,
+        body_memory_bytes,
+        webchat_send_timeout,
     } = limits;
+    let bodies = Bodies::new(body_memory_bytes, body_read_timeout);
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
     let bindings = bindings::load(&pool).map_err(StartError)?;
     let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
@@ -101,6 +113,7 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limi
             response,
             plans: plans.clone(),
             call_timeout,
+            bodies: bodies.clone(),
         });
         let transport = transport.clone();
         let handler = move |params: Result<RawPathParams, RawPathParamsRejection>, request: Request| {
@@ -113,15 +126,24 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limi
     for (path, routes) in paths {
         router = router.route(&path, routes);
     }
-    let hooks = transport.clone();
+    let hooks = raw_forward::Forward {
+        transport: transport.clone(),
+        method: RECEIVE_HOOK,
+        call_timeout,
+        bodies: bodies.clone(),
+        max_body_bytes: MAX_BODY_BYTES,
+    };
+    let chat = webchat::Settings {
+        call_timeout,
+        send_timeout: webchat_send_timeout,
+        bodies,
+    };
     router = router
         .route(
             "/hooks/{*rest}",
-            axum::routing::any(move |request: Request| {
-                raw_forward::forward(hooks.clone(), RECEIVE_HOOK, call_timeout, request)
-            }),
+            axum::routing::any(move |request: Request| hooks.clone().forward(request)),
         )
-        .merge(webchat::routes(transport.clone(), call_timeout));
+        .merge(webchat::routes(transport.clone(), chat));
     if let Some(render) = metrics {
         router = router.route(
             "/metrics",
@@ -232,6 +254,7 @@ struct Route {
     response: PlanId,
     plans: Arc<Plans>,
     call_timeout: Duration,
+    bodies: Bodies,
 }
 
 /// One REST call: HTTP request -> request message -> gRPC call -> JSON answer.
@@ -245,6 +268,26 @@ async fn transcode(
     let id = request_id_of(&request);
     let query = request.uri().query().map(str::to_owned);
     let forwarded = forwarded_metadata(request.headers());
+    // A body that may be large is read only for a caller whose credentials pass: a stranger cannot make
+    // the edge hold an upload.
+    if binding.naming == Naming::Snake && !body::is_small(request.body()) {
+        let lifted = request::lift_query(query.as_deref());
+        let check = core_call(
+            &route,
+            DynamicMessage::new(binding.input()),
+            &forwarded,
+            &lifted,
+            &id,
+            wire::CREDENTIALS_ONLY,
+        );
+        match transport.unary(binding.grpc_path.clone(), check).await {
+            Err(status) if is_preflight_pass(&status) => {}
+            Err(status) => return refused(&status, &id),
+            Ok(_) => {}
+        }
+    }
+    // The body's bytes stay counted in the edge's budget until the answer is made.
+    let hold = Hold::default();
     let parsed = async {
         let params: Vec<(String, String)> = params
             .map_err(|e| HttpError::invalid(format!("bad path parameter: {e}")))?
@@ -252,9 +295,15 @@ async fn transcode(
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect();
         if let Some(max_file_bytes) = route.max_upload_bytes {
-            return multipart::build(binding, &params, query.as_deref(), request, max_file_bytes).await;
+            let (headers, body) = (request.headers().clone(), request.into_body());
+            let body = route.bodies.stream(body, &hold);
+            return multipart::build(binding, &params, query.as_deref(), &headers, body, max_file_bytes).await;
         }
-        let body = read_body(request).await?;
+        let body = route
+            .bodies
+            .read(request.into_body(), MAX_BODY_BYTES, &hold)
+            .await
+            .map_err(|e| e.http())?;
         request::build(binding, &params, query.as_deref(), &body)
     }
     .await;
@@ -269,26 +318,10 @@ async fn transcode(
         ),
         Err(error) => return error.into_response_with_id(&id),
     };
-    let mut call = tonic::Request::new(message);
-    call.set_timeout(route.call_timeout);
-    let metadata = call.metadata_mut();
-    for (name, value) in forwarded {
-        metadata.append(name, value);
-    }
-    let lifted_values = lifted
-        .api_keys
-        .iter()
-        .map(|key| (wire::API_KEY_QUERY, key.as_str()))
-        .chain(lifted.sub_account_id.iter().map(|id| (wire::SUB_ACCOUNT, id.as_str())))
-        .chain([(wire::REQUEST_ID, id.as_str())])
-        .chain(preflight.as_ref().map(|_| (wire::PREFLIGHT, "1")));
-    for (name, value) in lifted_values {
-        // A value a header cannot carry is dropped: the core then sees no key (401) or no sub-account.
-        if let Ok(value) = value.parse() {
-            metadata.append(name, value);
-        }
-    }
+    let marker = preflight.as_ref().map_or("", |_| wire::PREFLIGHT);
+    let call = core_call(&route, message, &forwarded, &lifted, &id, marker);
     let answer = transport.unary(binding.grpc_path.clone(), call).await;
+    drop(hold);
     let result = match (answer, preflight) {
         (Ok(answer), None) if route.raw_body => response::http_body(answer),
         (Ok(answer), None) => response::success(
@@ -304,13 +337,48 @@ async fn transcode(
             Ok(response)
         }
         (Ok(_), Some(error)) => Err(error),
-        (Err(status), _) => {
-            let mut response = HttpError::from_status(&status).into_response_with_id(&id);
-            response::forward_headers(status.metadata(), response.headers_mut());
-            Ok(response)
-        }
+        (Err(status), _) => Ok(refused(&status, &id)),
     };
     result.unwrap_or_else(|error| error.into_response_with_id(&id))
+}
+
+/// The call to the core for `message`, carrying the caller's credentials (`forwarded` headers and `lifted`
+/// query values), the request id, and `marker` (a metadata name set to `1`, none when "").
+fn core_call(
+    route: &Route,
+    message: DynamicMessage,
+    forwarded: &[(&'static str, tonic::metadata::MetadataValue<tonic::metadata::Ascii>)],
+    lifted: &request::Lifted,
+    id: &str,
+    marker: &'static str,
+) -> tonic::Request<DynamicMessage> {
+    let mut call = tonic::Request::new(message);
+    call.set_timeout(route.call_timeout);
+    let metadata = call.metadata_mut();
+    for (name, value) in forwarded {
+        metadata.append(*name, value.clone());
+    }
+    let lifted_values = lifted
+        .api_keys
+        .iter()
+        .map(|key| (wire::API_KEY_QUERY, key.as_str()))
+        .chain(lifted.sub_account_id.iter().map(|id| (wire::SUB_ACCOUNT, id.as_str())))
+        .chain([(wire::REQUEST_ID, id)])
+        .chain((!marker.is_empty()).then_some((marker, "1")));
+    for (name, value) in lifted_values {
+        // A value a header cannot carry is dropped: the core then sees no key (401) or no sub-account.
+        if let Ok(value) = value.parse() {
+            metadata.append(name, value);
+        }
+    }
+    call
+}
+
+/// The HTTP answer of a refused core call, with the headers it carries (rate limits, `WWW-Authenticate`).
+fn refused(status: &tonic::Status, id: &str) -> Response {
+    let mut response = HttpError::from_status(status).into_response_with_id(id);
+    response::forward_headers(status.metadata(), response.headers_mut());
+    response
 }
 
 fn is_preflight_pass(status: &tonic::Status) -> bool {
@@ -319,37 +387,6 @@ fn is_preflight_pass(status: &tonic::Status) -> bool {
         .get_error_details()
         .error_info()
         .is_some_and(|info| info.reason == wire::PREFLIGHT_PASSED)
-}
-
-/// Reads the whole body, refusing more than `MAX_BODY_BYTES` with 413.
-async fn read_body(request: Request) -> Result<Bytes, HttpError> {
-    let too_large = || {
-        HttpError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-        )
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
-        return Err(too_large());
-    }
-    axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
-        .await
-        .map_err(|err| {
-            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
-            while let Some(cause) = source {
-                if cause.is::<http_body_util::LengthLimitError>() {
-                    return too_large();
-                }
-                source = cause.source();
-            }
-            HttpError::invalid("the request body could not be read")
-        })
 }
 
 /// The credential headers, as metadata for the core.

@@ -6,14 +6,15 @@
 //! body is read as a stream with size limits: a file part over the upload limit is refused with 413 as soon
 //! as its bytes pass the limit, without reading the rest.
 
-use axum::extract::Request;
 use bytes::Bytes;
-use http::{StatusCode, header};
+use futures_util::stream::BoxStream;
+use http::{HeaderMap, StatusCode, header};
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, Value as ProtoValue};
 use serde_json::{Map, Value};
 
 use crate::{
     bindings::{Binding, BodyRule},
+    body::BodyError,
     error::HttpError,
     request::{self, Lifted},
 };
@@ -52,12 +53,12 @@ pub async fn build(
     binding: &Binding,
     path_params: &[(String, String)],
     query: Option<&str>,
-    request: Request,
+    headers: &HeaderMap,
+    body: BoxStream<'static, Result<Bytes, BodyError>>,
     max_file_bytes: usize,
 ) -> Result<(DynamicMessage, Lifted), HttpError> {
     let input = binding.input();
-    let content_type = request
-        .headers()
+    let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
@@ -72,8 +73,7 @@ pub async fn build(
     let whole = max_file
         .saturating_mul(files.len() as u64)
         .saturating_add(MAX_OVERHEAD_BYTES);
-    let declared = request
-        .headers()
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
@@ -86,11 +86,8 @@ pub async fn build(
             .per_field(MAX_TEXT_PART_BYTES),
         |limits, field| limits.for_field(field.name(), max_file),
     );
-    let mut multipart = multer::Multipart::with_constraints(
-        request.into_body().into_data_stream(),
-        boundary,
-        multer::Constraints::new().size_limit(limits),
-    );
+    let mut multipart =
+        multer::Multipart::with_constraints(body, boundary, multer::Constraints::new().size_limit(limits));
     let mut text = Map::new();
     let mut uploads: Vec<(FieldDescriptor, DynamicMessage)> = Vec::new();
     while let Some(part) = multipart.next_field().await.map_err(|e| refused(&e, max_file_bytes))? {
@@ -156,9 +153,13 @@ fn text_value(field: &FieldDescriptor, text: String) -> Value {
     }
 }
 
-/// A body multer could not read: 413 past a size limit, else 400.
+/// A body multer could not read: 413 past a size limit, the body's own refusal (too slow, over the edge's
+/// budget) when reading it failed, else 400.
 fn refused(error: &multer::Error, max_file_bytes: usize) -> HttpError {
     match error {
+        multer::Error::StreamReadFailed(cause) if cause.is::<BodyError>() => cause
+            .downcast_ref::<BodyError>()
+            .map_or_else(|| HttpError::invalid("unreadable body"), BodyError::http),
         multer::Error::FieldSizeExceeded { limit, .. } if *limit == MAX_TEXT_PART_BYTES => HttpError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",

@@ -14,56 +14,77 @@ use frontdesk_api::raw::v1::{Header, HttpRequest, HttpResponse};
 use http::{HeaderName, HeaderValue, StatusCode, header, uri::PathAndQuery};
 use prost::Message;
 
-use crate::{HttpError, Transport, client_addr::ClientAddr, read_body, request_id_of};
+use crate::{
+    HttpError, Transport,
+    body::{Bodies, Hold},
+    client_addr::ClientAddr,
+    request_id_of,
+};
 
 /// The core's method that takes a raw request, e.g. `/frontdesk.hooks.v1.ChannelHooks/Receive`.
 pub type RawMethod = &'static str;
 
-pub async fn forward(transport: Transport, method: RawMethod, call_timeout: Duration, request: Request) -> Response {
-    let id = request_id_of(&request);
-    let peer = request
-        .extensions()
-        .get::<ClientAddr>()
-        .map(|addr| addr.0.to_string())
-        .unwrap_or_default();
-    let http_method = request.method().to_string();
-    let path = request.uri().path().to_owned();
-    let query = request.uri().query().unwrap_or_default().to_owned();
-    let headers = request
-        .headers()
-        .iter()
-        .filter_map(|(name, value)| {
-            Some(Header {
-                name: name.as_str().to_owned(),
-                value: value.to_str().ok()?.to_owned(),
+/// One raw route: where its requests go, and how large and slow their bodies may be.
+#[derive(Clone)]
+pub struct Forward {
+    pub transport: Transport,
+    pub method: RawMethod,
+    pub call_timeout: Duration,
+    pub bodies: Bodies,
+    pub max_body_bytes: usize,
+}
+
+impl Forward {
+    pub async fn forward(self, request: Request) -> Response {
+        let id = request_id_of(&request);
+        let peer = request
+            .extensions()
+            .get::<ClientAddr>()
+            .map(|addr| addr.0.to_string())
+            .unwrap_or_default();
+        let http_method = request.method().to_string();
+        let path = request.uri().path().to_owned();
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        let headers = request
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| {
+                Some(Header {
+                    name: name.as_str().to_owned(),
+                    value: value.to_str().ok()?.to_owned(),
+                })
             })
-        })
-        .collect();
-    let body = match read_body(request).await {
-        Ok(body) => body,
-        Err(error) => return error.into_response_with_id(&id),
-    };
-    let mut call = tonic::Request::new(HttpRequest {
-        method: http_method,
-        path,
-        query,
-        headers,
-        body: body.to_vec(),
-        peer,
-    });
-    call.set_timeout(call_timeout);
-    if let Ok(value) = id.parse() {
-        call.metadata_mut().insert(frontdesk_api::wire::REQUEST_ID, value);
+            .collect();
+        // Counted in the edge's budget of body bytes until the core has answered.
+        let hold = Hold::default();
+        let body = match self.bodies.read(request.into_body(), self.max_body_bytes, &hold).await {
+            Ok(body) => body,
+            Err(error) => return error.http().into_response_with_id(&id),
+        };
+        let mut call = tonic::Request::new(HttpRequest {
+            method: http_method,
+            path,
+            query,
+            headers,
+            body: body.to_vec(),
+            peer,
+        });
+        drop(body);
+        call.set_timeout(self.call_timeout);
+        if let Ok(value) = id.parse() {
+            call.metadata_mut().insert(frontdesk_api::wire::REQUEST_ID, value);
+        }
+        let answer = match self.transport.unary(PathAndQuery::from_static(self.method), call).await {
+            Ok(answer) => answer.into_inner(),
+            Err(status) => return HttpError::from_status(&status).into_response_with_id(&id),
+        };
+        drop(hold);
+        let Ok(answer) = HttpResponse::decode(answer) else {
+            return HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+                .into_response_with_id(&id);
+        };
+        response_of(answer)
     }
-    let answer = match transport.unary(PathAndQuery::from_static(method), call).await {
-        Ok(answer) => answer.into_inner(),
-        Err(status) => return HttpError::from_status(&status).into_response_with_id(&id),
-    };
-    let Ok(answer) = HttpResponse::decode(answer) else {
-        return HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
-            .into_response_with_id(&id);
-    };
-    response_of(answer)
 }
 
 /// The HTTP answer the core described.

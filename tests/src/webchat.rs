@@ -11,10 +11,63 @@ use tokio_tungstenite::{
     tungstenite::{self, Message, client::IntoClientRequest, protocol::frame::coding::CloseCode},
 };
 
-use crate::{Answer, Server, call_with, platform::Platform};
+use crate::{Answer, Db, Server, call_with, platform::Platform, redis_server};
 
 /// How long a test waits for a frame that must come.
 pub const FRAME_WAIT: Duration = Duration::from_secs(10);
+/// How long a test waits for what the service does in the background (a delivery, a webhook).
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// The service on `db` (with Redis beside PostgreSQL, as in production), quick jobs and webhooks, loopback
+/// webhook receivers allowed, and `extra` on top.
+pub async fn start(db: &Db, extra: &[(&str, &str)]) -> Server {
+    let redis = redis_server::shared_url();
+    let mut env: Vec<(&str, &str)> = vec![
+        // Every test's visitors come from 127.0.0.1 and, on PostgreSQL, share one Redis: the new-session
+        // budget per address is the flood tests' to spend.
+        ("FRONTDESK_WEBCHAT_SESSIONS_PER_MINUTE", "100000"),
+        ("FRONTDESK_ALLOW_PRIVATE_URLS", "true"),
+        ("FRONTDESK_JOB_POLL_INTERVAL", "20ms"),
+        ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
+    ];
+    if db.is_postgres() {
+        env.push(("REDIS_URL", &redis));
+    }
+    env.extend_from_slice(extra);
+    Server::start(db, &env).await
+}
+
+/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to read `at`.
+pub async fn clock_at(server: &Server, at: chrono::DateTime<chrono::Utc>) {
+    let at = prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    };
+    crate::admin::set_test_clock(server, Some(at))
+        .await
+        .expect("the clock moves");
+}
+
+/// `POST /v1/contacts/{id}/send-message` to the visitor's contact: the new message's id.
+pub async fn reply(platform: &Platform<'_>, visitor: &Visitor, text: &str) -> String {
+    let path = format!("/v1/contacts/{}/send-message", visitor.contact_id);
+    let answer = platform.send("POST", &path, Some(json!({"text": text}))).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    answer.body["message_id"].as_str().unwrap().to_owned()
+}
+
+/// The message as the platform API shows it, once `done` holds (or panics after `WAIT`).
+pub async fn message_when(platform: &Platform<'_>, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let message = platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"].clone();
+        if done(&message) {
+            return message;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "message {id} stayed {message}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 /// A connected web chat channel.
 #[derive(Clone, Debug)]
@@ -143,6 +196,23 @@ impl Socket {
             Err(tungstenite::Error::Http(response)) => Err(response.status().as_u16()),
             Err(err) => panic!("websocket handshake failed: {err}"),
         }
+    }
+
+    /// The handshake from a client whose connection takes at most about `receive_buffer` bytes before its
+    /// program reads them (a visitor that stops reading fills it at once).
+    pub async fn open_small(server: &Server, token: &str, after: &str, receive_buffer: u32) -> Self {
+        let addr: std::net::SocketAddr = server.http.trim_start_matches("http://").parse().expect("edge address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("tcp socket");
+        socket.set_recv_buffer_size(receive_buffer).expect("receive buffer");
+        let stream = socket.connect(addr).await.expect("connect");
+        let ws = server.http.replacen("http://", "ws://", 1);
+        let request = format!("{ws}/webchat/v1/ws?token={token}&after={after}")
+            .into_client_request()
+            .expect("ws request");
+        let (stream, _) = tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream))
+            .await
+            .expect("websocket handshake");
+        Self { stream }
     }
 
     /// Sends a text frame.

@@ -622,6 +622,81 @@ on_both_databases!(estimates_read_pages_without_importing, |db: Db| async move {
     }
 });
 
+// A file name is the uploader's: one that reads like a flag is still the document's name.
+on_both_databases!(a_document_named_like_a_flag_is_read_by_name, |db: Db| async move {
+    let server = Server::start(&db, ENV).await;
+    let api = Platform::new(&server).await;
+    for name in ["--version.txt", "-rf welcome.txt"] {
+        let file = Part::file("file", name, "text/plain", fixture("welcome.txt"));
+        let source = accepted(&api, &[file]).await;
+        assert_eq!(finished(&api, &source).await["status"], "ready", "{name}");
+        assert_eq!(faqs(&api, &source).await[0].0, name);
+    }
+});
+
+/// How many requests a slow site serves at once, at most, across its listeners.
+#[derive(Clone, Default)]
+struct Crowd(std::sync::Arc<std::sync::Mutex<(usize, usize)>>);
+
+impl Crowd {
+    fn most(&self) -> usize {
+        self.0.lock().unwrap().1
+    }
+
+    /// A listener on `ip` whose pages each take 400 ms, counted in this crowd; its base URL.
+    async fn listen(&self, ip: &str) -> String {
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let crowd = self.clone();
+        let page = move || {
+            let crowd = crowd.clone();
+            async move {
+                {
+                    let mut counts = crowd.0.lock().unwrap();
+                    counts.0 += 1;
+                    counts.1 = counts.1.max(counts.0);
+                }
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                crowd.0.lock().unwrap().0 -= 1;
+                (
+                    [(header::CONTENT_TYPE, "text/html")],
+                    "<h1>Slow</h1><p>A page that takes a while.</p>",
+                )
+                    .into_response()
+            }
+        };
+        let app = Router::new().route("/slow/{n}", get(page));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        format!("http://{ip}:{port}")
+    }
+}
+
+// An estimate names up to a hundred pages: it reads a few at once, and one server's pages take turns
+// however many names reach it.
+on_both_databases!(estimates_read_a_few_pages_at_once, |db: Db| async move {
+    let server = Server::start(&db, ENV).await;
+    let api = Platform::new(&server).await;
+    let estimate = |urls: Vec<String>| api.ok("POST", "/v1/kb-sources/estimate", Some(json!({"urls": urls})));
+
+    // One server under two names: two at once (FRONTDESK_IMPORT_HOST_CONCURRENCY), not two per name.
+    let one = Crowd::default();
+    let base = one.listen("127.0.0.1").await;
+    let by_name = base.replace("127.0.0.1", "localhost");
+    let urls = (0..8).map(|n| format!("{}/slow/{n}", if n % 2 == 0 { &base } else { &by_name }));
+    assert_eq!(estimate(urls.collect()).await["pages"], 8);
+    assert!(one.most() <= 2, "one server's slots, not two per name: {}", one.most());
+
+    // Twenty servers: eight at once.
+    let many = Crowd::default();
+    let mut urls = Vec::new();
+    for n in 2..22 {
+        urls.push(format!("{}/slow/0", many.listen(&format!("127.0.0.{n}")).await));
+    }
+    assert_eq!(estimate(urls).await["pages"], 20);
+    let most = many.most();
+    assert!((2..=8).contains(&most), "{most} pages were read at once");
+});
+
 on_both_databases!(an_agency_uploads_for_its_sub_account, |db: Db| async move {
     let server = Server::start(&db, ENV).await;
     let (agency, child) = agency_and_child(&server).await;

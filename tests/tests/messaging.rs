@@ -14,6 +14,7 @@ use frontdesk_tests::{
     platform::{Platform, assert_invalid, assert_not_found},
     sms::{self, SmsChannel, message_when},
     twilio::{self, FakeTwilio, new_message_sid},
+    webchat::{Channel, Visitor},
     webhook_receiver::{Delivery, Receiver},
 };
 use serde_json::{Value, json};
@@ -858,7 +859,8 @@ on_both_databases!(
 );
 
 // `POST /v1/contacts/send` by `contact_id` (404 for an unknown or another account's) and by `channel` +
-// `external_id` (a web chat visitor, found again by the same id; 400 on an sms channel or without a channel).
+// `external_id` (a web chat visitor's session, found again by the same id; 400 for an id that is no session of
+// the channel, on an sms channel or without a channel).
 on_both_databases!(
     a_send_names_its_contact_by_id_or_by_channel_identity,
     |db: Db| async move {
@@ -866,7 +868,7 @@ on_both_databases!(
         let server = sms::start(&db, &twilio, &[]).await;
         let platform = Platform::new(&server).await;
         SmsChannel::connect(&platform, &twilio, "sms", None).await;
-        platform.webchat("site").await;
+        let site = Channel::connect(&platform, "site", json!({})).await;
 
         // By id: the contact's phone is dialled.
         let body = json!({"name": "Asha", "phone": "+15550100050"});
@@ -900,24 +902,31 @@ on_both_databases!(
             assert_not_found(&answer, unknown);
         }
 
-        // By a channel identity: a web chat visitor becomes a contact, found again by the same id.
-        let body = json!({"channel": "site", "external_id": "visitor-7", "name": "Visitor", "text": "Hello visitor"});
+        // By a channel identity: a web chat visitor's session names its contact, found again by the same id.
+        let visitor = Visitor::start(&server, &site, json!({})).await;
+        let session = visitor.session_id.as_str();
+        let body = json!({"channel": "site", "external_id": session, "name": "Visitor", "text": "Hello visitor"});
         let by_identity = send(&platform, body).await;
-        let visitor = by_identity["contact_id"].as_str().unwrap().to_owned();
-        assert_ne!(visitor, contact);
-        let shown = platform.ok("GET", &format!("/v1/contacts/{visitor}"), None).await["contact"].clone();
-        assert_eq!(shown["name"], "Visitor");
+        assert_eq!(by_identity["contact_id"], visitor.contact_id.as_str());
+        let shown = platform
+            .ok("GET", &format!("/v1/contacts/{}", visitor.contact_id), None)
+            .await["contact"]
+            .clone();
         assert_eq!(
             shown["identities"],
-            json!([{"channel": "site", "type": "webchat", "external_id": "visitor-7"}])
+            json!([{"channel": "site", "type": "webchat", "external_id": session}])
         );
         let id = by_identity["message_id"].as_str().unwrap();
         let message = message_when(&platform, id, |m| m["status"] != "queued").await;
         assert_eq!(message["status"], "sent", "{message}");
         assert_eq!(conversation_of(&platform, id).await["channel"], "site");
-        let again = json!({"channel": "site", "external_id": "visitor-7", "text": "Still there?"});
-        assert_eq!(send(&platform, again).await["contact_id"], visitor.as_str());
+        let again = json!({"channel": "site", "external_id": session, "text": "Still there?"});
+        assert_eq!(send(&platform, again).await["contact_id"], visitor.contact_id.as_str());
         assert!(twilio.sent_with_body("Hello visitor").is_empty());
+        // An id that is no session of the channel names nobody.
+        let made_up = json!({"channel": "site", "external_id": "visitor-7", "text": "Hi"});
+        let answer = platform.send("POST", "/v1/contacts/send", Some(made_up)).await;
+        assert_invalid(&answer, "external_id", "a made-up visitor id");
 
         // An sms channel reaches contacts by phone, not by id; an id needs its channel.
         for (body, field, case) in [

@@ -9,36 +9,16 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use frontdesk_api::v1::{GetChatSessionRequest, chat_sessions_client::ChatSessionsClient};
 use frontdesk_tests::{
-    Db, Server, admin, on_both_databases,
+    Db, Server, on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
     server::base_env,
-    webchat::{Channel, FRAME_WAIT, Socket, Visitor, call, list_messages},
+    webchat::{Channel, FRAME_WAIT, Socket, Visitor, WAIT, call, clock_at, list_messages, message_when, reply, start},
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
 
 const SHOP: &str = "https://shop.example";
-const WAIT: Duration = Duration::from_secs(20);
-
-/// The service on `db` (with Redis beside PostgreSQL, as in production), quick jobs and webhooks, loopback
-/// webhook receivers allowed, and `extra` on top.
-async fn start(db: &Db, extra: &[(&str, &str)]) -> Server {
-    let redis = redis_server::shared_url();
-    let mut env: Vec<(&str, &str)> = vec![
-        // Every test's visitors come from 127.0.0.1 and, on PostgreSQL, share one Redis: the new-session
-        // budget per address is the flood test's to spend.
-        ("FRONTDESK_WEBCHAT_SESSIONS_PER_MINUTE", "100000"),
-        ("FRONTDESK_ALLOW_PRIVATE_URLS", "true"),
-        ("FRONTDESK_JOB_POLL_INTERVAL", "20ms"),
-        ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "20ms"),
-    ];
-    if db.is_postgres() {
-        env.push(("REDIS_URL", &redis));
-    }
-    env.extend_from_slice(extra);
-    Server::start(db, &env).await
-}
 
 async fn subscribe(platform: &Platform<'_>, receiver: &Receiver) -> String {
     let body = json!({"name": "hooks", "url": receiver.url, "events": ["*"]});
@@ -46,27 +26,6 @@ async fn subscribe(platform: &Platform<'_>, receiver: &Receiver) -> String {
         .as_str()
         .unwrap()
         .to_owned()
-}
-
-/// `POST /v1/contacts/{id}/send-message`: the new message's id.
-async fn reply(platform: &Platform<'_>, visitor: &Visitor, text: &str) -> String {
-    let path = format!("/v1/contacts/{}/send-message", visitor.contact_id);
-    let answer = platform.send("POST", &path, Some(json!({"text": text}))).await;
-    assert_eq!(answer.status, 202, "{}", answer.body);
-    answer.body["message_id"].as_str().unwrap().to_owned()
-}
-
-/// The message as the platform API shows it, once `done` holds (or panics after `WAIT`).
-async fn message_when(platform: &Platform<'_>, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let message = platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"].clone();
-        if done(&message) {
-            return message;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "message {id} stayed {message}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn session_of(platform: &Platform<'_>, visitor: &Visitor) -> Value {
@@ -90,15 +49,6 @@ async fn past_the_second_of(at: DateTime<Utc>) {
     if let Ok(wait) = (next - Utc::now()).to_std() {
         tokio::time::sleep(wait).await;
     }
-}
-
-/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to read `at`.
-async fn clock_at(server: &Server, at: DateTime<Utc>) {
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
-    };
-    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
 }
 
 on_both_databases!(a_visitor_and_the_business_talk_live, |db: Db| async move {
@@ -137,7 +87,10 @@ on_both_databases!(a_visitor_and_the_business_talk_live, |db: Db| async move {
         .await["contact"]
         .clone();
     assert_eq!(contact["name"], "Ada");
-    assert_eq!(contact["email"], "ada@example.com");
+    assert_eq!(
+        contact["email"], "",
+        "a typed e-mail is the session's claim, not the contact's"
+    );
     assert_eq!(
         contact["identities"],
         json!([{"channel": "site", "type": "webchat", "external_id": visitor.session_id}])
@@ -305,6 +258,48 @@ on_both_databases!(a_reconnecting_socket_gets_what_it_missed_once, |db: Db| asyn
     assert_eq!(live["message"]["id"], fourth.as_str());
     let unknown = Socket::open(&server, &visitor.token, "msg_0000000000000000", "").await;
     assert_eq!(unknown.err(), Some(400), "an `after` outside the thread is refused");
+});
+
+// A reconnecting socket's replay is read a page at a time as the socket takes it: a backlog of several
+// pages, and corrections of several pages of what the visitor had, arrive whole, in order, once.
+on_both_databases!(a_long_backlog_replays_whole_and_in_order, |db: Db| async move {
+    let server = start(&db, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = Channel::connect(&platform, "site", json!({})).await;
+    let visitor = Visitor::start(&server, &channel, json!({})).await;
+    let mut had = Vec::new();
+    for n in 0..60 {
+        had.push(reply(&platform, &visitor, &format!("had {n}")).await);
+    }
+    let last_had = had.last().unwrap().clone();
+    message_when(&platform, &last_had, |m| m["status"] == "sent").await;
+    let mut missed = Vec::new();
+    for n in 0..120 {
+        missed.push(reply(&platform, &visitor, &format!("missed {n}")).await);
+    }
+    message_when(&platform, missed.last().unwrap(), |m| m["status"] == "sent").await;
+    for id in &had {
+        let path = format!("/v1/messages/{id}");
+        platform.ok("PATCH", &path, Some(json!({"text": "corrected"}))).await;
+    }
+
+    let mut socket = visitor.socket(&server, &last_had, "").await;
+    let mut frames = Vec::new();
+    while frames.len() < had.len() + missed.len() {
+        let frame = socket.frame().await;
+        frames.push((
+            frame["type"].as_str().unwrap().to_owned(),
+            frame["message"]["id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let expected: Vec<(String, String)> = had
+        .iter()
+        .map(|id| ("message_updated".to_owned(), id.clone()))
+        .chain(missed.iter().map(|id| ("message".to_owned(), id.clone())))
+        .collect();
+    assert_eq!(frames, expected);
+    assert!(socket.next(Duration::from_millis(500)).await.is_none(), "nothing twice");
+    message_when(&platform, missed.last().unwrap(), |m| m["status"] == "delivered").await;
 });
 
 on_both_databases!(

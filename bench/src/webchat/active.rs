@@ -58,7 +58,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
     let postgres = setup.postgres_database().await?;
     let mut env = setup.env(&postgres, true);
     env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
-    env.insert("FRONTDESK_WEBCHAT_SESSIONS_PER_MINUTE".into(), "100000".into());
+    super::crowd_budgets(&mut env);
     // 30 a minute each is the scenario; the default limit (20) would refuse a third of them.
     env.insert("FRONTDESK_WEBCHAT_MESSAGES_PER_MINUTE".into(), "120".into());
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;

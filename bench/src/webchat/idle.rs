@@ -34,7 +34,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<IdleSockets> {
 
     let sqlite = setup.sqlite_database()?;
     let mut env = setup.env(&sqlite, false);
-    env.insert("FRONTDESK_WEBCHAT_SESSIONS_PER_MINUTE".into(), "100000".into());
+    super::crowd_budgets(&mut env);
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
     let site = Site::prepare(&serve, count).await?;
     eprintln!("webchat: {count} sessions started; opening their sockets");

@@ -18,7 +18,11 @@ use super::{
     rate_limit::{Decision, RateLimiter},
     scopes::Scopes,
 };
-use crate::{accounts::store as account_store, error::ApiError, store::entities::accounts};
+use crate::{
+    accounts::store as account_store,
+    error::ApiError,
+    store::entities::{accounts, api_keys},
+};
 
 /// Package prefix of the gRPC paths the guard protects.
 const PLATFORM_PREFIX: &str = "/frontdesk.v1.";
@@ -39,19 +43,14 @@ impl Guard {
         })
     }
 
-    async fn admit(&self, request: &mut Request, service: &str) -> Result<Caller, (ApiError, Option<Decision>)> {
-        let key = presented_key(request.headers()).map_err(|e| (e, None))?;
-        let (key_row, account) = key_store::find_active(&self.db, &key)
-            .await
-            .map_err(|e| (e.into(), None))?
-            .ok_or_else(|| (unauthenticated("unknown, rotated or revoked API key"), None))?;
+    async fn admit(&self, headers: &HeaderMap, service: &str) -> Result<Caller, (ApiError, Option<Decision>)> {
+        let (key_row, account) = self.authenticate(headers).await.map_err(|e| (e, None))?;
         let rate = self
             .limiter
             .check(&account.id, u32::try_from(account.rate_limit).unwrap_or(1))
             .await;
-        let refuse = |error: ApiError| (error, Some(rate));
         if !rate.allowed {
-            return Err(refuse(ApiError::new(
+            let limited = ApiError::new(
                 Code::ResourceExhausted,
                 "rate_limited",
                 format!(
@@ -60,51 +59,78 @@ impl Guard {
                     self.limiter.window_seconds(),
                     rate.retry_after
                 ),
-            )));
+            );
+            return Err((limited, Some(rate)));
         }
-        let section = self.sections.get(service).and_then(Option::as_deref);
-        account_flags(&account, section).map_err(refuse)?;
-        if let Some(section) = section
-            && !Scopes::from_stored(&key_row.scopes).allows(section)
-        {
-            return Err(refuse(ApiError::new(
-                Code::PermissionDenied,
-                "insufficient_scope",
-                format!("this API key may not call the {section} section"),
-            )));
-        }
-        let account_id = match sub_account(request.headers()) {
-            None => account.id.clone(),
-            Some(child_id) => {
-                // Not found and not a child both answer 403, so the answer reveals nothing; a database
-                // failure stays a 500.
-                let child = match account_store::find_live(&self.db, &child_id).await {
-                    Ok(child) => Some(child),
-                    Err(error) if error.code == Code::NotFound => None,
-                    Err(error) => return Err(refuse(error)),
-                };
-                match child {
-                    Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => {
-                        // The agency's flags let the key in; the sub-account's decide what it may do there.
-                        account_flags(&child, section).map_err(refuse)?;
-                        child.id
-                    }
-                    _ => {
-                        return Err(refuse(ApiError::new(
-                            Code::PermissionDenied,
-                            "insufficient_scope",
-                            "sub_account_id is not a sub-account of this account",
-                        )));
-                    }
-                }
-            }
-        };
+        let account_id = self
+            .authorize(headers, service, &key_row, &account)
+            .await
+            .map_err(|e| (e, Some(rate)))?;
         Ok(Caller {
             account_id,
             key_account: account,
             key: key_row,
             rate,
         })
+    }
+
+    /// The key presented and its account; 401 when there is none or it is not live.
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<(api_keys::Model, accounts::Model), ApiError> {
+        let key = presented_key(headers)?;
+        key_store::find_active(&self.db, &key)
+            .await?
+            .ok_or_else(|| unauthenticated("unknown, rotated or revoked API key"))
+    }
+
+    /// The account the call acts on, when the key's account switches and scopes let it call `service`
+    /// (on the sub-account it names, if any); 403 otherwise.
+    async fn authorize(
+        &self,
+        headers: &HeaderMap,
+        service: &str,
+        key_row: &api_keys::Model,
+        account: &accounts::Model,
+    ) -> Result<String, ApiError> {
+        let section = self.sections.get(service).and_then(Option::as_deref);
+        account_flags(account, section)?;
+        if let Some(section) = section
+            && !Scopes::from_stored(&key_row.scopes).allows(section)
+        {
+            return Err(ApiError::new(
+                Code::PermissionDenied,
+                "insufficient_scope",
+                format!("this API key may not call the {section} section"),
+            ));
+        }
+        let Some(child_id) = sub_account(headers) else {
+            return Ok(account.id.clone());
+        };
+        // Not found and not a child both answer 403, so the answer reveals nothing; a database failure stays
+        // a 500.
+        let child = match account_store::find_live(&self.db, &child_id).await {
+            Ok(child) => Some(child),
+            Err(error) if error.code == Code::NotFound => None,
+            Err(error) => return Err(error),
+        };
+        match child {
+            Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => {
+                // The agency's flags let the key in; the sub-account's decide what it may do there.
+                account_flags(&child, section)?;
+                Ok(child.id)
+            }
+            _ => Err(ApiError::new(
+                Code::PermissionDenied,
+                "insufficient_scope",
+                "sub_account_id is not a sub-account of this account",
+            )),
+        }
+    }
+
+    /// The edge's question before it reads a large body: whether the credentials pass, without counting
+    /// the call (which comes next, and is counted then).
+    async fn credentials_pass(&self, headers: &HeaderMap, service: &str) -> Result<(), ApiError> {
+        let (key_row, account) = self.authenticate(headers).await?;
+        self.authorize(headers, service, &key_row, &account).await.map(|_| ())
     }
 }
 
@@ -135,13 +161,17 @@ pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Respo
     };
     let service = service.to_owned();
     let window = guard.limiter.window_seconds();
-    match guard.admit(&mut request, &service).await {
+    if request.headers().contains_key(wire::CREDENTIALS_ONLY) {
+        let error = match guard.credentials_pass(request.headers(), &service).await {
+            Ok(()) => preflight_passed(),
+            Err(error) => error,
+        };
+        return refusal(error, None, window);
+    }
+    match guard.admit(request.headers(), &service).await {
+        // The edge only asks whether these credentials pass; the request itself was not parsable.
         Ok(caller) if request.headers().contains_key(wire::PREFLIGHT) => {
-            // The edge only asks whether these credentials pass; the request itself was not parsable.
-            let passed = ApiError::new(Code::FailedPrecondition, "preflight_passed", "credentials accepted");
-            let mut response = tonic::Status::from(passed).into_http::<axum::body::Body>();
-            rate_headers(response.headers_mut(), &caller.rate, window);
-            response
+            refusal(preflight_passed(), Some(caller.rate), window)
         }
         Ok(caller) => {
             let rate = caller.rate;
@@ -150,19 +180,27 @@ pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Respo
             rate_headers(response.headers_mut(), &rate, window);
             response
         }
-        Err((error, rate)) => {
-            let unauthenticated = error.code == Code::Unauthenticated;
-            let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
-            let headers = response.headers_mut();
-            if unauthenticated {
-                headers.insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            if let Some(rate) = rate {
-                rate_headers(headers, &rate, window);
-            }
-            response
-        }
+        Err((error, rate)) => refusal(error, rate, window),
     }
+}
+
+fn preflight_passed() -> ApiError {
+    ApiError::new(Code::FailedPrecondition, "preflight_passed", "credentials accepted")
+}
+
+/// The guard's own answer: `error` as a gRPC status, with `WWW-Authenticate` on a 401 and the rate headers
+/// when the call was counted.
+fn refusal(error: ApiError, rate: Option<Decision>, window: u32) -> Response {
+    let unauthenticated = error.code == Code::Unauthenticated;
+    let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
+    let headers = response.headers_mut();
+    if unauthenticated {
+        headers.insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    if let Some(rate) = rate {
+        rate_headers(headers, &rate, window);
+    }
+    response
 }
 
 /// `frontdesk.v1.Service` of a `/frontdesk.v1.Service/Method` path.
@@ -290,7 +328,7 @@ mod tests {
     }
 
     async fn reason(guard: &Guard, key: &str, service: &str) -> Result<String, &'static str> {
-        match guard.admit(&mut request(key, None), service).await {
+        match guard.admit(request(key, None).headers(), service).await {
             Ok(caller) => Err(if caller.rate.allowed { "admitted" } else { "throttled" }),
             Err((error, _)) => Ok(error.reason.to_owned()),
         }
@@ -355,16 +393,16 @@ mod tests {
         let (child, _) = account(&db, Plan::Growth, Some(agency.clone())).await;
         let (stranger, _) = account(&db, Plan::Growth, None).await;
         let caller = guard
-            .admit(&mut request(&key, Some(&child)), "frontdesk.v1.Deals")
+            .admit(request(&key, Some(&child)).headers(), "frontdesk.v1.Deals")
             .await
             .unwrap();
         assert_eq!((caller.account_id, caller.key_account.id), (child, agency.clone()));
         let refused = guard
-            .admit(&mut request(&key, Some(&stranger)), "frontdesk.v1.Deals")
+            .admit(request(&key, Some(&stranger)).headers(), "frontdesk.v1.Deals")
             .await;
         assert_eq!(refused.err().unwrap().0.reason, "insufficient_scope");
         let caller = guard
-            .admit(&mut request(&key, None), "frontdesk.v1.Deals")
+            .admit(request(&key, None).headers(), "frontdesk.v1.Deals")
             .await
             .unwrap();
         assert_eq!(caller.account_id, agency);
@@ -378,7 +416,7 @@ mod tests {
         let reason = |service: &'static str| {
             let (guard, key, child) = (&guard, key.clone(), child.clone());
             async move {
-                match guard.admit(&mut request(&key, Some(&child)), service).await {
+                match guard.admit(request(&key, Some(&child)).headers(), service).await {
                     Ok(_) => "admitted".to_owned(),
                     Err((error, _)) => error.reason.to_owned(),
                 }

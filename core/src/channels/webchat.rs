@@ -5,7 +5,7 @@
 
 use crate::webchat::{
     frames::{self, Change},
-    live::{Live, Push},
+    live::{Live, Push, SessionKey},
 };
 
 use super::{ChannelAdapter, Outbound, SendOutcome};
@@ -22,14 +22,16 @@ impl WebChatAdapter {
 
 #[async_trait::async_trait]
 impl ChannelAdapter for WebChatAdapter {
-    /// `message.to` is the visitor's session (the contact's `webchat` identity).
+    /// `message.to` is the visitor's session. It is pushed under the message's own account and channel, so
+    /// it reaches a session of theirs or nobody.
     async fn send(&self, message: &Outbound<'_>) -> SendOutcome {
+        let session = SessionKey::new(&message.message.account_id, &message.message.channel_id, message.to);
         let mut shown = message.message.clone();
         shown.status = "sent".to_owned();
         shown.provider_message_id = Some(shown.id.clone());
         let frame = frames::message(Change::New, &shown, None);
         let provider_message_id = shown.id;
-        match self.live.publish(message.to, Push::Frame(frame)).await {
+        match self.live.publish(&session, Push::Frame(frame)).await {
             Ok(0) => SendOutcome::Accepted { provider_message_id },
             Ok(_) => SendOutcome::Delivered { provider_message_id },
             // Without live updates the visitor still finds the message in the thread: it is sent, not lost
@@ -66,7 +68,8 @@ mod tests {
                 provider_message_id: "msg_1".to_owned()
             }
         );
-        let mut socket = live.subscribe("cs_1", "ch_1").await.unwrap();
+        let key = SessionKey::new(&stored.account_id, &stored.channel_id, "cs_1");
+        let mut socket = live.subscribe(&key, &stored.channel_id).await.unwrap();
         assert!(matches!(adapter.send(&outbound).await, SendOutcome::Delivered { .. }));
         let Some(Push::Frame(frame)) = socket.rx.recv().await else {
             panic!("no frame")

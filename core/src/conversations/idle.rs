@@ -16,6 +16,7 @@ use crate::{
     clock::Clock,
     jobs::{Handler, Job, NewJob, Outcome},
     messaging::idempotency,
+    recurring,
     store::entities::conversations,
 };
 
@@ -25,19 +26,9 @@ const BATCH: u64 = 200;
 /// How often the job runs when it finds nothing more to do.
 const INTERVAL: Duration = Duration::from_secs(60);
 
-/// The recurring job; enqueued at start-up by every replica, stored once (its unique key).
+/// The recurring job (`recurring`).
 pub fn job(now: DateTime<Utc>) -> NewJob {
-    NewJob {
-        account_id: String::new(),
-        kind: KIND,
-        lane: String::new(),
-        payload: serde_json::json!({}),
-        run_at_ms: now.timestamp_millis(),
-        max_attempts: i32::MAX,
-        unique_key: Some(KIND.to_owned()),
-        class: crate::jobs::Class::Bulk,
-        ..NewJob::default()
-    }
+    recurring::job(KIND, now)
 }
 
 pub struct Housekeeping {
@@ -90,17 +81,6 @@ impl Handler for Housekeeping {
             let forgotten = idempotency::prune(&self.db, now, BATCH).await?;
             Ok::<_, DbErr>(closed == BATCH || forgotten == BATCH)
         };
-        match work.await {
-            Ok(more) => {
-                let wait = if more { Duration::ZERO } else { INTERVAL };
-                Outcome::Defer {
-                    until_ms: now.timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0),
-                }
-            }
-            Err(err) => Outcome::Retry {
-                error: err.to_string(),
-                after: INTERVAL,
-            },
-        }
+        recurring::next_turn(now, work.await, INTERVAL)
     }
 }

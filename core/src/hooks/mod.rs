@@ -15,7 +15,10 @@ use sea_orm::{DatabaseConnection, EntityTrait};
 use tonic::{Request, Response, Status};
 
 use crate::{
-    channels::{RawRequest, registry::Adapters},
+    channels::{
+        RawRequest,
+        registry::{AdapterError, Adapters},
+    },
     clock::Clock,
     conversations::{
         inbound::{Arrival, Arrivals},
@@ -99,6 +102,16 @@ impl ChannelHooksService {
         };
         let ready = match self.adapters.for_channel(&channel) {
             Ok(ready) => ready,
+            // A provider whose adapter is still to come takes no callbacks yet: as absent as an unknown
+            // channel, and nothing for an operator to fix.
+            Err(AdapterError::Unsupported(provider)) => {
+                tracing::debug!(
+                    channel = channel.id,
+                    provider,
+                    "a callback for a provider without an adapter"
+                );
+                return Ok(not_found());
+            }
             Err(err) => {
                 tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
                 return Ok(raw_http::error(

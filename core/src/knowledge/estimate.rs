@@ -3,17 +3,20 @@
 //! limits), without storing or charging anything. A page that cannot be read adds no page and no
 //! characters and is listed in `errors` with its reason, as an import would list it. The whole estimate has
 //! `BUDGET`: pages not read by then are listed with `timeout`, so the answer comes before the call's own
-//! deadline. Pages of different sites are read at once; the fetcher's per-host slots keep it polite.
+//! deadline. At most `READS_AT_ONCE` pages are read at once (an estimate may name a hundred), and the
+//! fetcher's per-server slots keep it polite to each site.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use frontdesk_api::v1::{ImportEstimate, PageError as PageErrorMessage};
-use tokio::{task::JoinSet, time::Instant};
+use tokio::{sync::Semaphore, task::JoinSet, time::Instant};
 
 use super::import::{PageReader, extract::Extracted, fetch::PageError, progress::cost_milli, robots::RobotsRules};
 
 /// The longest an estimate reads pages.
 pub const BUDGET: Duration = Duration::from_secs(20);
+/// Pages one estimate reads at once.
+const READS_AT_ONCE: usize = 8;
 
 /// The estimate of importing `urls`, or the pages of `sitemap` when given.
 pub async fn estimate(reader: &PageReader, sitemap: Option<String>, urls: Vec<String>) -> ImportEstimate {
@@ -32,11 +35,18 @@ pub async fn estimate(reader: &PageReader, sitemap: Option<String>, urls: Vec<St
     let mut outcomes: Vec<Option<Result<Extracted, PageError>>> = urls.iter().map(|_| None).collect();
     let mut robots = RobotsRules::default();
     let mut reads = JoinSet::new();
+    let slots = Arc::new(Semaphore::new(READS_AT_ONCE));
     for (n, page) in urls.iter().enumerate() {
         match within(deadline, reader.allowed(&mut robots, page)).await {
             Ok(url) => {
-                let reader = reader.clone();
-                reads.spawn(async move { (n, within(deadline, reader.fetch(&url)).await) });
+                let (reader, slots) = (reader.clone(), slots.clone());
+                reads.spawn(async move {
+                    let read = async {
+                        let _slot = slots.acquire_owned().await;
+                        reader.fetch(&url).await
+                    };
+                    (n, within(deadline, read).await)
+                });
             }
             Err(error) => outcomes[n] = Some(Err(error)),
         }

@@ -8,7 +8,7 @@ use std::{any::Any, sync::Arc, time::Duration};
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter,
-    Statement, Value,
+    QueryOrder, QuerySelect, Statement, Value,
     sea_query::{CaseStatement, Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,7 @@ use crate::{
     retry::RetrySchedule,
     routing::channels::webhook_url,
     store::{
-        entities::{channels, contact_identities, contacts, messages},
+        entities::{channels, chat_sessions, contact_identities, contacts, messages},
         from_json_text,
     },
 };
@@ -116,6 +116,20 @@ impl Deliver {
         };
         let address = match channel.kind.as_str() {
             "sms" | "whatsapp" => contact.phone.clone(),
+            // A visitor is reached through a session of this very account, channel and contact, never
+            // through an id a caller could have written into an identity.
+            "webchat" => {
+                chat_sessions::Entity::find()
+                    .select_only()
+                    .column(chat_sessions::Column::Id)
+                    .filter(chat_sessions::Column::AccountId.eq(&message.account_id))
+                    .filter(chat_sessions::Column::ChannelId.eq(&channel.id))
+                    .filter(chat_sessions::Column::ContactId.eq(&contact.id))
+                    .order_by_desc(chat_sessions::Column::StartedAt)
+                    .into_tuple()
+                    .one(&self.db)
+                    .await?
+            }
             kind => contact_identities::Entity::find()
                 .filter(contact_identities::Column::ContactId.eq(&contact.id))
                 .filter(contact_identities::Column::Kind.eq(kind))

@@ -1,8 +1,9 @@
-//! The contact a send goes to: the one named by id (404 when it is not the account's), or the one found by
-//! phone, e-mail or channel identity, created (`contact.created`) when the account does not know it yet.
+//! The contact a send goes to: the one named by id (404 when it is not the account's), the visitor of a web
+//! chat session of the named channel, or the one found by phone, e-mail or channel identity, created
+//! (`contact.created`) when the account does not know it yet.
 
 use chrono::{DateTime, Utc};
-use sea_orm::ConnectionTrait;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use super::outgoing::Recipient;
 use crate::{
@@ -12,7 +13,7 @@ use crate::{
     },
     error::{ApiError, ApiResult},
     routing::channels::connected,
-    store::entities::{contact_identities, contacts as contact_rows},
+    store::entities::{channels, chat_sessions, contact_identities, contacts as contact_rows},
 };
 
 /// The contact with its identities.
@@ -29,13 +30,7 @@ pub async fn resolve(
     now: DateTime<Utc>,
 ) -> ApiResult<Resolved> {
     let new = match recipient {
-        Recipient::Contact(id) => {
-            let contact = contacts::find(db, account_id, id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("contact"))?;
-            let identities = contacts::identities(db, account_id, &contact.id).await?;
-            return Ok(Resolved { contact, identities });
-        }
+        Recipient::Contact(id) => return by_id(db, account_id, id).await,
         Recipient::Phone(phone) => NewContact {
             phone: Some(phone.clone()),
             ..NewContact::default()
@@ -48,6 +43,10 @@ pub async fn resolve(
             let row = connected(db, account_id, channel)
                 .await?
                 .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{channel}`")))?;
+            if row.kind == "webchat" {
+                let contact_id = session_contact(db, &row, external_id).await?;
+                return by_id(db, account_id, &contact_id).await;
+            }
             let kind = IdentityKind::parse(&row.kind)
                 .filter(|kind| *kind != IdentityKind::Whatsapp)
                 .ok_or_else(|| {
@@ -73,4 +72,33 @@ pub async fn resolve(
     let (contact, _) = contacts::find_or_create(db, account_id, new, now).await?;
     let identities = contacts::identities(db, account_id, &contact.id).await?;
     Ok(Resolved { contact, identities })
+}
+
+/// The account's contact with this id; 404 when it has none.
+async fn by_id(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Resolved> {
+    let contact = contacts::find(db, account_id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("contact"))?;
+    let identities = contacts::identities(db, account_id, &contact.id).await?;
+    Ok(Resolved { contact, identities })
+}
+
+/// The contact of the visitor session `session_id` of the web chat channel `channel`: a web chat address is
+/// a session of that very channel (and so of its account), never an id the caller makes up.
+async fn session_contact(db: &impl ConnectionTrait, channel: &channels::Model, session_id: &str) -> ApiResult<String> {
+    chat_sessions::Entity::find()
+        .select_only()
+        .column(chat_sessions::Column::ContactId)
+        .filter(chat_sessions::Column::AccountId.eq(&channel.account_id))
+        .filter(chat_sessions::Column::ChannelId.eq(&channel.id))
+        .filter(chat_sessions::Column::Id.eq(session_id))
+        .into_tuple()
+        .one(db)
+        .await?
+        .ok_or_else(|| {
+            ApiError::field(
+                "external_id",
+                format!("is not a visitor session of the web chat channel `{}`", channel.name),
+            )
+        })
 }

@@ -1,22 +1,29 @@
-//! Visitors' rate limits: messages per session and new sessions per client address, per minute, counted
-//! like accounts' requests (in Redis when configured, shared by every replica; in process otherwise) but kept
-//! out of the accounts' usage figures. A refusal says when to retry.
+//! Visitors' rate limits, per minute, counted like accounts' requests (in Redis when configured, shared by
+//! every replica; in process otherwise) but kept out of the accounts' usage figures. New sessions count
+//! against their client address (an IPv6 address with its /64: `client::address_group`), their channel and
+//! their account; messages against their session, channel and account; resumes, thread reads and socket
+//! openings against their session (`read`); and every other frame a socket sends (`typing`, `seen`) against
+//! its token, before the session is even read (`signal`). So one widget key, however many addresses and
+//! sessions it is used from, cannot take more of the service than its channel's and account's budgets. A
+//! refusal says what was limited and when to retry.
 
 use std::time::Duration;
 
 use tonic::Code;
 
+use super::Refusal;
 use crate::{
     access::rate_limit::{RateLimiter, RedisWindows},
+    config::WebChatConfig,
     error::ApiError,
+    store::entities::{channels, chat_sessions},
 };
 
 const WINDOW: Duration = Duration::from_secs(60);
 
 pub struct VisitorLimits {
     limiter: RateLimiter,
-    messages_per_minute: u32,
-    sessions_per_minute: u32,
+    budgets: WebChatConfig,
 }
 
 /// A refusal: retry after this many seconds.
@@ -36,38 +43,87 @@ impl Limited {
 }
 
 impl VisitorLimits {
-    pub fn new(redis_url: Option<&str>, messages_per_minute: u32, sessions_per_minute: u32) -> anyhow::Result<Self> {
+    pub fn new(redis_url: Option<&str>, budgets: &WebChatConfig) -> anyhow::Result<Self> {
         let redis = redis_url
             .map(RedisWindows::new)
             .transpose()?
             .map(RedisWindows::without_usage);
         Ok(Self {
             limiter: RateLimiter::new(redis, WINDOW),
-            messages_per_minute,
-            sessions_per_minute,
+            budgets: budgets.clone(),
         })
     }
 
+    /// One new session on `channel` from the client address group `address` ("" when unknown: those share
+    /// one budget).
+    pub async fn new_session(&self, address: &str, channel: &channels::Model) -> Result<(), Refusal> {
+        let b = &self.budgets;
+        self.count(
+            "webchat:addr",
+            address,
+            b.sessions_per_minute,
+            "new sessions from this address",
+        )
+        .await?;
+        self.count(
+            "webchat:channel-sessions",
+            &channel.id,
+            b.channel_sessions_per_minute,
+            "new sessions on this web chat channel",
+        )
+        .await?;
+        self.count(
+            "webchat:account-sessions",
+            &channel.account_id,
+            b.account_sessions_per_minute,
+            "new sessions on this account's web chat",
+        )
+        .await
+    }
+
     /// One message of the session.
-    pub async fn message(&self, session_id: &str) -> Result<(), Limited> {
-        self.count(&format!("webchat:session:{session_id}"), self.messages_per_minute)
+    pub async fn message(&self, session: &chat_sessions::Model) -> Result<(), Refusal> {
+        let b = &self.budgets;
+        self.count("webchat:session", &session.id, b.messages_per_minute, "messages")
+            .await?;
+        self.count(
+            "webchat:channel-messages",
+            &session.channel_id,
+            b.channel_messages_per_minute,
+            "messages on this web chat channel",
+        )
+        .await?;
+        self.count(
+            "webchat:account-messages",
+            &session.account_id,
+            b.account_messages_per_minute,
+            "messages on this account's web chat",
+        )
+        .await
+    }
+
+    /// One resume, thread read or socket opening of the session.
+    pub async fn read(&self, session_id: &str) -> Result<(), Refusal> {
+        let limit = self.budgets.reads_per_minute;
+        self.count("webchat:reads", session_id, limit, "reads of this session")
             .await
     }
 
-    /// One new session from the client address `addr` ("" when unknown: those share one budget).
-    pub async fn new_session(&self, addr: &str) -> Result<(), Limited> {
-        self.count(&format!("webchat:addr:{addr}"), self.sessions_per_minute)
-            .await
+    /// One frame other than a message on the socket of the token whose hash is `token_hash`.
+    pub async fn signal(&self, token_hash: &str) -> Result<(), Refusal> {
+        let limit = self.budgets.signals_per_minute;
+        self.count("webchat:signals", token_hash, limit, "frames").await
     }
 
-    async fn count(&self, key: &str, limit: u32) -> Result<(), Limited> {
-        let decision = self.limiter.check(key, limit).await;
+    async fn count(&self, kind: &str, id: &str, limit: u32, what: &'static str) -> Result<(), Refusal> {
+        let decision = self.limiter.check(&format!("{kind}:{id}"), limit).await;
         if decision.allowed {
             Ok(())
         } else {
-            Err(Limited {
+            let limited = Limited {
                 retry_after: decision.retry_after,
-            })
+            };
+            Err(Refusal::Limited(limited, what))
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Live pushes to visitors' sockets, across replicas. Each open socket subscribes to its session here; a
 //! change made anywhere (a reply delivered, a correction, a reaction, typing) is published to the session,
-//! and every process holding a socket of it passes the frame on.
+//! and every process holding a socket of it passes the frame on. A session is addressed by its account, its
+//! channel and its id together (`SessionKey`): a push that names a session under another account's or
+//! channel's ids reaches nobody, so one account can never speak to, or learn of, another's visitors.
 //!
-//! With Redis (`REDIS_URL`), publishing is a `PUBLISH` to `frontdesk:webchat:s:{session_id}`, and this
+//! With Redis (`REDIS_URL`), publishing is a `PUBLISH` to `frontdesk:webchat:s:{account}:{channel}:{session}`, and this
 //! process holds one subscriber connection that subscribes to the sessions of its own sockets; frames reach
 //! local sockets only through Redis, so every socket of a session sees one order: the order Redis published
 //! them in. Without Redis, publishing hands frames to this process's sockets directly. When the subscriber
@@ -33,6 +35,21 @@ const SESSION_TOPIC: &str = "frontdesk:webchat:s:";
 const CONTROL_TOPIC: &str = "frontdesk:webchat:control";
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+/// The address of one session's pushes: its account, channel and id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    /// Ids are letters, digits and `_`, so `:` keeps the three apart.
+    pub fn new(account_id: &str, channel_id: &str, session_id: &str) -> Self {
+        Self(format!("{account_id}:{channel_id}:{session_id}"))
+    }
+
+    fn topic(&self) -> String {
+        format!("{SESSION_TOPIC}{}", self.0)
+    }
+}
 
 /// What a socket is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +85,7 @@ struct Inner {
 
 #[derive(Default)]
 struct Registry {
-    by_session: HashMap<String, Vec<Socket>>,
+    by_session: HashMap<SessionKey, Vec<Socket>>,
     next_id: u64,
 }
 
@@ -85,22 +102,22 @@ struct RedisLink {
 
 /// What the subscriber connection is asked to do, in order.
 enum Command {
-    Subscribe(String, oneshot::Sender<Result<(), LiveError>>),
+    Subscribe(SessionKey, oneshot::Sender<Result<(), LiveError>>),
     /// Unsubscribe unless a socket of the session joined again meanwhile.
-    Unsubscribe(String),
+    Unsubscribe(SessionKey),
 }
 
 /// One socket's place on the hub: its frames arrive on `rx`; dropping it leaves.
 pub struct Subscription {
     pub rx: mpsc::Receiver<Push>,
     live: Live,
-    session_id: String,
+    session: SessionKey,
     id: u64,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.live.leave(&self.session_id, self.id);
+        self.live.leave(&self.session, self.id);
     }
 }
 
@@ -133,15 +150,15 @@ impl Live {
         Ok(live)
     }
 
-    /// Joins `session_id`'s pushes. With Redis, returns once this process is subscribed, so nothing
-    /// published after the return is missed.
-    pub async fn subscribe(&self, session_id: &str, channel_id: &str) -> Result<Subscription, LiveError> {
+    /// Joins the pushes of `session`, a session of the channel `channel_id`. With Redis, returns once this
+    /// process is subscribed, so nothing published after the return is missed.
+    pub async fn subscribe(&self, session: &SessionKey, channel_id: &str) -> Result<Subscription, LiveError> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (id, first) = {
             let mut registry = self.registry();
             registry.next_id += 1;
             let id = registry.next_id;
-            let sockets = registry.by_session.entry(session_id.to_owned()).or_default();
+            let sockets = registry.by_session.entry(session.clone()).or_default();
             sockets.push(Socket {
                 id,
                 channel_id: channel_id.to_owned(),
@@ -152,14 +169,14 @@ impl Live {
         let subscription = Subscription {
             rx,
             live: self.clone(),
-            session_id: session_id.to_owned(),
+            session: session.clone(),
             id,
         };
         if let (Some(redis), true) = (&self.inner.redis, first) {
             let (ack, acked) = oneshot::channel();
             redis
                 .commands
-                .send(Command::Subscribe(session_id.to_owned(), ack))
+                .send(Command::Subscribe(session.clone(), ack))
                 .map_err(|_| LiveError("the subscriber stopped".to_owned()))?;
             acked
                 .await
@@ -168,15 +185,14 @@ impl Live {
         Ok(subscription)
     }
 
-    /// Sends `push` to every socket of `session_id`, on any replica. Returns how many processes hold a
+    /// Sends `push` to every socket of `session`, on any replica. Returns how many processes hold a
     /// socket of it (with Redis, those subscribed; without, 1 when this process does).
-    pub async fn publish(&self, session_id: &str, push: Push) -> Result<usize, LiveError> {
+    pub async fn publish(&self, session: &SessionKey, push: Push) -> Result<usize, LiveError> {
         match &self.inner.redis {
-            None => Ok(usize::from(self.deliver(session_id, &push) > 0)),
+            None => Ok(usize::from(self.deliver(session, &push) > 0)),
             Some(redis) => {
                 let mut connection = redis.publisher.clone();
-                let topic = format!("{SESSION_TOPIC}{session_id}");
-                let sent = connection.publish::<_, _, usize>(topic, encode(&push));
+                let sent = connection.publish::<_, _, usize>(session.topic(), encode(&push));
                 tokio::time::timeout(REDIS_TIMEOUT, sent)
                     .await
                     .map_err(|_| LiveError("redis did not answer in time".to_owned()))?
@@ -206,17 +222,17 @@ impl Live {
 
     /// Closes every socket of this process (it is shutting down).
     pub fn close_all(&self, code: u16, reason: &str) {
-        let sessions: Vec<String> = self.registry().by_session.keys().cloned().collect();
+        let sessions: Vec<SessionKey> = self.registry().by_session.keys().cloned().collect();
         for session in sessions {
             self.deliver(&session, &Push::Close(code, reason.to_owned()));
         }
     }
 
-    /// Hands `push` to this process's sockets of `session_id`; how many took it. A socket whose queue is
+    /// Hands `push` to this process's sockets of `session`; how many took it. A socket whose queue is
     /// full is dropped (its stream ends, and its widget reconnects and replays).
-    fn deliver(&self, session_id: &str, push: &Push) -> usize {
+    fn deliver(&self, session: &SessionKey, push: &Push) -> usize {
         let mut registry = self.registry();
-        let Some(sockets) = registry.by_session.get_mut(session_id) else {
+        let Some(sockets) = registry.by_session.get_mut(session) else {
             return 0;
         };
         sockets.retain(|socket| match socket.tx.try_send(push.clone()) {
@@ -231,7 +247,7 @@ impl Live {
     }
 
     fn close_channel(&self, channel_id: &str) {
-        let sessions: Vec<String> = self
+        let sessions: Vec<SessionKey> = self
             .registry()
             .by_session
             .iter()
@@ -244,15 +260,15 @@ impl Live {
         }
     }
 
-    fn leave(&self, session_id: &str, id: u64) {
+    fn leave(&self, session: &SessionKey, id: u64) {
         let emptied = {
             let mut registry = self.registry();
-            match registry.by_session.get_mut(session_id) {
+            match registry.by_session.get_mut(session) {
                 Some(sockets) => {
                     sockets.retain(|socket| socket.id != id);
                     let empty = sockets.is_empty();
                     if empty {
-                        registry.by_session.remove(session_id);
+                        registry.by_session.remove(session);
                     }
                     empty
                 }
@@ -260,7 +276,7 @@ impl Live {
             }
         };
         if let (Some(redis), true) = (&self.inner.redis, emptied) {
-            let _ = redis.commands.send(Command::Unsubscribe(session_id.to_owned()));
+            let _ = redis.commands.send(Command::Unsubscribe(session.clone()));
         }
     }
 
@@ -352,8 +368,7 @@ async fn serve(
     let Some(sessions) = upgrade(hub).map(|live| live.registry().by_session.keys().cloned().collect::<Vec<_>>()) else {
         return true;
     };
-    let topics =
-        std::iter::once(CONTROL_TOPIC.to_owned()).chain(sessions.iter().map(|s| format!("{SESSION_TOPIC}{s}")));
+    let topics = std::iter::once(CONTROL_TOPIC.to_owned()).chain(sessions.iter().map(SessionKey::topic));
     for topic in topics {
         if sink.subscribe(&topic).await.is_err() {
             return false;
@@ -364,7 +379,7 @@ async fn serve(
             command = commands.recv() => match command {
                 None => return true,
                 Some(Command::Subscribe(session, ack)) => {
-                    let subscribed = sink.subscribe(format!("{SESSION_TOPIC}{session}")).await;
+                    let subscribed = sink.subscribe(session.topic()).await;
                     let failed = subscribed.is_err();
                     let _ = ack.send(subscribed.map_err(|err| LiveError(err.to_string())));
                     if failed {
@@ -374,7 +389,7 @@ async fn serve(
                 Some(Command::Unsubscribe(session)) => {
                     let Some(live) = upgrade(hub) else { return true };
                     let rejoined = live.registry().by_session.contains_key(&session);
-                    if !rejoined && sink.unsubscribe(format!("{SESSION_TOPIC}{session}")).await.is_err() {
+                    if !rejoined && sink.unsubscribe(session.topic()).await.is_err() {
                         return false;
                     }
                 }
@@ -387,7 +402,7 @@ async fn serve(
                 if topic == CONTROL_TOPIC {
                     live.close_channel(&String::from_utf8_lossy(payload));
                 } else if let (Some(session), Some(push)) = (topic.strip_prefix(SESSION_TOPIC), decode(payload)) {
-                    live.deliver(session, &push);
+                    live.deliver(&SessionKey(session.to_owned()), &push);
                 }
             }
         }
@@ -413,19 +428,24 @@ mod tests {
     #[tokio::test]
     async fn in_process_frames_reach_every_socket_of_the_session_and_no_other() {
         let live = Live::in_process();
-        let mut a = live.subscribe("cs_a", "ch_1").await.unwrap();
-        let mut a2 = live.subscribe("cs_a", "ch_1").await.unwrap();
-        let mut b = live.subscribe("cs_b", "ch_2").await.unwrap();
+        let session_a = SessionKey::new("acc_1", "ch_1", "cs_a");
+        let session_b = SessionKey::new("acc_2", "ch_2", "cs_b");
+        let mut a = live.subscribe(&session_a, "ch_1").await.unwrap();
+        let mut a2 = live.subscribe(&session_a, "ch_1").await.unwrap();
+        let mut b = live.subscribe(&session_b, "ch_2").await.unwrap();
         let frame = Push::Frame(Bytes::from_static(b"{}"));
-        assert_eq!(live.publish("cs_a", frame.clone()).await.unwrap(), 1);
+        assert_eq!(live.publish(&session_a, frame.clone()).await.unwrap(), 1);
         assert_eq!(a.rx.recv().await, Some(frame.clone()));
-        assert_eq!(a2.rx.recv().await, Some(frame));
+        assert_eq!(a2.rx.recv().await, Some(frame.clone()));
+        // The same session id under another account's channel is another address.
+        let forged = SessionKey::new("acc_1", "ch_1", "cs_b");
+        assert_eq!(live.publish(&forged, frame).await.unwrap(), 0);
         assert!(b.rx.try_recv().is_err());
         live.revoke_channel("ch_2").await.unwrap();
         assert!(matches!(b.rx.recv().await, Some(Push::Close(close::REVOKED, _))));
         drop(a);
         drop(a2);
         assert_eq!(live.local_sockets(), 1);
-        assert_eq!(live.publish("cs_a", Push::Frame(Bytes::new())).await.unwrap(), 0);
+        assert_eq!(live.publish(&session_a, Push::Frame(Bytes::new())).await.unwrap(), 0);
     }
 }

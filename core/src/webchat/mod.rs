@@ -6,6 +6,8 @@
 //! to the visitor's sockets on any replica (`live`). Presence, visitors' rate limits and the business's view
 //! of a session live here too.
 
+mod client;
+pub mod empty_sessions;
 mod expiry;
 pub mod frames;
 mod limits;
@@ -13,9 +15,11 @@ pub mod live;
 mod presence;
 pub mod pushes;
 mod receipts;
+mod replay;
 pub mod service;
 pub mod sessions;
 mod socket;
+mod socket_caps;
 mod token;
 mod visitor_api;
 pub mod widget;
@@ -33,6 +37,7 @@ use self::{
     live::{Live, Push},
     presence::Presence,
     sessions::Visitor,
+    socket_caps::SocketCaps,
     widget::Widget,
 };
 use crate::{
@@ -56,6 +61,7 @@ pub struct WebChat {
     live: Live,
     presence: Presence,
     limits: VisitorLimits,
+    sockets: SocketCaps,
     arrivals: Arrivals,
     widgets: Widgets,
     session_ttl: chrono::Duration,
@@ -101,15 +107,11 @@ impl WebChat {
         config: &CoreConfig,
     ) -> anyhow::Result<Self> {
         let webchat = &config.webchat;
-        let limits = VisitorLimits::new(
-            config.redis_url.as_deref(),
-            webchat.messages_per_minute,
-            webchat.sessions_per_minute,
-        )?;
         Ok(Self {
             public_origin: widget::origin_of(&config.conversations.public_url),
             presence: Presence::start(db.clone(), clock.clone()),
-            limits,
+            limits: VisitorLimits::new(config.redis_url.as_deref(), webchat)?,
+            sockets: SocketCaps::new(webchat.sockets_per_session, webchat.sockets_per_address),
             widgets: Widgets::new(sealer),
             session_ttl: chrono::Duration::from_std(webchat.session_ttl)?,
             db,
@@ -141,10 +143,7 @@ impl WebChat {
         client_message_id: String,
     ) -> Result<(messages::Model, bool), Refusal> {
         let session = &visitor.session;
-        self.limits
-            .message(&session.id)
-            .await
-            .map_err(|limited| Refusal::Limited(limited, "messages"))?;
+        self.limits.message(session).await?;
         check_text(&text)?;
         let client_message_id = checked_client_id(client_message_id)?;
         // A provider's message id means something on its channel only; a visitor's on its session only.
@@ -176,7 +175,7 @@ impl WebChat {
             return Ok((first, false));
         };
         let echo = frames::message(Change::New, &stored, Some(&client_message_id));
-        if let Err(err) = self.live.publish(&session.id, Push::Frame(echo)).await {
+        if let Err(err) = self.live.publish(&sessions::key(session), Push::Frame(echo)).await {
             tracing::warn!(error = %err, "a visitor's message was stored but not shown on their other sockets");
         }
         Ok((stored, true))

@@ -7,7 +7,7 @@ use sea_orm::DatabaseConnection;
 
 use super::{
     frames::{self, Change},
-    live::{Live, Push, close},
+    live::{Live, Push, SessionKey, close},
     sessions,
 };
 use crate::store::entities::{conversations, messages};
@@ -30,15 +30,21 @@ impl Pushes {
             return;
         }
         let frame = frames::message(change, message, None);
-        self.to_sessions_of(&message.contact_id, &message.channel_id, Push::Frame(frame))
-            .await;
+        self.to_sessions_of(
+            &message.account_id,
+            &message.contact_id,
+            &message.channel_id,
+            Push::Frame(frame),
+        )
+        .await;
     }
 
     /// Someone at the business started (`on`) or stopped typing in `conversation`.
     pub async fn typing(&self, conversation: &conversations::Model, on: bool) {
         if conversation.channel_type == "webchat" {
             let frame = Push::Frame(frames::typing(on));
-            self.to_sessions_of(&conversation.contact_id, &conversation.channel_id, frame)
+            let (account, contact) = (&conversation.account_id, &conversation.contact_id);
+            self.to_sessions_of(account, contact, &conversation.channel_id, frame)
                 .await;
         }
     }
@@ -51,17 +57,17 @@ impl Pushes {
     }
 
     /// The sessions were erased with their contact: their sockets close (4401).
-    pub async fn sessions_erased(&self, session_ids: &[String]) {
+    pub async fn sessions_erased(&self, sessions: &[SessionKey]) {
         let push = Push::Close(close::REVOKED, "the session was erased".to_owned());
-        for session in session_ids {
+        for session in sessions {
             if let Err(err) = self.live.publish(session, push.clone()).await {
                 tracing::warn!(error = %err, "the socket of an erased web chat session was not told");
             }
         }
     }
 
-    async fn to_sessions_of(&self, contact_id: &str, channel_id: &str, push: Push) {
-        let sessions = match sessions::of_contact(&self.db, contact_id, channel_id).await {
+    async fn to_sessions_of(&self, account_id: &str, contact_id: &str, channel_id: &str, push: Push) {
+        let sessions = match sessions::of_contact(&self.db, account_id, contact_id, channel_id).await {
             Ok(sessions) => sessions,
             Err(err) => {
                 tracing::warn!(error = %err, "a web chat push could not find its sessions");

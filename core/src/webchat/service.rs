@@ -13,7 +13,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use tonic::{Request, Response, Status};
 
 use super::{
-    WebChat,
+    Refusal, WebChat,
     sessions::{self, THREAD_LIMIT},
     socket::Feed,
     visitor_api,
@@ -53,7 +53,12 @@ impl web_chat_server::WebChat for WebChatService {
     type OpenStream = Feed;
 
     async fn open(&self, request: Request<OpenRequest>) -> Result<Response<Feed>, Status> {
-        Ok(Response::new(self.chat.open(request.into_inner()).await?))
+        let feed = self
+            .chat
+            .open(request.into_inner())
+            .await
+            .map_err(Refusal::into_api_error)?;
+        Ok(Response::new(feed))
     }
 
     async fn post(&self, request: Request<ClientFrame>) -> Result<Response<PostAnswer>, Status> {

@@ -10,7 +10,7 @@ use sea_orm::{
 };
 use tonic::Code;
 
-use super::token;
+use super::{live::SessionKey, token};
 use crate::{
     contacts::{
         Email, IdentityKind, NewIdentity,
@@ -89,27 +89,20 @@ pub async fn start(
         external_id: id.clone(),
         channel: channel.name.clone(),
     };
+    // A visitor proves nothing by typing an e-mail address: it stays on the session, as a claim the business
+    // sees, and never becomes the contact's, which sends addressed by e-mail would resolve to. The name
+    // is only the contact's display name.
     let person = NewContact {
         name: new.name.clone(),
-        email: new.email.clone(),
         identities: vec![identity],
         ..NewContact::default()
     };
-    let contact = match contacts::create(&txn, &channel.account_id, person.clone(), now).await {
-        Ok(contact) => contact,
-        // The e-mail is another contact's: a visitor proves nothing by typing it, so it stays on the
-        // session only.
-        Err(CreateError::Taken(_)) => {
-            let anonymous = NewContact { email: None, ..person };
-            contacts::create(&txn, &channel.account_id, anonymous, now)
-                .await
-                .map_err(|err| match err {
-                    CreateError::Db(err) => ApiError::from(err),
-                    CreateError::Taken(clash) => ApiError::internal(clash),
-                })?
-        }
-        Err(CreateError::Db(err)) => return Err(err.into()),
-    };
+    let contact = contacts::create(&txn, &channel.account_id, person, now)
+        .await
+        .map_err(|err| match err {
+            CreateError::Db(err) => ApiError::from(err),
+            CreateError::Taken(clash) => ApiError::internal(clash),
+        })?;
     let opening = Opening {
         inbound: Inbound {
             text: "",
@@ -216,30 +209,33 @@ pub async fn latest(
     Ok(rows)
 }
 
-/// Up to `limit` messages of the thread stored after `after`, oldest first.
+/// Up to `limit` messages of the thread stored after the one whose `seq` this is, oldest first.
 pub async fn after(
     db: &impl ConnectionTrait,
     session: &chat_sessions::Model,
-    after: &messages::Model,
+    seq: i64,
     limit: u64,
 ) -> Result<Vec<messages::Model>, DbErr> {
     thread_of(session)
-        .filter(messages::Column::Seq.gt(after.seq))
+        .filter(messages::Column::Seq.gt(seq))
         .order_by_asc(messages::Column::Seq)
         .limit(limit)
         .all(db)
         .await
 }
 
-/// Messages of the thread up to `after` that were corrected, removed or reacted to since `after` was stored:
-/// what a visitor who had `after` may have missed of the messages it already had.
+/// Messages of the thread up to `after` (and after the one whose `seq` is `from`) that were corrected,
+/// removed or reacted to since `after` was stored: what a visitor who had `after` may have missed of the
+/// messages it already had.
 pub async fn revised_since(
     db: &impl ConnectionTrait,
     session: &chat_sessions::Model,
     after: &messages::Model,
+    from: i64,
     limit: u64,
 ) -> Result<Vec<messages::Model>, DbErr> {
     thread_of(session)
+        .filter(messages::Column::Seq.gt(from))
         .filter(messages::Column::Seq.lte(after.seq))
         .filter(messages::Column::RevisedAt.gte(after.created_at))
         .order_by_asc(messages::Column::Seq)
@@ -262,30 +258,52 @@ pub async fn message_in_thread(
         .ok_or_else(|| ApiError::field(field, "is not a message of this session's thread"))
 }
 
-/// The ids of a contact's sessions, on every channel.
+/// Where the session's pushes go.
+pub fn key(session: &chat_sessions::Model) -> SessionKey {
+    SessionKey::new(&session.account_id, &session.channel_id, &session.id)
+}
+
+/// The push addresses of the sessions `select` picks.
+async fn keys(
+    db: &impl ConnectionTrait,
+    select: sea_orm::Select<chat_sessions::Entity>,
+) -> Result<Vec<SessionKey>, DbErr> {
+    let rows: Vec<(String, String, String)> = select
+        .select_only()
+        .column(chat_sessions::Column::AccountId)
+        .column(chat_sessions::Column::ChannelId)
+        .column(chat_sessions::Column::Id)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|(account, channel, id)| SessionKey::new(account, channel, id))
+        .collect())
+}
+
+/// A contact's sessions, on every channel.
 pub async fn all_of_contact(
     db: &impl ConnectionTrait,
     account_id: &str,
     contact_id: &str,
-) -> Result<Vec<String>, DbErr> {
-    chat_sessions::Entity::find()
-        .select_only()
-        .column(chat_sessions::Column::Id)
+) -> Result<Vec<SessionKey>, DbErr> {
+    let select = chat_sessions::Entity::find()
         .filter(chat_sessions::Column::AccountId.eq(account_id))
-        .filter(chat_sessions::Column::ContactId.eq(contact_id))
-        .into_tuple()
-        .all(db)
-        .await
+        .filter(chat_sessions::Column::ContactId.eq(contact_id));
+    keys(db, select).await
 }
 
-/// The sessions of a contact on a channel: whom a change to one of its messages is pushed to.
-pub async fn of_contact(db: &impl ConnectionTrait, contact_id: &str, channel_id: &str) -> Result<Vec<String>, DbErr> {
-    chat_sessions::Entity::find()
-        .select_only()
-        .column(chat_sessions::Column::Id)
+/// The sessions of a contact of the account on a channel: whom a change to one of its messages is pushed to.
+pub async fn of_contact(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    contact_id: &str,
+    channel_id: &str,
+) -> Result<Vec<SessionKey>, DbErr> {
+    let select = chat_sessions::Entity::find()
+        .filter(chat_sessions::Column::AccountId.eq(account_id))
         .filter(chat_sessions::Column::ContactId.eq(contact_id))
-        .filter(chat_sessions::Column::ChannelId.eq(channel_id))
-        .into_tuple()
-        .all(db)
-        .await
+        .filter(chat_sessions::Column::ChannelId.eq(channel_id));
+    keys(db, select).await
 }

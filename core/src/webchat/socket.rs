@@ -1,11 +1,11 @@
-//! A visitor's live socket, as the core feeds it. Opening one checks the token and the page's origin,
-//! subscribes to the session's pushes, and only then reads what the visitor missed since `after` (so nothing
-//! published meanwhile falls between the two; a frame that comes both ways changes nothing, since frames
-//! carry whole messages). The feed sends that replay, then every push, and ends with a close when the session
-//! is revoked or expires (`expiry`), or the process stops. Frames the visitor sends come back one by one (`post`).
+//! A visitor's live socket, as the core feeds it. Opening one checks the token, the page's origin, the
+//! session's read budget and the socket caps, subscribes to the session's pushes, and only then reads what
+//! the visitor missed since `after` (so nothing published meanwhile falls between the two; a frame that comes
+//! both ways changes nothing, since frames carry whole messages). The feed sends that replay as the socket
+//! takes it (`replay`), then every push, and ends with a close when the session is revoked or expires
+//! (`expiry`), or the process stops. Frames the visitor sends come back one by one (`post`).
 
 use std::{
-    collections::VecDeque,
     pin::Pin,
     task::{Context, Poll},
 };
@@ -15,24 +15,24 @@ use frontdesk_api::webchat::v1::{ClientFrame, OpenRequest, PostAnswer, ServerFra
 use tonic::Code;
 
 use super::{
-    Refusal, WebChat,
+    Refusal, WebChat, client,
     expiry::{Checked, Expiry},
     frames::{self, Change, Read},
     live::{Push, Subscription, close},
     presence::Attendance,
     receipts,
+    replay::Replay,
     sessions::{self, Visitor},
+    socket_caps::Seat,
+    token,
     visitor_api::origin_not_allowed,
 };
 use crate::error::{ApiError, ApiResult};
 
-/// The most messages a reconnecting socket is sent before live frames: more missed than this, and the
-/// widget reads the thread instead (it also does so on every reconnect).
-const REPLAY_LIMIT: u64 = 500;
-
 /// What one socket is sent: the replay, then the session's pushes.
 pub struct Feed {
-    replay: VecDeque<Bytes>,
+    /// What the visitor missed, until it is all sent.
+    replay: Option<Replay>,
     subscription: Subscription,
     /// A close was sent: the feed ends.
     closed: bool,
@@ -41,6 +41,8 @@ pub struct Feed {
     held: Option<Push>,
     /// Keeps the visitor online while the socket is open.
     _attendance: Attendance,
+    /// Its place under the socket caps.
+    _seat: Seat,
 }
 
 impl futures_util::Stream for Feed {
@@ -50,8 +52,15 @@ impl futures_util::Stream for Feed {
         if self.closed {
             return Poll::Ready(None);
         }
-        if let Some(json) = self.replay.pop_front() {
-            return Poll::Ready(Some(Ok(text_frame(json))));
+        if let Some(replay) = self.replay.as_mut() {
+            match std::task::ready!(replay.poll_next(cx)) {
+                Some(Ok(json)) => return Poll::Ready(Some(Ok(text_frame(json)))),
+                Some(Err(err)) => {
+                    self.closed = true;
+                    return Poll::Ready(Some(Err(ApiError::from(err).into())));
+                }
+                None => self.replay = None,
+            }
         }
         loop {
             if self.expiry.due(cx) {
@@ -98,6 +107,38 @@ impl Feed {
     }
 }
 
+/// The frames that answer a visitor's frame.
+fn answer(reply: Option<Bytes>) -> ApiResult<PostAnswer> {
+    Ok(PostAnswer {
+        frames: reply.into_iter().map(Vec::from).collect(),
+        ..PostAnswer::default()
+    })
+}
+
+/// The error frame of a refusal the visitor can act on (a rate limit, a frame it can mend), naming the
+/// message `client_message_id` it refuses ("" for none); any other refusal is the call's.
+fn refused(refusal: Refusal, client_message_id: &str) -> ApiResult<Bytes> {
+    match refusal {
+        Refusal::Limited(limited, what) => {
+            let error = limited.error(what);
+            let id = Some(client_message_id);
+            Ok(frames::error(
+                error.reason,
+                &error.message,
+                Some(limited.retry_after),
+                id,
+            ))
+        }
+        Refusal::Api(error) if error.code == Code::InvalidArgument => Ok(frames::error(
+            error.reason,
+            &error.message,
+            None,
+            Some(client_message_id),
+        )),
+        refusal => Err(refusal.into_api_error()),
+    }
+}
+
 fn text_frame(json: Bytes) -> ServerFrame {
     ServerFrame {
         json: json.into(),
@@ -106,37 +147,27 @@ fn text_frame(json: Bytes) -> ServerFrame {
 }
 
 impl WebChat {
-    pub async fn open(&self, r: OpenRequest) -> ApiResult<Feed> {
+    pub async fn open(&self, r: OpenRequest) -> Result<Feed, Refusal> {
         let now = self.clock.now();
         let visitor = sessions::authenticate(&self.db, &r.token, now).await?;
         let here = self.here(&r.host);
         if !self.widget_of(&visitor.channel)?.origins.allow(&r.origin, &here) {
-            return Err(origin_not_allowed());
+            return Err(origin_not_allowed().into());
         }
         let session = &visitor.session;
+        self.limits.read(&session.id).await?;
+        let seat = self.sockets.admit(&session.id, &client::address_group(&r.peer))?;
         let subscription = self
             .live
-            .subscribe(&session.id, &visitor.channel.id)
+            .subscribe(&sessions::key(session), &visitor.channel.id)
             .await
             .map_err(|err| ApiError::new(Code::Unavailable, "unavailable", err.to_string()))?;
-        let mut replay = VecDeque::new();
-        if !r.after.is_empty() {
+        let replay = if r.after.is_empty() {
+            None
+        } else {
             let after = sessions::message_in_thread(&self.db, session, &r.after, "after").await?;
-            let revised = sessions::revised_since(&self.db, session, &after, REPLAY_LIMIT).await?;
-            let new = sessions::after(&self.db, session, &after, REPLAY_LIMIT).await?;
-            for message in &revised {
-                let change = if message.removed {
-                    Change::Removed
-                } else {
-                    Change::Updated
-                };
-                replay.push_back(frames::message(change, message, None));
-            }
-            for message in &new {
-                replay.push_back(frames::message(Change::New, message, None));
-            }
-            receipts::reached(&self.db, &new, now).await?;
-        }
+            Some(Replay::since(self.db.clone(), session.clone(), after, now))
+        };
         Ok(Feed {
             replay,
             subscription,
@@ -149,6 +180,7 @@ impl WebChat {
             ),
             held: None,
             _attendance: self.presence.attend(&session.id),
+            _seat: seat,
         })
     }
 
@@ -156,8 +188,17 @@ impl WebChat {
     /// on the open socket; a frame that is no JSON object is INVALID_ARGUMENT, and a revoked session
     /// UNAUTHENTICATED (the edge closes the socket for both).
     pub async fn post(&self, frame: ClientFrame) -> ApiResult<PostAnswer> {
+        let read = frames::read(&frame.json);
+        // Frames other than messages are counted by token, before the session is read: a flood of them
+        // costs no more than the budget's checks.
+        if !matches!(read, Read::Frame(frames::ClientFrame::Message { .. })) {
+            let token = token::hash_of(&frame.token).ok_or_else(sessions::unauthenticated)?;
+            if let Err(refusal) = self.limits.signal(&token).await {
+                return answer(Some(refused(refusal, "")?));
+            }
+        }
         let visitor = sessions::authenticate(&self.db, &frame.token, self.clock.now()).await?;
-        let reply = match frames::read(&frame.json) {
+        let reply = match read {
             Read::NotAnObject(reason) => return Err(ApiError::field("frame", reason)),
             Read::Unknown(reason) => Some(frames::error("invalid_frame", &reason, None, None)),
             Read::Frame(frames::ClientFrame::Ping) => Some(Bytes::from_static(br#"{"type":"pong"}"#)),
@@ -174,26 +215,11 @@ impl WebChat {
                 match self.visitor_message(&visitor, text, client_message_id).await {
                     // The message comes back on every socket of the session, this one included.
                     Ok(_) => None,
-                    Err(Refusal::Limited(limited, what)) => {
-                        let error = limited.error(what);
-                        Some(frames::error(
-                            error.reason,
-                            &error.message,
-                            Some(limited.retry_after),
-                            Some(&id),
-                        ))
-                    }
-                    Err(Refusal::Api(error)) if error.code == Code::InvalidArgument => {
-                        Some(frames::error(error.reason, &error.message, None, Some(&id)))
-                    }
-                    Err(refusal) => return Err(refusal.into_api_error()),
+                    Err(refusal) => Some(refused(refusal, &id)?),
                 }
             }
         };
-        Ok(PostAnswer {
-            frames: reply.into_iter().map(Vec::from).collect(),
-            ..PostAnswer::default()
-        })
+        answer(reply)
     }
 
     /// The visitor saw the thread up to `message_id`: the business's messages up to it are read, and every
@@ -207,7 +233,7 @@ impl WebChat {
         };
         for read in receipts::seen(&self.db, session, &upto, self.clock.now()).await? {
             let frame = frames::message(Change::Status, &read, None);
-            if let Err(err) = self.live.publish(&session.id, Push::Frame(frame)).await {
+            if let Err(err) = self.live.publish(&sessions::key(session), Push::Frame(frame)).await {
                 tracing::warn!(error = %err, "a read receipt was stored but not shown on the visitor's sockets");
             }
         }

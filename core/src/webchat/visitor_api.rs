@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tonic::Code;
 
 use super::{
-    Refusal, WebChat, receipts,
+    Refusal, WebChat, client, receipts,
     sessions::{self, NewVisitor, THREAD_LIMIT, Visitor},
     widget::{Here, Widget},
 };
@@ -162,10 +162,8 @@ impl Call<'_> {
                 page_url,
                 ..checked_visitor(body.visitor.unwrap_or_default())?
             };
-            chat.limits
-                .new_session(&self.request.peer)
-                .await
-                .map_err(|limited| Refusal::Limited(limited, "new sessions from this address"))?;
+            let address = client::address_group(&self.request.peer);
+            chat.limits.new_session(&address, &channel).await?;
             let (visitor, token) = sessions::start(&chat.db, &channel, new, chat.session_ttl, now).await?;
             (visitor, token, 201)
         } else {
@@ -173,6 +171,7 @@ impl Call<'_> {
             if known.channel.id != channel.id {
                 return Err(sessions::unauthenticated().into());
             }
+            chat.limits.read(&known.session.id).await?;
             let visitor = sessions::resume(&chat.db, known, page_url, chat.session_ttl, now).await?;
             (visitor, body.token, 200)
         };
@@ -226,6 +225,7 @@ impl Call<'_> {
     /// `GET /webchat/v1/messages?after=&limit=`.
     async fn thread(&mut self) -> Answered {
         let visitor = self.visitor().await?;
+        self.chat.limits.read(&visitor.session.id).await?;
         let limit = match query_value(self.request, "limit") {
             None => THREAD_LIMIT,
             Some(text) => text
@@ -239,7 +239,7 @@ impl Call<'_> {
             None => (sessions::latest(db, &visitor.session, limit).await?, false),
             Some(after) => {
                 let after = sessions::message_in_thread(db, &visitor.session, &after, "after").await?;
-                let mut messages = sessions::after(db, &visitor.session, &after, limit + 1).await?;
+                let mut messages = sessions::after(db, &visitor.session, after.seq, limit + 1).await?;
                 let more = messages.len() as u64 > limit;
                 messages.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
                 (messages, more)

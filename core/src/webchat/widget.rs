@@ -112,7 +112,8 @@ impl AllowedOrigins {
 
     /// Whether a page of `origin` (an `Origin` header) may use the widget on a request to this server. A
     /// request without an origin comes from no browser page; one from a page of this very server
-    /// (`/webchat/demo`) is not cross-origin at all; any other page must be listed.
+    /// (`/webchat/demo`) is not cross-origin at all; any other page must be listed. None listed: any page
+    /// (docs/webchat.md says how to lock a channel to its sites).
     pub fn allow(&self, origin: &str, here: &Here<'_>) -> bool {
         if origin.is_empty() || self.0.is_empty() {
             return true;
@@ -131,11 +132,17 @@ pub struct Here<'a> {
 }
 
 impl Here<'_> {
-    /// Whether `origin` (lower case) is one of this server's own.
+    /// Whether `origin` (lower case) is one of this server's own: its public origin, or the `Host` it was
+    /// reached at under the public URL's scheme. A page of the same host under another scheme (`http` for an
+    /// `https` service) is another origin, which a network attacker may be able to serve.
     fn is(&self, origin: &str) -> bool {
-        let same_host = origin
+        let scheme = self
+            .public_origin
             .split_once("://")
-            .is_some_and(|(_, authority)| !self.host.is_empty() && authority.eq_ignore_ascii_case(self.host));
+            .map_or("http", |(scheme, _)| scheme);
+        let same_host = origin.split_once("://").is_some_and(|(their_scheme, authority)| {
+            !self.host.is_empty() && their_scheme == scheme && authority.eq_ignore_ascii_case(self.host)
+        });
         same_host || origin == self.public_origin
     }
 }
@@ -190,6 +197,10 @@ mod tests {
         assert!(!allow("null"));
         assert!(allow(""), "no Origin header: not a browser page");
         assert!(allow("https://frontdesk.example"), "the server's own pages");
+        assert!(
+            !allow("http://frontdesk.example"),
+            "the server's host under another scheme"
+        );
         assert!(allow("https://chat.example"), "the public URL's");
         let proxied = Here {
             host: "127.0.0.1:8080",

@@ -2,7 +2,9 @@
 //! accepted it (a bad token is 401, a foreign origin 403, as plain HTTP answers) is the connection upgraded;
 //! from then on the core's frames go out as they come, and each frame the visitor sends goes to
 //! `WebChat.Post`, in order. The edge itself answers the widget's `ping` frames, sends WebSocket pings every
-//! `PING_EVERY`, and closes a socket that stayed silent for `SILENCE_LIMIT`. Frames over `MAX_FRAME` bytes,
+//! `PING_EVERY`, and closes a socket that stayed silent for `SILENCE_LIMIT`. Every frame sent has a time
+//! limit (`send_timeout`): a visitor that stops reading is dropped instead of stalling the socket's loop, so
+//! its pings and silence check keep running. Frames over `MAX_FRAME` bytes,
 //! binary frames and text that is not a JSON object close the socket with a code that says why
 //! (docs/webchat.md); nothing a visitor sends can take the process down.
 
@@ -48,13 +50,15 @@ mod close {
 pub struct Sockets {
     transport: Transport,
     call_timeout: Duration,
+    send_timeout: Duration,
 }
 
 impl Sockets {
-    pub fn new(transport: Transport, call_timeout: Duration) -> Self {
+    pub fn new(transport: Transport, call_timeout: Duration, send_timeout: Duration) -> Self {
         Self {
             transport,
             call_timeout,
+            send_timeout,
         }
     }
 
@@ -82,6 +86,7 @@ impl Sockets {
             after,
             origin,
             host,
+            peer: peer.map(|ip| ip.to_string()).unwrap_or_default(),
         });
         if let Ok(value) = id.parse() {
             call.metadata_mut().insert(frontdesk_api::wire::REQUEST_ID, value);
@@ -167,7 +172,7 @@ impl Link {
         let mut heard = Instant::now();
         loop {
             let next = tokio::select! {
-                frame = frames.message() => forward(&mut socket, frame).await,
+                frame = frames.message() => self.forward(&mut socket, frame).await,
                 incoming = socket.recv() => {
                     heard = Instant::now();
                     self.receive(&mut socket, incoming).await
@@ -176,7 +181,7 @@ impl Link {
                     if heard.elapsed() > SILENCE_LIMIT {
                         Next::Close(close::GOING_AWAY, "no answer to pings".to_owned())
                     } else {
-                        sent(socket.send(Message::Ping(Bytes::new())).await)
+                        self.send(&mut socket, Message::Ping(Bytes::new())).await
                     }
                 }
             };
@@ -188,9 +193,21 @@ impl Link {
                         code,
                         reason: reason.into(),
                     };
-                    let _ = socket.send(Message::Close(Some(frame))).await;
+                    self.send(&mut socket, Message::Close(Some(frame))).await;
                     return;
                 }
+            }
+        }
+    }
+
+    /// Sends one message, within the time limit: a visitor whose connection takes nothing more is gone.
+    async fn send(&self, socket: &mut WebSocket, message: Message) -> Next {
+        match tokio::time::timeout(self.sockets.send_timeout, socket.send(message)).await {
+            Ok(Ok(())) => Next::Continue,
+            Ok(Err(_)) => Next::Gone,
+            Err(_) => {
+                metrics::counter!("frontdesk_webchat_sends_timed_out_total").increment(1);
+                Next::Gone
             }
         }
     }
@@ -208,7 +225,7 @@ impl Link {
         };
         match is_ping(text.as_str()) {
             Err(reason) => Next::Close(close::INVALID_PAYLOAD, reason),
-            Ok(true) => sent(socket.send(Message::Text(r#"{"type":"pong"}"#.into())).await),
+            Ok(true) => self.send(socket, Message::Text(r#"{"type":"pong"}"#.into())).await,
             Ok(false) => self.post(socket, Bytes::copy_from_slice(text.as_bytes())).await,
         }
     }
@@ -235,7 +252,7 @@ impl Link {
         };
         for frame in answer.frames {
             let Ok(text) = String::from_utf8(frame) else { continue };
-            if let Next::Gone = sent(socket.send(Message::Text(text.into())).await) {
+            if let Next::Gone = self.send(socket, Message::Text(text.into())).await {
                 return Next::Gone;
             }
         }
@@ -244,37 +261,30 @@ impl Link {
             Ok(code) => Next::Close(code, answer.close_reason),
         }
     }
-}
 
-/// Sends one frame the core pushed, or closes as it says.
-async fn forward(socket: &mut WebSocket, frame: Result<Option<Bytes>, tonic::Status>) -> Next {
-    let frame = match frame {
-        Ok(Some(encoded)) => ServerFrame::decode(encoded).ok(),
-        Ok(None) => return Next::Close(close::RESTART, "live updates ended; reconnect".to_owned()),
-        Err(status) => {
-            tracing::debug!(code = ?status.code(), "a web chat stream ended with an error");
-            return Next::Close(close::RESTART, "live updates were interrupted; reconnect".to_owned());
+    /// Sends one frame the core pushed, or closes as it says.
+    async fn forward(&self, socket: &mut WebSocket, frame: Result<Option<Bytes>, tonic::Status>) -> Next {
+        let frame = match frame {
+            Ok(Some(encoded)) => ServerFrame::decode(encoded).ok(),
+            Ok(None) => return Next::Close(close::RESTART, "live updates ended; reconnect".to_owned()),
+            Err(status) => {
+                tracing::debug!(code = ?status.code(), "a web chat stream ended with an error");
+                return Next::Close(close::RESTART, "live updates were interrupted; reconnect".to_owned());
+            }
+        };
+        let Some(frame) = frame else {
+            return Next::Close(close::SERVER_ERROR, "internal error".to_owned());
+        };
+        if frame.close_code != 0 {
+            return Next::Close(
+                u16::try_from(frame.close_code).unwrap_or(close::SERVER_ERROR),
+                frame.close_reason,
+            );
         }
-    };
-    let Some(frame) = frame else {
-        return Next::Close(close::SERVER_ERROR, "internal error".to_owned());
-    };
-    if frame.close_code != 0 {
-        return Next::Close(
-            u16::try_from(frame.close_code).unwrap_or(close::SERVER_ERROR),
-            frame.close_reason,
-        );
-    }
-    match String::from_utf8(frame.json) {
-        Ok(text) => sent(socket.send(Message::Text(text.into())).await),
-        Err(_) => Next::Continue,
-    }
-}
-
-fn sent(result: Result<(), axum::Error>) -> Next {
-    match result {
-        Ok(()) => Next::Continue,
-        Err(_) => Next::Gone,
+        match String::from_utf8(frame.json) {
+            Ok(text) => self.send(socket, Message::Text(text.into())).await,
+            Err(_) => Next::Continue,
+        }
     }
 }
 

@@ -150,20 +150,7 @@ pub async fn extract(format: Format, data: Vec<u8>, title: String) -> Result<Ext
         .await
         .map_err(|_| PageError::new("internal", "the extractors are closed"))?;
     let memory = CHILD_MEMORY_BYTES.saturating_add(data.len() as u64 * 4);
-    let mut child = tokio::process::Command::new(program)
-        .arg(SUBCOMMAND)
-        .arg(format.as_str())
-        .arg(&title)
-        .arg(memory.to_string())
-        // mimalloc commits the arenas it reserves at once when the system overcommits, and RLIMIT_DATA counts
-        // committed private memory: a reservation could then exceed the cap with little in use, and a
-        // document within its caps failed as "out of memory" (3 to 5 of 20 runs of the zip bomb, release
-        // builds). Committed on use, the cap counts what the extraction really holds.
-        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
+    let mut child = child_command(&program, format, &title, memory)
         .spawn()
         .map_err(|e| PageError::new("internal", format!("the extractor did not start: {e}")))?;
     let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -208,6 +195,31 @@ pub async fn extract(format: Format, data: Vec<u8>, title: String) -> Result<Ext
     }
 }
 
+/// The extractor's command line: `program extract-document FORMAT MEMORY_BYTES -- TITLE`. The title (an
+/// uploader's file name) comes after `--`, so a name that starts with `-` is a name, not a flag; and the
+/// child gets an empty environment, so a parser that is made to misbehave finds no secret
+/// (`FRONTDESK_SECRET_KEY`, `DATABASE_URL`) to leak.
+fn child_command(program: &std::path::Path, format: Format, title: &str, memory: u64) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(program);
+    command
+        .arg(SUBCOMMAND)
+        .arg(format.as_str())
+        .arg(memory.to_string())
+        .arg("--")
+        .arg(title)
+        .env_clear()
+        // mimalloc commits the arenas it reserves at once when the system overcommits, and RLIMIT_DATA counts
+        // committed private memory: a reservation could then exceed the cap with little in use, and a
+        // document within its caps failed as "out of memory" (3 to 5 of 20 runs of the zip bomb, release
+        // builds). Committed on use, the cap counts what the extraction really holds.
+        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// The slots of the child processes of this process, one per CPU.
 fn extractors() -> &'static tokio::sync::Semaphore {
     static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
@@ -227,7 +239,7 @@ fn static_reason(reason: &str) -> &'static str {
         .unwrap_or("unreadable")
 }
 
-/// `frontdesk extract-document FORMAT TITLE MEMORY_BYTES`: reads a document on stdin and writes its
+/// `frontdesk extract-document FORMAT MEMORY_BYTES -- TITLE`: reads a document on stdin and writes its
 /// sections (or why not) as JSON on stdout, under limits on its own memory and CPU time.
 pub fn child_main(format: &str, title: &str, memory_bytes: u64) -> std::process::ExitCode {
     limit_self(memory_bytes, DEADLINE.as_secs() + 5);
@@ -617,5 +629,33 @@ mod tests {
         assert_eq!(reason(read(Format::Pdf, "loop-pages.pdf").await), "no_text");
         // `loop-form.pdf` overflows pdf-extract's stack, which kills a process: the black-box tests read it
         // through the binary's child process.
+    }
+
+    /// The extractor started as `child_command` starts it, with a stand-in program that prints its arguments
+    /// and its environment.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_extractor_gets_no_environment_and_the_title_as_a_name() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("frontdesk-extractor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = dir.join("show");
+        std::fs::write(&program, "#!/bin/sh\nprintf '%s\\n' \"$@\"\n/usr/bin/env\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let output = child_command(&program, Format::Text, "-rf notes.txt", 7)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let shown = String::from_utf8(output.stdout).unwrap();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines[..5], [SUBCOMMAND, "text", "7", "--", "-rf notes.txt"], "{shown}");
+        let environment: Vec<&str> = lines[5..]
+            .iter()
+            .copied()
+            .filter(|line| !["PWD=", "SHLVL=", "_="].iter().any(|shell| line.starts_with(shell)))
+            .collect();
+        assert_eq!(environment, ["MIMALLOC_ARENA_EAGER_COMMIT=0"], "{shown}");
     }
 }

@@ -2,8 +2,10 @@
 //! private-address rule before the request, and the client's resolver hands the connection only addresses
 //! that pass the rule, so a name that resolves differently at connection time (DNS rebinding) still cannot
 //! reach a private address. Redirects are followed here, not by the client, so each hop is checked the same
-//! way. A page has a time limit, a size limit (after decompression) and a redirect limit; a host serves at
-//! most a few of this process's fetches at once.
+//! way. A page has a time limit, a size limit (after decompression) and a redirect limit; a server serves at
+//! most a few of this process's fetches at once, counted by the address its name resolves to, so the names
+//! of a wildcard domain share one server's slots. A refusal never tells which address a name resolved to:
+//! the answers of internal DNS are nobody's business.
 
 use std::{
     collections::HashMap,
@@ -31,7 +33,7 @@ pub struct FetchLimits {
     pub timeout: Duration,
     pub max_bytes: usize,
     pub max_redirects: usize,
-    /// Fetches of one host at once, in this process.
+    /// Fetches of one server (one resolved address) at once, in this process.
     pub per_host: usize,
 }
 
@@ -87,9 +89,13 @@ impl Fetcher {
 
     /// `url` with at most `max_bytes` of body (the page limit when smaller).
     pub async fn get(&self, url: &Url, max_bytes: usize) -> Result<Fetched, PageError> {
-        let _slot = self.hosts.acquire(url.host_str().unwrap_or_default()).await;
         let max_bytes = max_bytes.min(self.limits.max_bytes);
-        tokio::time::timeout(self.limits.timeout, self.follow(url.clone(), max_bytes))
+        let fetch = async {
+            let server = self.check_addresses(url).await?;
+            let _slot = self.hosts.acquire(server).await;
+            self.follow(url.clone(), max_bytes).await
+        };
+        tokio::time::timeout(self.limits.timeout, fetch)
             .await
             .unwrap_or_else(|_| Err(timed_out(self.limits.timeout)))
     }
@@ -135,8 +141,9 @@ impl Fetcher {
         ))
     }
 
-    /// Refuses `url` when its host is, or resolves to, an address the rule refuses, naming that address.
-    async fn check_addresses(&self, url: &Url) -> Result<(), PageError> {
+    /// Refuses `url` when its host is, or resolves to, an address the rule refuses (without telling which
+    /// address); else the address that stands for its server (the lowest it resolves to).
+    async fn check_addresses(&self, url: &Url) -> Result<IpAddr, PageError> {
         let addresses: Vec<IpAddr> = match url.host() {
             Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
             Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
@@ -147,16 +154,19 @@ impl Fetcher {
                 .collect(),
             None => return Err(PageError::new("unreachable", "the URL names no host")),
         };
-        match addresses.into_iter().find(|ip| !(self.rule)(*ip)) {
-            Some(ip) => Err(PageError::new(
+        if addresses.iter().any(|ip| !(self.rule)(*ip)) {
+            return Err(PageError::new(
                 "private_address",
                 format!(
-                    "{} is refused: {ip} is a private, loopback or link-local address",
+                    "{} is refused: it is or resolves to a private, loopback or link-local address",
                     url.host_str().unwrap_or_default()
                 ),
-            )),
-            None => Ok(()),
+            ));
         }
+        addresses
+            .into_iter()
+            .min()
+            .ok_or_else(|| PageError::new("unreachable", "the name resolves to no address"))
     }
 }
 
@@ -235,30 +245,62 @@ impl Resolve for CheckedResolver {
     }
 }
 
-/// A few fetch slots per host, so an import never hammers one site. Hosts are kept for the process's life:
-/// a slot set is a few bytes and sites imported from are few.
+/// A few fetch slots per server (by address), so an import never hammers one site. A server's slots are
+/// kept while a fetch holds or waits for one, and forgotten after, so the map holds only servers in use.
 struct HostSlots {
     per_host: usize,
-    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    servers: Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>,
+}
+
+/// A fetch's slot at its server; dropping it frees the slot, and the server's entry when no one else uses
+/// it.
+struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    server: IpAddr,
+    slots: Arc<Semaphore>,
+    servers: Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>,
 }
 
 impl HostSlots {
     fn new(per_host: usize) -> Self {
         Self {
             per_host: per_host.max(1),
-            hosts: Mutex::default(),
+            servers: Arc::default(),
         }
     }
 
-    async fn acquire(&self, host: &str) -> Option<OwnedSemaphorePermit> {
+    async fn acquire(&self, server: IpAddr) -> Slot {
         let slots = {
-            let mut hosts = self.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            hosts
-                .entry(host.to_ascii_lowercase())
+            let mut servers = self.servers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            servers
+                .entry(server)
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
                 .clone()
         };
-        slots.acquire_owned().await.ok()
+        let permit = slots.clone().acquire_owned().await.ok();
+        Slot {
+            permit,
+            server,
+            slots,
+            servers: self.servers.clone(),
+        }
+    }
+
+    #[cfg(test)]
+    fn servers(&self) -> usize {
+        self.servers.lock().map_or(0, |servers| servers.len())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        let mut servers = self.servers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The map's handle and this one: nobody else holds or waits for a slot of this server. Handles are
+        // taken under the map's lock, so none can appear meanwhile.
+        if Arc::strong_count(&self.slots) == 2 {
+            servers.remove(&self.server);
+        }
     }
 }
 
@@ -278,18 +320,23 @@ mod tests {
         Url::parse(&format!("http://{addr}/go")).unwrap()
     }
 
+    /// A fetcher under `rule` with small limits, one slot per server and at most `max_redirects`.
+    fn fetcher(rule: AddressRule, max_redirects: usize) -> Fetcher {
+        let limits = FetchLimits {
+            timeout: Duration::from_secs(5),
+            max_bytes: 1024,
+            max_redirects,
+            per_host: 1,
+        };
+        Fetcher::new(rule, limits).unwrap()
+    }
+
     #[tokio::test]
     async fn a_redirect_to_a_private_address_is_refused_by_name() {
         // The test's own address stands in for a public one: every other private address stays refused.
         let rule: AddressRule =
             Arc::new(|ip| ip == IpAddr::from([127, 0, 0, 1]) || crate::integrations::outbound::is_public(ip));
-        let limits = FetchLimits {
-            timeout: Duration::from_secs(5),
-            max_bytes: 1024,
-            max_redirects: 5,
-            per_host: 1,
-        };
-        let fetcher = Fetcher::new(rule, limits).unwrap();
+        let fetcher = fetcher(rule, 5);
         for (to, named) in [
             ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
             ("http://10.0.0.7:8080/admin", "10.0.0.7"),
@@ -302,5 +349,38 @@ mod tests {
             assert_eq!(error.reason, "private_address", "{to}: {error:?}");
             assert!(error.message.contains(named), "{to}: {error:?}");
         }
+        assert_eq!(fetcher.hosts.servers(), 0, "no fetch runs: no server is kept");
+    }
+
+    #[tokio::test]
+    async fn a_refused_name_does_not_tell_what_it_resolves_to() {
+        let fetcher = fetcher(Arc::new(crate::integrations::outbound::is_public), 0);
+        let url = Url::parse("http://localhost:9/").unwrap();
+        let Err(error) = fetcher.get(&url, 1024).await else {
+            panic!("localhost was fetched");
+        };
+        assert_eq!(error.reason, "private_address", "{error:?}");
+        for answer in ["127.0.0.1", "::1"] {
+            assert!(!error.message.contains(answer), "{error:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_servers_slots_are_shared_by_its_names_and_forgotten_when_unused() {
+        let slots = HostSlots::new(1);
+        let server = IpAddr::from([127, 0, 0, 1]);
+        let held = slots.acquire(server).await;
+        let waiting = tokio::spawn({
+            let slots = HostSlots {
+                per_host: 1,
+                servers: slots.servers.clone(),
+            };
+            async move { slots.acquire(server).await.permit.is_some() }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "one slot per server, whatever name reached it");
+        drop(held);
+        assert!(waiting.await.unwrap());
+        assert_eq!(slots.servers(), 0);
     }
 }

@@ -1,0 +1,42 @@
+//! Recurring housekeeping jobs (closing idle conversations, expiring empty web chat sessions): each kind is
+//! one durable job, enqueued by every replica at start-up and stored once (its kind is its unique key),
+//! which runs, works through a batch, and puts itself off to its next turn: at once while it finds full
+//! batches, else after its interval; a failed turn is tried again after the interval.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::DbErr;
+
+use crate::jobs::{NewJob, Outcome};
+
+/// The job of `kind`, due `now`.
+pub fn job(kind: &'static str, now: DateTime<Utc>) -> NewJob {
+    NewJob {
+        account_id: String::new(),
+        kind,
+        lane: String::new(),
+        payload: serde_json::json!({}),
+        run_at_ms: now.timestamp_millis(),
+        max_attempts: i32::MAX,
+        unique_key: Some(kind.to_owned()),
+        class: crate::jobs::Class::Bulk,
+        ..NewJob::default()
+    }
+}
+
+/// The outcome of a turn that ran at `now`: whether it left more to do, or why it failed.
+pub fn next_turn(now: DateTime<Utc>, turn: Result<bool, DbErr>, interval: Duration) -> Outcome {
+    match turn {
+        Ok(more) => {
+            let wait = if more { Duration::ZERO } else { interval };
+            Outcome::Defer {
+                until_ms: now.timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(0),
+            }
+        }
+        Err(err) => Outcome::Retry {
+            error: err.to_string(),
+            after: interval,
+        },
+    }
+}
