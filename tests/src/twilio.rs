@@ -136,6 +136,8 @@ struct Shared {
     created: AtomicUsize,
     /// When each request's handling ended (answered, or its connection closed while it waited), by `seq`.
     ended: Mutex<HashMap<usize, chrono::DateTime<chrono::Utc>>>,
+    /// Closed: requests wait (recorded on arrival) until it opens, then are answered as scripted.
+    gate: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Clone)]
@@ -167,6 +169,7 @@ impl FakeTwilio {
             arrived: AtomicUsize::new(0),
             created: AtomicUsize::new(0),
             ended: Mutex::new(HashMap::new()),
+            gate: tokio::sync::watch::Sender::new(true),
         });
         let app = Router::new()
             .route("/2010-04-01/Accounts/{sid}/Messages.json", post(create_message))
@@ -216,6 +219,17 @@ impl FakeTwilio {
         let mut script = self.shared.script.lock().unwrap();
         let queue = script.by_body.entry(body.to_owned()).or_default();
         queue.extend(statuses.iter().map(|status| Answer::status(*status)));
+    }
+
+    /// Holds every request from now on (each is recorded on arrival) until `open`: a provider that takes
+    /// nothing for a while, so a backlog builds up behind it.
+    pub fn close(&self) {
+        self.shared.gate.send_replace(false);
+    }
+
+    /// Answers the held requests, and those after them, as scripted.
+    pub fn open(&self) {
+        self.shared.gate.send_replace(true);
     }
 
     /// When the handling of request `seq` ended: it was answered, or the client closed its connection while
@@ -434,6 +448,7 @@ async fn create_message(
         sid,
         seq,
     });
+    let _ = shared.gate.subscribe().wait_for(|open| *open).await;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
