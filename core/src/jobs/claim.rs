@@ -16,7 +16,7 @@ use super::{
     fair::{self, BULK, Budget, Caps, Loads, Rotation},
     queue::{QueueKey, Table},
 };
-use crate::store::sql::{among, locking, placeholders};
+use crate::store::sql::{among, locking, one_of_text, placeholders};
 
 /// Queues read per claim at most; past it, the next claim reads on from where this one stopped.
 const MAX_QUEUES: usize = 1_000;
@@ -44,6 +44,9 @@ pub struct Wanted<'a> {
     pub resting: &'a HashSet<QueueKey>,
     pub caps: Caps,
     pub budget: Budget,
+    /// This process's rows whose runs ended and whose outcomes wait for the recorder (ids): claimed in the
+    /// table until then, but holding no provider and no worker, so the loads leave them out.
+    pub finished: Vec<String>,
 }
 
 pub async fn claim(
@@ -55,22 +58,14 @@ pub async fn claim(
     lease_ms: i64,
 ) -> Result<Taken, DbErr> {
     let token = rand::rng().random::<i64>();
-    let txn = crate::store::begin_write(db).await?;
-    let postgres = txn.get_database_backend() == DbBackend::Postgres;
-    if postgres {
-        // Each queue's rows in due order from the index, whatever the statistics say (a bitmap scan would
-        // read and sort a whole backlog to keep its first few).
-        txn.execute_unprepared("SET LOCAL enable_bitmapscan = off").await?;
-    }
-    let seen = heads(&txn, table, &mut claimer.cursor).await?;
+    // The heads are read outside the claim's transaction: an idle poll costs that one read.
+    let seen = heads(db, table, &mut claimer.cursor).await?;
     let mut due: Vec<QueueKey> = seen
         .iter()
         .filter(|(key, head_ms)| *head_ms <= now_ms && (wanted.runs)(key) && !wanted.resting.contains(key))
         .map(|(key, _)| key.clone())
         .collect();
     if due.is_empty() {
-        // Nothing to take: an idle poll costs one read.
-        txn.commit().await?;
         metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => "empty").increment(1);
         return Ok(Taken {
             rows: Vec::new(),
@@ -78,15 +73,18 @@ pub async fn claim(
             idle: true,
         });
     }
-    if postgres {
-        txn.execute_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT pg_advisory_xact_lock($1)",
-            [lock_key(table.name).into()],
+    let txn = crate::store::begin_write(db).await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        // Claims take turns across replicas, so the loads they read hold until they commit; each queue's rows
+        // come in due order from the index, whatever the statistics say (a bitmap scan would read and sort a
+        // whole backlog to keep its first few). One round trip for both.
+        txn.execute_unprepared(&format!(
+            "SET LOCAL enable_bitmapscan = off; SELECT pg_advisory_xact_lock({})",
+            lock_key(table.name)
         ))
         .await?;
     }
-    let mut loads = loads(&txn, table, now_ms).await?;
+    let mut loads = loads(&txn, table, now_ms, wanted.finished).await?;
     let mut budget = wanted.budget;
     let mut rows = Vec::new();
     let mut served: HashSet<QueueKey> = HashSet::new();
@@ -142,24 +140,29 @@ fn lock_key(table: &str) -> i64 {
     i64::from_ne_bytes(hash.to_ne_bytes())
 }
 
-/// Running rows by lane and by account and class, across replicas: claimed, lease not over.
-async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64) -> Result<Loads, DbErr> {
+/// Running rows by lane and by account and class, across replicas: claimed, lease not over, and not among
+/// this process's `finished` ones.
+async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64, finished: Vec<String>) -> Result<Loads, DbErr> {
+    let backend = txn.get_database_backend();
     let class = table.class.unwrap_or("0");
     let group = match table.class {
         Some(class) => format!("{class}, account_id, {}", table.lane),
         None => format!("account_id, {}", table.lane),
     };
+    let mut values: Vec<Value> = vec![now_ms.into()];
+    let mut skip = String::new();
+    if !finished.is_empty() {
+        let (which, ids) = one_of_text(backend, "id", 2, finished);
+        skip = format!(" AND NOT ({which})");
+        values.extend(ids);
+    }
     let sql = format!(
         "SELECT {class}, account_id, {}, COUNT(*) FROM {} WHERE claim_token IS NOT NULL AND status = 'pending' \
-         AND {} > $1 GROUP BY {group}",
+         AND {} > $1{skip} GROUP BY {group}",
         table.lane, table.name, table.due
     );
     let rows = txn
-        .query_all_raw(Statement::from_sql_and_values(
-            txn.get_database_backend(),
-            sql,
-            [now_ms.into()],
-        ))
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     let mut loads = Loads::default();
     for row in rows {
@@ -178,14 +181,14 @@ async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64) -> Result<
 /// Every queue with pending rows and its head (its earliest due time), from the cursor on and round to it,
 /// `MAX_QUEUES` at most; the cursor moves on when that many were read.
 async fn heads(
-    txn: &DatabaseTransaction,
+    db: &sea_orm::DatabaseConnection,
     table: &Table,
     cursor: &mut Option<QueueKey>,
 ) -> Result<Vec<(QueueKey, i64)>, DbErr> {
-    let mut found = read_heads(txn, table, cursor.as_ref(), MAX_QUEUES).await?;
+    let mut found = read_heads(db, table, cursor.as_ref(), MAX_QUEUES).await?;
     if found.len() < MAX_QUEUES && cursor.is_some() {
         let known: HashSet<QueueKey> = found.iter().map(|(key, _)| key.clone()).collect();
-        let wrapped = read_heads(txn, table, None, MAX_QUEUES - found.len()).await?;
+        let wrapped = read_heads(db, table, None, MAX_QUEUES - found.len()).await?;
         found.extend(wrapped.into_iter().filter(|(key, _)| !known.contains(key)));
     }
     *cursor = if found.len() >= MAX_QUEUES {
@@ -198,12 +201,12 @@ async fn heads(
 
 /// Up to `limit` queues after `after` (from the first when `None`) in key order, with their heads.
 async fn read_heads(
-    txn: &DatabaseTransaction,
+    db: &sea_orm::DatabaseConnection,
     table: &Table,
     after: Option<&QueueKey>,
     limit: usize,
 ) -> Result<Vec<(QueueKey, i64)>, DbErr> {
-    let backend = txn.get_database_backend();
+    let backend = db.get_database_backend();
     let columns = table.key_columns().join(", ");
     let next_after = |previous: &str| -> String {
         let tuple = table
@@ -237,7 +240,7 @@ async fn read_heads(
             "WITH RECURSIVE q AS (({anchor}) UNION ALL SELECT n.* FROM q CROSS JOIN LATERAL ({step}) AS n) \
              SELECT * FROM q LIMIT {limit}"
         );
-        let rows = txn
+        let rows = db
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
             .await?;
         return rows.iter().map(|row| head_of(table, row)).collect();
@@ -247,7 +250,7 @@ async fn read_heads(
     let mut statement = Statement::from_sql_and_values(backend, anchor, values);
     let key_count = table.key_columns().len();
     while found.len() < limit {
-        let Some(row) = txn.query_one_raw(statement).await? else {
+        let Some(row) = db.query_one_raw(statement).await? else {
             break;
         };
         let (key, head) = head_of(table, &row)?;

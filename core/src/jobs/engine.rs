@@ -248,6 +248,7 @@ async fn claim_loop<W: Work>(
                 free,
                 bulk: (config.bulk_slots as usize).saturating_sub(running.bulk()),
             },
+            finished: running.finished(),
         };
         let claimed_at = Instant::now();
         let taken = match claim::claim(&engine.db, table, &mut claimer, wanted, now_ms, lease_ms).await {

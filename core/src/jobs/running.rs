@@ -236,6 +236,15 @@ impl Running {
         }
     }
 
+    /// The rows whose runs ended and whose outcomes are not yet committed.
+    pub fn finished(&self) -> Vec<String> {
+        self.entries()
+            .iter()
+            .filter(|(_, e)| e.ran)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Bulk rows in hand, which count against the bulk class's share of the slots.
     pub fn bulk(&self) -> usize {
         self.entries().values().filter(|e| e.key.class == BULK).count()
