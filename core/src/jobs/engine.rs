@@ -123,6 +123,8 @@ pub struct EngineConfig {
     pub poll_interval: Duration,
     /// How long runs may take to finish once shutdown began.
     pub grace: Duration,
+    /// Claims are worth batching: a claim waits until this share of the slots is free (4: a quarter).
+    pub claim_when_free: u32,
 }
 
 /// A finished run on its way to the recorder, with the slot it holds until its outcome is committed.
@@ -223,11 +225,7 @@ async fn claim_loop<W: Work>(
         until: Mutex::default(),
     });
     let mut claimer = Claimer::default();
-    // Claims are worth batching: wait until an eighth of the slots are free.
-    let batch = (capacity / 8).max(1) as u32;
-    // Claims after an idle one are at least this far apart, so a trickle of completions is claimed for in
-    // a few claims rather than one each.
-    let settle = config.poll_interval / 5;
+    let batch = (config.concurrency / config.claim_when_free.max(1)).max(1);
     let work = engine.work.clone();
     let runs = move |key: &QueueKey| work.runs(key);
     while !shutdown.is_stopping() {
@@ -278,17 +276,20 @@ async fn claim_loop<W: Work>(
             };
             let lease = running.start(&id, token, key.clone(), claimed_at);
             tokio::spawn(run_one(
-                engine.work.clone(),
-                running.clone(),
-                rests.clone(),
-                outcomes.clone(),
+                Runner {
+                    work: engine.work.clone(),
+                    running: running.clone(),
+                    rests: rests.clone(),
+                    outcomes: outcomes.clone(),
+                    wake: engine.wake.clone(),
+                },
                 Claimed { id, key, item, lease },
                 slot,
             ));
         }
         if idle {
             tokio::select! {
-                () = engine.wake.notified() => sleep_or_stop(settle, &shutdown).await,
+                () = engine.wake.notified() => {},
                 () = sleep_or_stop(config.poll_interval, &shutdown) => {},
             }
         }
@@ -330,15 +331,25 @@ struct Claimed<I> {
     lease: Lease,
 }
 
-/// Runs one claimed row until it ends, its deadline passes, or it must stop.
-async fn run_one<W: Work>(
+/// What a run task shares with the engine.
+struct Runner<W: Work> {
     work: Arc<W>,
     running: Arc<Running>,
     rests: Arc<Rests>,
     outcomes: mpsc::UnboundedSender<Finished<W::Done>>,
-    claimed: Claimed<W::Item>,
-    slot: OwnedSemaphorePermit,
-) {
+    /// The claim loop's: a run that ended leaves its lane's and account's caps room at once.
+    wake: Arc<Notify>,
+}
+
+/// Runs one claimed row until it ends, its deadline passes, or it must stop.
+async fn run_one<W: Work>(runner: Runner<W>, claimed: Claimed<W::Item>, slot: OwnedSemaphorePermit) {
+    let Runner {
+        work,
+        running,
+        rests,
+        outcomes,
+        wake,
+    } = runner;
     let Claimed { id, key, item, lease } = claimed;
     let started = Instant::now();
     let deadline = work.deadline(&item);
@@ -372,6 +383,7 @@ async fn run_one<W: Work>(
             }
             work.observe(&key, &done, started.elapsed());
             running.ran(&id);
+            wake.notify_one();
             let _ = outcomes.send(Finished { done, id, key, slot });
         }
         Err(reason) => {

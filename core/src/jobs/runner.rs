@@ -85,6 +85,8 @@ impl JobEngine {
             lease: self.config.lease,
             poll_interval: self.config.poll_interval,
             grace: SHUTDOWN_GRACE,
+            // An eighth: sends are short, and a claim for a few waits little.
+            claim_when_free: 8,
         };
         Engine {
             db: self.db,

@@ -132,6 +132,8 @@ impl Dispatcher {
             lease: self.config.lease,
             poll_interval: self.config.poll_interval,
             grace: settle,
+            // A quarter: a claim of deliveries also reads their subscriptions and events.
+            claim_when_free: 4,
         };
         Engine {
             db: self.db,
