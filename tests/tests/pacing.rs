@@ -79,13 +79,16 @@ on_both_databases!(a_channel_sends_no_faster_than_its_max_per_second, |db: Db| a
     );
 });
 
-/// Both replicas run deliveries (each takes at most two of the channel's jobs at a time), each send once, and
-/// together they keep the channel's one pace.
+/// Both replicas run deliveries (each runs one job at a time, the channel two across both), each send once,
+/// and together they keep the channel's one pace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_keep_one_pace_per_channel() {
     let db = Db::postgres().await;
     let twilio = FakeTwilio::start().await;
-    let env = [("FRONTDESK_JOB_LANE_CONCURRENCY", "2")];
+    let env = [
+        ("FRONTDESK_JOB_CONCURRENCY", "1"),
+        ("FRONTDESK_JOB_LANE_CONCURRENCY", "2"),
+    ];
     let first = sms::start(&db, &twilio, &env).await;
     let second = sms::start(&db, &twilio, &env).await;
     let platform = Platform::new(&first).await;
