@@ -14,12 +14,14 @@ use crate::{
         rate_limit::{RateLimiter, RedisWindows},
         service::ApiKeysService,
     },
+    accounts::ledger::CreditsService,
     accounts::{
         DEFAULT_RATE_LIMIT,
         admin::{AdminService, AdminToken},
         store::{self as account_store, NewAccount},
     },
     agents::service::AgentsService,
+    ai::{local::LocalModel, reply::AgentReply},
     broadcasts::BroadcastsService,
     campaigns::{CampaignsService, sunset::Sunset},
     channels::registry::Adapters,
@@ -145,6 +147,8 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         clock.clone(),
         conversations.message_batching(),
         committed.clone(),
+        conversations.reply_policy(),
+        wake_jobs.clone(),
     );
     let webchat = Arc::new(WebChat::new(
         db.clone(),
@@ -222,6 +226,17 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 db: db.clone(),
                 embedder,
             }),
+        )
+        .with(
+            crate::conversations::replies::KIND,
+            Arc::new(AgentReply {
+                db: db.clone(),
+                clock: clock.clone(),
+                retrieval: retrieval.clone(),
+                provider: Arc::new(LocalModel::default()),
+                wake: wake_jobs.clone(),
+                send_attempts: conversations.send_attempts(),
+            }),
         );
     // The recurring housekeeping jobs exist once each, whichever replica starts first.
     jobs::enqueue(&db, idle::job(clock.now()), clock.now()).await?;
@@ -236,6 +251,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             config.payments.timeout(),
         ),
         api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
+        credits: CreditsService::new(db.clone()),
         deals: DealsService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),

@@ -233,9 +233,20 @@ pub struct ConversationConfig {
     /// (group commit); 1 writes each send alone.
     #[arg(long = "message-batch", env = "FRONTDESK_MESSAGE_BATCH", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub message_batch: u32,
+
+    /// How long an AI reply waits for more messages from the contact: messages within this of each other
+    /// share one reply.
+    #[arg(long = "reply-debounce-ms", env = "FRONTDESK_REPLY_DEBOUNCE_MS", default_value_t = 1500, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub reply_debounce_ms: u64,
 }
 
 impl ConversationConfig {
+    pub fn reply_policy(&self) -> crate::conversations::replies::ReplyPolicy {
+        crate::conversations::replies::ReplyPolicy {
+            debounce: Duration::from_millis(self.reply_debounce_ms),
+        }
+    }
+
     /// The tries a delivery gets: the first, and one per wait of the retry schedule.
     pub fn send_attempts(&self) -> i32 {
         i32::try_from(self.send_retry_schedule.0.len()).map_or(i32::MAX, |waits| waits.saturating_add(1))

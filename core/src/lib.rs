@@ -4,6 +4,7 @@ pub mod access;
 pub mod accounts;
 pub mod admin_cli;
 pub mod agents;
+pub mod ai;
 pub mod app;
 pub mod broadcasts;
 pub mod campaigns;

@@ -20,6 +20,7 @@ mod m20261124_000040_partial_keys;
 mod m20261125_000050_conversation_activity;
 mod m20261127_000060_job_engine;
 mod m20261127_000061_chat_session_expiry;
+mod m20261127_000070_ai_replies;
 
 pub struct Migrator;
 
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000050_conversation_activity::Migration),
             Box::new(m20261127_000060_job_engine::Migration),
             Box::new(m20261127_000061_chat_session_expiry::Migration),
+            Box::new(m20261127_000070_ai_replies::Migration),
         ]
     }
 }

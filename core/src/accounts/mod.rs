@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod credits;
+pub mod ledger;
 pub mod store;
 
 /// Requests per minute when the operator does not say.

@@ -65,6 +65,7 @@ pub async fn create(
             account.credit_milli,
             account.credit_milli,
             "opening balance",
+            None,
             now,
         )
         .await?;
@@ -140,17 +141,19 @@ pub async fn adjust_credits(
     now: DateTime<Utc>,
 ) -> ApiResult<(i64, String)> {
     let txn = crate::store::begin_write(db).await?;
-    let adjusted = adjust_credits_in(&txn, account_id, delta_milli, reason, now).await?;
+    let adjusted = adjust_credits_in(&txn, account_id, delta_milli, reason, None, now).await?;
     txn.commit().await?;
     Ok(adjusted)
 }
 
-/// `adjust_credits` in the caller's transaction, so a charge commits with the work it pays for.
+/// `adjust_credits` in the caller's transaction, so a charge commits with the work it pays for; the ledger
+/// entry names `conversation_id` when the charge was for one.
 pub async fn adjust_credits_in(
     txn: &impl ConnectionTrait,
     account_id: &str,
     delta_milli: i64,
     reason: &str,
+    conversation_id: Option<&str>,
     now: DateTime<Utc>,
 ) -> ApiResult<(i64, String)> {
     let new_balance = Expr::col(accounts::Column::CreditMilli).add(delta_milli);
@@ -171,7 +174,7 @@ pub async fn adjust_credits_in(
         ));
     }
     let balance = find_live(txn, account_id).await?.credit_milli;
-    let entry = write_ledger(txn, account_id, delta_milli, balance, reason, now).await?;
+    let entry = write_ledger(txn, account_id, delta_milli, balance, reason, conversation_id, now).await?;
     Ok((balance, entry))
 }
 
@@ -181,6 +184,7 @@ async fn write_ledger(
     delta_milli: i64,
     balance_after_milli: i64,
     reason: &str,
+    conversation_id: Option<&str>,
     now: DateTime<Utc>,
 ) -> ApiResult<String> {
     let id = format!("led_{}", crate::ids::base62(16));
@@ -191,6 +195,7 @@ async fn write_ledger(
         balance_after_milli: Set(balance_after_milli),
         reason: Set(reason.to_owned()),
         created_at: Set(now),
+        conversation_id: Set(conversation_id.map(str::to_owned)),
     })
     .exec_without_returning(db)
     .await?;

@@ -20,6 +20,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
 use super::{
     new_message::{self, NewMessage},
     render::{self, StoredAttachment},
+    replies::{self, ReplyPolicy},
     threads::{self, Opening},
 };
 use crate::{
@@ -31,6 +32,7 @@ use crate::{
     },
     error::{ApiError, ApiResult},
     events::{self, EventType},
+    jobs::{self, Wake},
     routing::resolver::Inbound,
     store::{
         self,
@@ -59,15 +61,25 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
-    /// `committed` is signalled after each batch that stored a message (and so its `message.received`).
+    /// `committed` is signalled after each batch that stored a message (and so its `message.received`);
+    /// `wake` after each that enqueued replies.
     pub fn start(
         db: DatabaseConnection,
         clock: Arc<dyn Clock>,
         batching: Batching,
         committed: events::Committed,
+        replies: ReplyPolicy,
+        wake: Wake,
     ) -> Self {
+        let writer = ArrivalWriter {
+            db,
+            clock,
+            committed,
+            replies,
+            wake,
+        };
         Self {
-            commits: GroupCommit::start(ArrivalWriter { db, clock, committed }, batching),
+            commits: GroupCommit::start(writer, batching),
         }
     }
 
@@ -86,6 +98,8 @@ struct ArrivalWriter {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
     committed: events::Committed,
+    replies: ReplyPolicy,
+    wake: Wake,
 }
 
 #[async_trait::async_trait]
@@ -163,6 +177,8 @@ impl ArrivalWriter {
         let mut seen = HashSet::new();
         let mut answers: Vec<Option<Stored>> = Vec::with_capacity(batch.len());
         let mut rows: Vec<(usize, messages::Model)> = Vec::new();
+        // Conversations an agent answers, by the message that arrived in them.
+        let mut to_answer: HashMap<String, conversations::Model> = HashMap::new();
         for (n, arrival) in batch.iter().enumerate() {
             let sid = without_nul(&arrival.message.provider_message_id);
             let first = seen.insert((arrival.channel.id.clone(), sid.clone()));
@@ -171,7 +187,10 @@ impl ArrivalWriter {
                 continue;
             }
             match self.message_row(&txn, arrival, &sid, &mut known, now).await? {
-                Ok(row) => {
+                Ok((row, conversation)) => {
+                    if replies::answers(&conversation) {
+                        to_answer.insert(row.id.clone(), conversation);
+                    }
                     rows.push((n, row));
                     answers.push(None);
                 }
@@ -192,7 +211,17 @@ impl ArrivalWriter {
             })
             .collect();
         events::record_all(&txn, received, now).await?;
+        let reply_jobs: Vec<jobs::NewJob> = to_answer
+            .iter()
+            .filter(|(message_id, _)| stored.contains(*message_id))
+            .map(|(_, conversation)| replies::job(conversation, self.replies, now))
+            .collect();
+        let replying = !reply_jobs.is_empty();
+        jobs::enqueue_all(&txn, reply_jobs, now).await?;
         txn.commit().await?;
+        if replying {
+            self.wake.notify();
+        }
         for (n, row) in rows {
             // Not stored: the same provider message arrived twice at once, and another writer stored it.
             answers[n] = Some(Ok(stored.contains(&row.id).then_some(row)));
@@ -204,7 +233,8 @@ impl ArrivalWriter {
     }
 
     /// The message row of one arrival, after finding or creating its contact (and applying an opt-out
-    /// keyword) and finding or opening its conversation; `Ok(Err)` for the arrival's refusal.
+    /// keyword) and finding or opening its conversation, with that conversation; `Ok(Err)` for the
+    /// arrival's refusal.
     async fn message_row(
         &self,
         txn: &DatabaseTransaction,
@@ -212,7 +242,7 @@ impl ArrivalWriter {
         sid: &str,
         known: &mut Known,
         now: DateTime<Utc>,
-    ) -> ApiResult<ApiResult<messages::Model>> {
+    ) -> ApiResult<ApiResult<(messages::Model, conversations::Model)>> {
         let (channel, inbound) = (&arrival.channel, &arrival.message);
         let account_id = channel.account_id.as_str();
         let new = match new_contact(channel, inbound) {
@@ -283,7 +313,8 @@ impl ArrivalWriter {
             reply_to: "",
             broadcast_id: "",
         };
-        Ok(Ok(new_message::row(&new, now)))
+        let row = new_message::row(&new, now);
+        Ok(Ok((row, conversation)))
     }
 }
 

@@ -10,6 +10,7 @@ pub mod lookup;
 pub mod new_message;
 pub mod receipts;
 pub mod render;
+pub mod replies;
 pub mod service;
 pub mod state;
 pub mod status;

@@ -114,14 +114,16 @@ pub async fn store_all(
     Ok(stored)
 }
 
-/// The conversations that `messages` move, each with how many of them came from the contact (its unread
-/// count grows by that).
-pub fn touches<'a>(messages: impl IntoIterator<Item = &'a messages::Model>) -> BTreeMap<&'a str, i32> {
-    let mut unread: BTreeMap<&str, i32> = BTreeMap::new();
+/// The conversations that `messages` move: how many of them came from the contact (its unread count and
+/// count of messages sent grow by that), and whether a person answered (a send through the API).
+pub fn touches<'a>(messages: impl IntoIterator<Item = &'a messages::Model>) -> BTreeMap<&'a str, threads::Touch> {
+    let mut touches: BTreeMap<&str, threads::Touch> = BTreeMap::new();
     for message in messages {
-        *unread.entry(message.conversation_id.as_str()).or_default() += i32::from(message.direction == "inbound");
+        let touch = touches.entry(message.conversation_id.as_str()).or_default();
+        touch.inbound += i32::from(message.direction == "inbound");
+        touch.answered |= message.direction == "outbound" && message.author == "api";
     }
-    unread
+    touches
 }
 
 /// PostgreSQL: the insert of `messages` (a message whose id or provider id is taken is skipped). The rows go

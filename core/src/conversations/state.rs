@@ -4,7 +4,10 @@
 //! by hand (the API) and closing when idle (housekeeping) are the same change.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Value, sea_query::Expr};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Value,
+    sea_query::{Expr, SimpleExpr},
+};
 
 use super::render;
 use crate::{
@@ -17,6 +20,8 @@ pub struct Change {
     /// The conversations not yet in the new state.
     due: Condition,
     set: Vec<(Column, Value)>,
+    /// Columns set from the row itself.
+    derived: Vec<(Column, SimpleExpr)>,
     /// A column that takes the time of the change.
     stamp: Option<Column>,
     event: Option<EventType>,
@@ -28,6 +33,7 @@ impl Change {
         Self {
             due: Condition::all().add(Column::Status.eq("open")),
             set: vec![(Column::Status, "closed".into())],
+            derived: Vec::new(),
             stamp: Some(Column::ClosedAt),
             event: Some(EventType::ConversationClosed),
         }
@@ -38,6 +44,7 @@ impl Change {
         Self {
             due: Condition::all().add(Column::UnreadCount.ne(0)),
             set: vec![(Column::UnreadCount, 0.into())],
+            derived: Vec::new(),
             stamp: None,
             event: None,
         }
@@ -48,6 +55,7 @@ impl Change {
         Self {
             due: Condition::all().add(Column::UnreadCount.lt(1)),
             set: vec![(Column::UnreadCount, 1.into())],
+            derived: Vec::new(),
             stamp: None,
             event: None,
         }
@@ -59,16 +67,19 @@ impl Change {
         Self {
             due: Condition::all().add(Column::Handoff.eq(false)),
             set: vec![(Column::Handoff, true.into()), (Column::HandoffReason, reason.into())],
+            derived: Vec::new(),
             stamp: None,
             event: Some(EventType::ConversationHandoff),
         }
     }
 
-    /// The handoff ends: the AI answers again.
+    /// The handoff ends: the AI answers again, from the contact's next message on (those sent meanwhile were
+    /// a person's to answer).
     pub fn resume() -> Self {
         Self {
             due: Condition::all().add(Column::Handoff.eq(true)),
             set: vec![(Column::Handoff, false.into()), (Column::HandoffReason, "".into())],
+            derived: vec![(Column::AiAnsweredSeq, Expr::col(Column::InboundSeq))],
             stamp: None,
             event: None,
         }
@@ -86,6 +97,9 @@ pub async fn apply(
     let mut update = conversations::Entity::update_many().filter(which).filter(change.due);
     for (column, value) in change.set {
         update = update.col_expr(column, Expr::value(value));
+    }
+    for (column, value) in change.derived {
+        update = update.col_expr(column, value);
     }
     if let Some(column) = change.stamp {
         update = update.col_expr(column, Expr::value(now));

@@ -81,6 +81,8 @@ pub async fn open_or_start(
         broadcast_id: opening.broadcast_id.to_owned(),
         created_at: now,
         closed_at: None,
+        inbound_seq: 0,
+        ai_answered_seq: 0,
     };
     let inserted = conversations::Entity::insert(conversations::ActiveModel::from(row.clone()))
         .on_conflict(OnConflict::new().do_nothing().to_owned())
@@ -104,55 +106,98 @@ pub async fn open_or_start(
     Ok((row, true))
 }
 
+/// What new messages do to one conversation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Touch {
+    /// Messages from the contact: its unread count and its count of messages sent grow by this.
+    pub inbound: i32,
+    /// A person answered (a send through the API): every message the contact sent so far counts as answered,
+    /// so no AI reply follows them.
+    pub answered: bool,
+}
+
 /// Records new messages on conversations: the time as their latest activity (and its window, which changes
-/// at most once per window, so on PostgreSQL most touches write no index entry), and `unread` (by conversation
-/// id: how many of the messages came from the contact) added to their unread counts, with one statement.
+/// at most once per window, so on PostgreSQL most touches write no index entry), the contact's messages
+/// added to the unread count and to the count of messages sent, and a person's answer, with one statement.
 /// On PostgreSQL the rows are locked in id order, so two batches touching the same conversations wait for
 /// each other instead of deadlocking, and the statement's text is the same for every batch (the ids and
-/// counts are two array parameters), so its plan is reused.
-pub async fn touch(db: &impl ConnectionTrait, unread: &BTreeMap<&str, i32>, at: DateTime<Utc>) -> Result<(), DbErr> {
-    if unread.is_empty() {
+/// counts are array parameters), so its plan is reused.
+pub async fn touch(db: &impl ConnectionTrait, touches: &BTreeMap<&str, Touch>, at: DateTime<Utc>) -> Result<(), DbErr> {
+    if touches.is_empty() {
         return Ok(());
     }
     if db.get_database_backend() == DbBackend::Postgres {
-        db.execute_raw(touch_statement(unread, at)).await?;
+        db.execute_raw(touch_statement(touches, at)).await?;
         return Ok(());
     }
     // SQLite: one writer at a time, no row locks.
     let mut update = conversations::Entity::update_many()
         .col_expr(conversations::Column::LastMessageAt, Expr::value(at))
         .col_expr(conversations::Column::ActivityBucket, Expr::value(activity::bucket(at)))
-        .filter(conversations::Column::Id.is_in(unread.keys().copied()));
-    let added: Vec<(&str, i32)> = unread
+        .filter(conversations::Column::Id.is_in(touches.keys().copied()));
+    let added: Vec<(&str, i32)> = touches
         .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(id, n)| (*id, *n))
+        .filter(|(_, t)| t.inbound > 0)
+        .map(|(id, t)| (*id, t.inbound))
         .collect();
+    let answered: Vec<&str> = touches.iter().filter(|(_, t)| t.answered).map(|(id, _)| *id).collect();
+    if !answered.is_empty() {
+        // Set from the count before this statement's own additions are seen, plus them.
+        let mut by_id = CaseStatement::new();
+        for id in &answered {
+            let inbound = touches[id].inbound;
+            by_id = by_id.case(
+                Expr::col(conversations::Column::Id).eq(*id),
+                Expr::col(conversations::Column::InboundSeq).add(inbound),
+            );
+        }
+        update = update.col_expr(
+            conversations::Column::AiAnsweredSeq,
+            by_id.finally(Expr::col(conversations::Column::AiAnsweredSeq)).into(),
+        );
+    }
     if !added.is_empty() {
         let mut by_id = CaseStatement::new();
         for (id, n) in added {
             by_id = by_id.case(Expr::col(conversations::Column::Id).eq(id), n);
         }
-        update = update.col_expr(
-            conversations::Column::UnreadCount,
-            Expr::col(conversations::Column::UnreadCount).add(by_id.finally(0)),
-        );
+        let by_id = by_id.finally(0);
+        update = update
+            .col_expr(
+                conversations::Column::UnreadCount,
+                Expr::col(conversations::Column::UnreadCount).add(by_id.clone()),
+            )
+            .col_expr(
+                conversations::Column::InboundSeq,
+                Expr::col(conversations::Column::InboundSeq).add(by_id),
+            );
     }
     update.exec(db).await?;
     Ok(())
 }
 
 /// PostgreSQL: `touch`'s statement.
-pub fn touch_statement(unread: &BTreeMap<&str, i32>, at: DateTime<Utc>) -> Statement {
-    // The locking subquery runs once (`= ANY(ARRAY(...))`), in id order; the join adds each count.
+pub fn touch_statement(touches: &BTreeMap<&str, Touch>, at: DateTime<Utc>) -> Statement {
+    // The locking subquery runs once (`= ANY(ARRAY(...))`), in id order; the join adds each count. The
+    // right-hand sides read the row as it was before this update.
     let sql = "UPDATE conversations SET last_message_at = $1, activity_bucket = $4, \
-               unread_count = conversations.unread_count + touched.added \
-               FROM unnest($2::text[], $3::int4[]) AS touched(id, added) \
+               unread_count = conversations.unread_count + touched.added, \
+               inbound_seq = conversations.inbound_seq + touched.added, \
+               ai_answered_seq = CASE WHEN touched.answered THEN conversations.inbound_seq + touched.added \
+               ELSE conversations.ai_answered_seq END \
+               FROM unnest($2::text[], $3::int4[], $5::bool[]) AS touched(id, added, answered) \
                WHERE conversations.id = touched.id \
                AND conversations.id = ANY(ARRAY(SELECT id FROM conversations WHERE id = ANY($2) \
                ORDER BY id FOR UPDATE))";
-    let ids: Vec<String> = unread.keys().map(|id| (*id).to_owned()).collect();
-    let added: Vec<i32> = unread.values().copied().collect();
-    let values = vec![at.into(), ids.into(), added.into(), activity::bucket(at).into()];
+    let ids: Vec<String> = touches.keys().map(|id| (*id).to_owned()).collect();
+    let added: Vec<i32> = touches.values().map(|t| t.inbound).collect();
+    let answered: Vec<bool> = touches.values().map(|t| t.answered).collect();
+    let values = vec![
+        at.into(),
+        ids.into(),
+        added.into(),
+        activity::bucket(at).into(),
+        answered.into(),
+    ];
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }

@@ -201,6 +201,8 @@ mod tests {
             broadcast_id: String::new(),
             created_at: at(1_800_000_000),
             closed_at: None,
+            inbound_seq: 0,
+            ai_answered_seq: 0,
         }
     }
 

@@ -16,9 +16,10 @@ use frontdesk_api::{
     v1::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, chat_sessions_server::ChatSessionsServer,
-        contacts_server::ContactsServer, conversations_server::ConversationsServer, deals_server::DealsServer,
-        entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer,
-        messages_server::MessagesServer, pipelines_server::PipelinesServer, webhooks_server::WebhooksServer,
+        contacts_server::ContactsServer, conversations_server::ConversationsServer, credits_server::CreditsServer,
+        deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
+        kb_sources_server::KbSourcesServer, messages_server::MessagesServer, pipelines_server::PipelinesServer,
+        webhooks_server::WebhooksServer,
     },
     webchat::v1::web_chat_server::WebChatServer,
     wire,
@@ -28,7 +29,10 @@ use tonic::service::{Routes, interceptor::InterceptedService};
 
 use crate::{
     access::{guard::Guard, service::ApiKeysService},
-    accounts::admin::{AdminService, AdminToken},
+    accounts::{
+        admin::{AdminService, AdminToken},
+        ledger::CreditsService,
+    },
     agents::service::AgentsService,
     broadcasts::BroadcastsService,
     campaigns::{
@@ -53,6 +57,7 @@ pub struct Services {
     pub health: HealthService,
     pub payments: PaymentsService,
     pub api_keys: ApiKeysService,
+    pub credits: CreditsService,
     pub deals: DealsService,
     pub pipelines: PipelinesService,
     pub webhooks: WebhooksService,
@@ -80,6 +85,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<SiteServer<HealthService>>().await;
     reporter.set_serving::<PaymentsServer<PaymentsService>>().await;
     reporter.set_serving::<ApiKeysServer<ApiKeysService>>().await;
+    reporter.set_serving::<CreditsServer<CreditsService>>().await;
     reporter.set_serving::<DealsServer<DealsService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
@@ -115,6 +121,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     let routes = Routes::new(sized!(SiteServer::new(services.health)))
         .add_service(sized!(PaymentsServer::new(services.payments)))
         .add_service(sized!(ApiKeysServer::new(services.api_keys)))
+        .add_service(sized!(CreditsServer::new(services.credits)))
         .add_service(sized!(DealsServer::new(services.deals)))
         .add_service(sized!(PipelinesServer::new(services.pipelines)))
         .add_service(sized!(WebhooksServer::new(services.webhooks)))

@@ -53,7 +53,7 @@ pub async fn page_read(
     }
     if cost > 0 {
         let reason = format!("knowledge import {}", source.id);
-        match accounts::store::adjust_credits_in(&txn, &source.account_id, -cost, &reason, now).await {
+        match accounts::store::adjust_credits_in(&txn, &source.account_id, -cost, &reason, None, now).await {
             Ok(_) => {}
             Err(ApiError {
                 reason: "insufficient_credits",

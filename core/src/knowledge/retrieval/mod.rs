@@ -101,6 +101,12 @@ impl Retrieval {
         self.embedder.as_ref()
     }
 
+    /// The weight of meaning in the fused score: without a model a result's score is its words' alone, times
+    /// one less this.
+    pub fn dense_weight(&self) -> f64 {
+        self.dense_weight
+    }
+
     /// The `limit` best FAQs of `agent` (the account's own, found already) for `query`, best first.
     pub async fn search(
         &self,

@@ -27,6 +27,10 @@ pub struct Model {
     pub broadcast_id: String,
     pub created_at: DateTimeUtc,
     pub closed_at: Option<DateTimeUtc>,
+    /// Messages the contact sent in it, counted as they are stored.
+    pub inbound_seq: i64,
+    /// How many of those are answered: by an AI reply, or by a person's send.
+    pub ai_answered_seq: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

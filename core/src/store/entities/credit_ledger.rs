@@ -12,6 +12,8 @@ pub struct Model {
     pub balance_after_milli: i64,
     pub reason: String,
     pub created_at: DateTimeUtc,
+    /// The conversation an AI reply's charge was for.
+    pub conversation_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

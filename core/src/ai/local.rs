@@ -1,0 +1,259 @@
+//! The local provider: no network, no GPU, the same answer for the same context. It answers a greeting or
+//! a thank-you alone, offers the booking link on a booking request when booking is on, answers with the best
+//! FAQ's answer when retrieval is confident, and otherwise hands off in one sentence of the agent's
+//! language.
+//!
+//! Confident means the best FAQ scored at least `confident` (`confident_words` when the passages were ranked
+//! by their words alone, without a sentence-embedding model) and leads the runner-up by at least `margin`
+//! (unless the runner-up gives the same answer): two FAQs close to each other and to the question are a
+//! guess. All three were tuned on the evaluation sets of `bench/eval` (docs/ai-replies.md).
+
+use super::{
+    intent,
+    phrases::{self, booking_offer},
+    provider::{Basis, Context, Decision, HandoffReason, ModelProvider},
+};
+
+/// The best FAQ's least fused score for an answer (the retrieval index's handoff threshold).
+pub const CONFIDENT: f64 = crate::knowledge::retrieval::CONFIDENT;
+/// The same for words alone.
+pub const CONFIDENT_WORDS: f64 = 0.5;
+/// The least lead of the best FAQ over the runner-up.
+pub const MARGIN: f64 = 0.0;
+
+pub struct LocalModel {
+    pub confident: f64,
+    pub confident_words: f64,
+    pub margin: f64,
+}
+
+impl Default for LocalModel {
+    fn default() -> Self {
+        Self {
+            confident: CONFIDENT,
+            confident_words: CONFIDENT_WORDS,
+            margin: MARGIN,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for LocalModel {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn decide(&self, context: &Context) -> Decision {
+        self.decide_now(context)
+    }
+}
+
+impl LocalModel {
+    /// The decision, computed at once (no await inside).
+    pub fn decide_now(&self, context: &Context) -> Decision {
+        let language = &context.agent.language;
+        let sentences = phrases::of(language);
+        let handoff = |reason| Decision::Handoff {
+            text: sentences.handoff.to_owned(),
+            reason,
+        };
+        if context.question.trim().is_empty() {
+            return if context.attachments_only {
+                handoff(HandoffReason::Attachment)
+            } else {
+                Decision::Silent
+            };
+        }
+        let reading = intent::read(&context.question);
+        if reading.person {
+            return handoff(HandoffReason::AskedForPerson);
+        }
+        let booking = &context.agent.booking;
+        if reading.booking && booking.enabled && !booking.link.is_empty() {
+            return Decision::Answer {
+                text: booking_offer(language, &booking.link, &booking.instructions),
+                basis: Basis::Booking,
+            };
+        }
+        if reading.greeting_only {
+            return answer(sentences.greeting, Basis::Greeting);
+        }
+        if reading.thanks_only {
+            return answer(sentences.thanks, Basis::Thanks);
+        }
+        match self.confident_passage(context) {
+            Some(best) => Decision::Answer {
+                text: best.answer.clone(),
+                basis: Basis::Faq(best.faq_id.clone()),
+            },
+            None => handoff(HandoffReason::NoConfidentAnswer),
+        }
+    }
+
+    /// The best passage when it is a confident answer.
+    fn confident_passage<'a>(&self, context: &'a Context) -> Option<&'a super::provider::Passage> {
+        let best = context.passages.first()?;
+        let least = if context.semantic {
+            self.confident
+        } else {
+            self.confident_words
+        };
+        if best.score < least {
+            return None;
+        }
+        let lead = match context.passages.get(1) {
+            Some(runner) if runner.answer.trim() != best.answer.trim() => best.score - runner.score,
+            _ => f64::INFINITY,
+        };
+        (lead >= self.margin).then_some(best)
+    }
+}
+
+fn answer(text: &str, basis: Basis) -> Decision {
+    Decision::Answer {
+        text: text.to_owned(),
+        basis,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        agents::fields::BookingSettings,
+        ai::provider::{Passage, Profile},
+    };
+
+    fn context(question: &str, passages: &[(&str, &str, f64)]) -> Context {
+        Context {
+            agent: Profile {
+                language: "en".into(),
+                ..Profile::default()
+            },
+            question: question.into(),
+            semantic: true,
+            passages: passages
+                .iter()
+                .map(|(id, answer, score)| Passage {
+                    faq_id: (*id).into(),
+                    question: String::new(),
+                    answer: (*answer).into(),
+                    score: *score,
+                })
+                .collect(),
+            ..Context::default()
+        }
+    }
+
+    #[test]
+    fn a_confident_faq_is_the_answer_and_a_weak_one_a_handoff() {
+        let local = LocalModel {
+            confident: 0.27,
+            confident_words: 0.5,
+            margin: 0.05,
+        };
+        let hours = context(
+            "when do you open",
+            &[("faq_1", "Nine to five.", 0.6), ("faq_2", "No.", 0.3)],
+        );
+        assert_eq!(
+            local.decide_now(&hours),
+            Decision::Answer {
+                text: "Nine to five.".into(),
+                basis: Basis::Faq("faq_1".into())
+            }
+        );
+        let weak = context("what is the meaning of life", &[("faq_1", "Nine to five.", 0.2)]);
+        assert!(matches!(
+            local.decide_now(&weak),
+            Decision::Handoff {
+                reason: HandoffReason::NoConfidentAnswer,
+                ..
+            }
+        ));
+        let close = context(
+            "when",
+            &[("faq_1", "Nine to five.", 0.40), ("faq_2", "Ten to six.", 0.38)],
+        );
+        assert!(
+            matches!(local.decide_now(&close), Decision::Handoff { .. }),
+            "two different answers neck and neck are a guess"
+        );
+        let same = context(
+            "when",
+            &[("faq_1", "Nine to five.", 0.40), ("faq_2", "Nine to five.", 0.39)],
+        );
+        assert!(
+            matches!(local.decide_now(&same), Decision::Answer { .. }),
+            "the same answer twice is no doubt"
+        );
+    }
+
+    #[test]
+    fn greetings_thanks_bookings_and_persons() {
+        let local = LocalModel::default();
+        assert!(matches!(
+            local.decide_now(&context("Hello!", &[])),
+            Decision::Answer {
+                basis: Basis::Greeting,
+                ..
+            }
+        ));
+        assert!(matches!(
+            local.decide_now(&context("thank you so much", &[])),
+            Decision::Answer {
+                basis: Basis::Thanks,
+                ..
+            }
+        ));
+        let mut booking = context("Can I book an appointment?", &[]);
+        assert!(
+            matches!(local.decide_now(&booking), Decision::Handoff { .. }),
+            "no booking link: a person books"
+        );
+        booking.agent.booking = BookingSettings {
+            enabled: true,
+            link: "https://cal.example/acme".into(),
+            instructions: String::new(),
+        };
+        match local.decide_now(&booking) {
+            Decision::Answer { text, basis } => {
+                assert_eq!(basis, Basis::Booking);
+                assert!(text.ends_with("https://cal.example/acme"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            local.decide_now(&context("I want to talk to a person", &[("faq_1", "x", 0.9)])),
+            Decision::Handoff {
+                reason: HandoffReason::AskedForPerson,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn empty_and_attachment_only_messages() {
+        let local = LocalModel::default();
+        assert_eq!(local.decide_now(&context("   ", &[])), Decision::Silent);
+        let mut photo = context("", &[]);
+        photo.attachments_only = true;
+        assert!(matches!(
+            local.decide_now(&photo),
+            Decision::Handoff {
+                reason: HandoffReason::Attachment,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_handoff_sentence_is_in_the_agents_language() {
+        let mut weak = context("¿Cuánto cuesta el envío a Marte?", &[]);
+        weak.agent.language = "es-MX".into();
+        match LocalModel::default().decide_now(&weak) {
+            Decision::Handoff { text, .. } => assert_eq!(text, phrases::of("es").handoff),
+            other => panic!("{other:?}"),
+        }
+    }
+}

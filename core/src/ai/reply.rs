@@ -1,0 +1,361 @@
+//! The `agent_reply` job: answers what a conversation's counts say is unanswered. It reads the conversation,
+//! the agent, the latest messages and the knowledge passages for the question, asks the provider (no
+//! transaction is held meanwhile), and stores the outcome in one transaction: the reply (or the handoff
+//! sentence and the handoff), its delivery job, the charge, and "answered up to here". That transaction goes
+//! ahead only if nothing answered the conversation meanwhile (the answered count is the one read) and it is
+//! still open, not handed off and with the same agent: a person's send, a handoff or another worker's reply
+//! made meanwhile wins. A crash anywhere leaves either nothing (the job runs again) or the whole reply (the
+//! job's next run finds nothing unanswered): never a lost reply, never two.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Statement,
+};
+
+use super::provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Passage, Profile, Speaker, Turn};
+use crate::{
+    agents::fields::BookingSettings,
+    clock::Clock,
+    conversations::{
+        new_message::{self, NewMessage},
+        render::StoredAttachment,
+        replies::{self, Payload},
+        state::{self, Change},
+    },
+    error::{ApiError, ApiResult},
+    jobs::{self, Handler, Job, Outcome, Wake},
+    knowledge::retrieval::Retrieval,
+    messaging::deliver,
+    store::{
+        entities::{agents, conversations, messages},
+        from_json_text,
+    },
+};
+
+/// Messages of the conversation a provider sees.
+const HISTORY: u64 = 20;
+/// FAQs found for the question that a provider sees.
+const PASSAGES: usize = 5;
+/// The most of the question the knowledge is searched with (a 4,000-character message is searched by its
+/// beginning).
+const QUERY_CHARS: usize = 2_000;
+/// Wait before running again after a database error.
+const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// What a reply costs at each tier, in milli-credits.
+pub fn tier_cost(tier: &str) -> i64 {
+    match tier {
+        "pro" => 1_000,
+        "max" => 250,
+        _ => 150,
+    }
+}
+
+pub struct AgentReply {
+    pub db: DatabaseConnection,
+    pub clock: Arc<dyn Clock>,
+    pub retrieval: Arc<Retrieval>,
+    pub provider: Arc<dyn ModelProvider>,
+    /// This process's job engine, woken for the reply's delivery.
+    pub wake: Wake,
+    /// Tries of the reply's delivery.
+    pub send_attempts: i32,
+}
+
+/// What the reply was decided from, as read before the provider was asked.
+struct Read {
+    conversation: conversations::Model,
+    agent: agents::Model,
+}
+
+#[async_trait::async_trait]
+impl Handler for AgentReply {
+    async fn run(&self, job: &Job) -> Outcome {
+        let payload: Payload = match serde_json::from_str(&job.payload) {
+            Ok(payload) => payload,
+            Err(err) => {
+                return Outcome::Fail {
+                    error: format!("unreadable payload: {err}"),
+                    effect: None,
+                };
+            }
+        };
+        match self.reply(&job.account_id, &payload.conversation_id).await {
+            Ok(()) => Outcome::Done(None),
+            Err(err) => Outcome::Retry {
+                error: err.message,
+                after: RETRY_AFTER,
+            },
+        }
+    }
+}
+
+impl AgentReply {
+    async fn reply(&self, account_id: &str, conversation_id: &str) -> ApiResult<()> {
+        let Some(read) = self.read(account_id, conversation_id).await? else {
+            return Ok(());
+        };
+        let context = self.context(&read).await?;
+        let decision = self.provider.decide(&context).await;
+        self.store(&read, decision, !context.question.trim().is_empty()).await
+    }
+
+    /// The conversation and its agent, when it has messages the agent must answer.
+    async fn read(&self, account_id: &str, conversation_id: &str) -> ApiResult<Option<Read>> {
+        let conversation = conversations::Entity::find_by_id(conversation_id)
+            .filter(conversations::Column::AccountId.eq(account_id))
+            .one(&self.db)
+            .await?;
+        let Some(conversation) = conversation.filter(|c| replies::answers(c) && c.inbound_seq > c.ai_answered_seq)
+        else {
+            return Ok(None);
+        };
+        // A deleted agent, or one paused, answers nothing.
+        let agent = agents::Entity::find_by_id(conversation.agent_id.as_str())
+            .filter(agents::Column::AccountId.eq(account_id))
+            .one(&self.db)
+            .await?
+            .filter(|agent| agent.status == "active");
+        Ok(agent.map(|agent| Read { conversation, agent }))
+    }
+
+    /// The provider's context: the agent, the latest messages, the unanswered ones as the question, and
+    /// the passages found for it.
+    async fn context(&self, read: &Read) -> ApiResult<Context> {
+        let Read { conversation, agent } = read;
+        let latest = messages::Entity::find()
+            .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
+            .filter(messages::Column::Removed.eq(false))
+            .order_by_desc(messages::Column::Seq)
+            .limit(HISTORY)
+            .all(&self.db)
+            .await?;
+        let unanswered = u64::try_from(conversation.inbound_seq - conversation.ai_answered_seq).unwrap_or(0);
+        let asked = messages::Entity::find()
+            .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
+            .filter(messages::Column::Direction.eq("inbound"))
+            .order_by_desc(messages::Column::Seq)
+            .limit(unanswered)
+            .all(&self.db)
+            .await?;
+        let question = asked
+            .iter()
+            .rev()
+            .filter(|m| !m.removed)
+            .map(|m| m.text.trim())
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let attachments_only = question.is_empty()
+            && asked
+                .iter()
+                .any(|m| !from_json_text::<Vec<StoredAttachment>>(&m.attachments).is_empty());
+        let mut passages = Vec::new();
+        let semantic = self.retrieval.embedder().is_some();
+        // Without a model the index scales the words' score by their weight; the provider reads it whole.
+        let scale = if semantic {
+            1.0
+        } else {
+            1.0 / (1.0 - self.retrieval.dense_weight()).max(1e-9)
+        };
+        let query: String = super::intent::read(&question)
+            .question
+            .chars()
+            .take(QUERY_CHARS)
+            .collect();
+        if !query.trim().is_empty() {
+            for hit in self.retrieval.search(&self.db, agent, &query, PASSAGES).await? {
+                passages.push(Passage {
+                    faq_id: hit.faq.id,
+                    question: hit.faq.question,
+                    answer: hit.faq.answer,
+                    score: (hit.score * scale).min(1.0),
+                });
+            }
+        }
+        Ok(Context {
+            agent: profile(agent),
+            history: latest.iter().rev().map(turn).collect(),
+            question,
+            attachments_only,
+            passages,
+            semantic,
+        })
+    }
+
+    /// Stores the decision, unless the conversation was answered, handed off or closed meanwhile.
+    async fn store(&self, read: &Read, decision: Decision, had_text: bool) -> ApiResult<()> {
+        let now = self.clock.now();
+        let txn = crate::store::begin_write(&self.db).await?;
+        let Some(conversation) = locked(&txn, &read.conversation).await? else {
+            return Ok(());
+        };
+        let still_ours = replies::answers(&conversation)
+            && conversation.agent_id == read.agent.id
+            && conversation.ai_answered_seq == read.conversation.ai_answered_seq;
+        if !still_ours {
+            return Ok(());
+        }
+        let charged = match decision {
+            Decision::Answer { text, basis } => {
+                let cost = tier_cost(&read.agent.ai_tier);
+                if charge(&txn, &conversation, cost, &basis, now).await? {
+                    Some(text)
+                } else {
+                    let sentence = super::phrases::of(&read.agent.language).handoff;
+                    hand_off(&txn, &conversation, HandoffReason::InsufficientCredits, now).await?;
+                    send(&txn, &conversation, sentence, self.send_attempts, now).await?;
+                    None
+                }
+            }
+            Decision::Handoff { text, reason } => {
+                hand_off(&txn, &conversation, reason, now).await?;
+                Some(text)
+            }
+            Decision::Silent => None,
+        };
+        if let Some(text) = charged {
+            send(&txn, &conversation, &text, self.send_attempts, now).await?;
+        }
+        answered_up_to(&txn, &conversation.id, read.conversation.inbound_seq).await?;
+        txn.commit().await?;
+        self.wake.notify();
+        metrics::counter!("frontdesk_ai_replies_total", "provider" => self.provider.name(), "text" => if had_text { "yes" } else { "no" })
+            .increment(1);
+        Ok(())
+    }
+}
+
+/// The conversation as it is now, locked until the transaction ends (PostgreSQL; SQLite's writer holds the
+/// database already).
+async fn locked(txn: &DatabaseTransaction, read: &conversations::Model) -> Result<Option<conversations::Model>, DbErr> {
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE",
+            [read.id.as_str().into()],
+        ))
+        .await?;
+    }
+    conversations::Entity::find_by_id(read.id.as_str()).one(txn).await
+}
+
+/// Debits the reply's cost (ledger entry `ai_reply: <basis>` naming the conversation); `false` when the
+/// balance does not cover it.
+async fn charge(
+    txn: &DatabaseTransaction,
+    conversation: &conversations::Model,
+    cost: i64,
+    basis: &Basis,
+    now: DateTime<Utc>,
+) -> ApiResult<bool> {
+    let reason = match basis {
+        Basis::Faq(faq) => format!("ai_reply: faq {faq}"),
+        Basis::Greeting => "ai_reply: greeting".to_owned(),
+        Basis::Thanks => "ai_reply: thanks".to_owned(),
+        Basis::Booking => "ai_reply: booking".to_owned(),
+    };
+    let debit = crate::accounts::store::adjust_credits_in(
+        txn,
+        &conversation.account_id,
+        -cost,
+        &reason,
+        Some(&conversation.id),
+        now,
+    )
+    .await;
+    match debit {
+        Ok(_) => Ok(true),
+        Err(err) if err.reason == "insufficient_credits" => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+async fn hand_off(
+    txn: &DatabaseTransaction,
+    conversation: &conversations::Model,
+    reason: HandoffReason,
+    now: DateTime<Utc>,
+) -> ApiResult<()> {
+    let which = state::one_of(&conversation.account_id, &conversation.id);
+    state::apply(txn, which, Change::hand_off(reason.as_str()), now).await?;
+    Ok(())
+}
+
+/// The agent's message, queued, with its delivery job.
+async fn send(
+    txn: &DatabaseTransaction,
+    conversation: &conversations::Model,
+    text: &str,
+    send_attempts: i32,
+    now: DateTime<Utc>,
+) -> ApiResult<()> {
+    let row = new_message::row(
+        &NewMessage {
+            conversation,
+            direction: "outbound",
+            author: "agent",
+            text,
+            attachments: &[],
+            status: "queued",
+            provider_message_id: None,
+            reply_to: "",
+            broadcast_id: "",
+        },
+        now,
+    );
+    new_message::store_all(txn, std::slice::from_ref(&row), now).await?;
+    let job = deliver::job(
+        &conversation.account_id,
+        &row,
+        &conversation.channel_id,
+        send_attempts,
+        now,
+    );
+    jobs::enqueue(txn, job, now).await?;
+    Ok(())
+}
+
+async fn answered_up_to(txn: &DatabaseTransaction, conversation_id: &str, inbound_seq: i64) -> ApiResult<()> {
+    let changed = conversations::Entity::update_many()
+        .col_expr(
+            conversations::Column::AiAnsweredSeq,
+            sea_orm::sea_query::Expr::value(inbound_seq),
+        )
+        .filter(conversations::Column::Id.eq(conversation_id))
+        .exec(txn)
+        .await?;
+    if changed.rows_affected == 0 {
+        return Err(ApiError::internal(
+            "the conversation vanished while its reply was stored",
+        ));
+    }
+    Ok(())
+}
+
+fn profile(agent: &agents::Model) -> Profile {
+    Profile {
+        name: agent.name.clone(),
+        instructions: agent.instructions.clone(),
+        rules: from_json_text(&agent.rules),
+        goal: agent.goal.clone(),
+        personality: agent.personality.clone(),
+        language: agent.language.clone(),
+        booking: from_json_text::<BookingSettings>(&agent.booking),
+    }
+}
+
+fn turn(message: &messages::Model) -> Turn {
+    let speaker = match (message.direction.as_str(), message.author.as_str()) {
+        ("inbound", _) => Speaker::Contact,
+        (_, "agent") => Speaker::Agent,
+        _ => Speaker::Business,
+    };
+    Turn {
+        speaker,
+        text: message.text.clone(),
+    }
+}
