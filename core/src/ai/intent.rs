@@ -75,6 +75,7 @@ const THANKS: &[&str] = &[
     "merci",
     "danke",
     "dankeschon",
+    "vielen dank",
     "obrigado",
     "obrigada",
     "dhanyavaad",
