@@ -72,7 +72,12 @@ impl SmsChannel {
 
     /// Plays Twilio delivering an inbound SMS `body` from `from` (message id `sid`).
     pub async fn inbound(&self, sid: &str, from: &str, body: &str) -> HookAnswer {
-        let form = twilio::inbound_message(sid, from, twilio::FROM_NUMBER, body, &[]);
+        self.inbound_with_media(sid, from, body, &[]).await
+    }
+
+    /// The same with `media` (URL, content type) pairs: an MMS.
+    pub async fn inbound_with_media(&self, sid: &str, from: &str, body: &str, media: &[(&str, &str)]) -> HookAnswer {
+        let form = twilio::inbound_message(sid, from, twilio::FROM_NUMBER, body, media);
         twilio::post_signed(&self.local_url, &self.webhook_url, &self.auth_token, &form).await
     }
 
@@ -82,6 +87,14 @@ impl SmsChannel {
         let local = format!("{}/status", self.local_url);
         let public = format!("{}/status", self.webhook_url);
         twilio::post_signed(&local, &public, &self.auth_token, &form).await
+    }
+
+    /// The same channel reached at `server` (another replica, or the process restarted on a new port).
+    pub fn at(&self, server: &Server) -> Self {
+        Self {
+            local_url: server.url(&format!("/hooks/twilio/{}", self.id)),
+            ..self.clone()
+        }
     }
 
     /// The hook's local address, for requests the test builds itself.

@@ -12,6 +12,7 @@ use frontdesk_tests::{
     platform::Platform,
     sms::{self, SmsChannel},
     twilio::{FakeTwilio, SentMessage, new_message_sid},
+    webchat,
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
@@ -89,7 +90,7 @@ async fn conversation_of(platform: &Platform<'_>, phone: &str) -> Value {
 }
 
 async fn credits(platform: &Platform<'_>) -> Value {
-    platform.ok("GET", "/v1/credits", None).await["credits"].clone()
+    platform.ok("GET", "/v1/credits?limit=200", None).await["credits"].clone()
 }
 
 on_both_databases!(
@@ -119,11 +120,11 @@ on_both_databases!(
         let after = credits(&desk.platform).await;
         let balance = after["balance"].as_f64().unwrap();
         assert!(
-            (before - balance - 0.15).abs() < 1e-9,
-            "a mini reply costs 0.15: {before} -> {balance}"
+            (before - balance - 1.0).abs() < 1e-9,
+            "a pro reply (the default tier) costs 1: {before} -> {balance}"
         );
         let entry = &after["entries"][0];
-        assert_eq!(entry["amount"], -0.15);
+        assert_eq!(entry["amount"], -1.0);
         assert_eq!(entry["conversation_id"], thread["conversation"]["id"]);
         assert!(
             entry["reason"].as_str().unwrap().starts_with("ai_reply: faq "),
@@ -274,4 +275,243 @@ on_both_databases!(an_agent_without_routing_answers_nothing, |db: Db| async move
     assert!(twilio.sent_to("+15556000006").is_empty());
     let thread = conversation_of(&platform, "+15556000006").await;
     assert_eq!(thread["conversation"]["agent_id"], "");
+});
+
+on_both_databases!(each_tier_costs_its_price, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = start(&db, &twilio).await;
+    let desk = desk(&server, &twilio).await;
+    for (n, (tier, cost)) in [("mini", 0.15), ("max", 0.25), ("pro", 1.0)].into_iter().enumerate() {
+        let body = json!({"ai_tier": tier});
+        desk.platform
+            .ok("PUT", &format!("/v1/agents/{}", desk.agent), Some(body))
+            .await;
+        let before = credits(&desk.platform).await["balance"].as_f64().unwrap();
+        let phone = format!("+1555601000{n}");
+        desk.channel
+            .inbound(&new_message_sid(), &phone, "When are you open?")
+            .await;
+        sent_to(&twilio, &phone, 1).await;
+        let after = credits(&desk.platform).await["balance"].as_f64().unwrap();
+        assert!((before - after - cost).abs() < 1e-9, "{tier}: {before} -> {after}");
+    }
+});
+
+// Fifty conversations ask at once: fifty replies, and the ledger's charges are exactly what left the balance.
+on_both_databases!(
+    the_ledger_and_the_balance_agree_under_concurrent_replies,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let server = start(&db, &twilio).await;
+        let desk = desk(&server, &twilio).await;
+        let grant = CreditsRequest {
+            account_id: desk.platform.account_id.clone(),
+            credits: "100".into(),
+            reason: "top-up".into(),
+        };
+        admin::client(&server).await.grant_credits(grant).await.unwrap();
+        let before = credits(&desk.platform).await["balance"].as_f64().unwrap();
+        let phones: Vec<String> = (0..50).map(|n| format!("+155560200{n:02}")).collect();
+        let asks = phones.iter().map(|phone| {
+            let (channel, phone) = (desk.channel.clone(), phone.clone());
+            async move { channel.inbound(&new_message_sid(), &phone, "When are you open?").await }
+        });
+        frontdesk_tests::join_all(asks).await;
+        for phone in &phones {
+            let reply = sent_to(&twilio, phone, 1).await;
+            assert_eq!(reply[0].body(), HOURS);
+        }
+        let after = credits(&desk.platform).await;
+        let balance = after["balance"].as_f64().unwrap();
+        let charged: f64 = after["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["reason"].as_str().unwrap_or_default().starts_with("ai_reply"))
+            .map(|e| -e["amount"].as_f64().unwrap())
+            .sum();
+        assert!(
+            (charged - 50.0).abs() < 1e-9,
+            "fifty pro replies in the ledger: {charged}"
+        );
+        assert!(
+            (before - balance - charged).abs() < 1e-9,
+            "{before} - {charged} != {balance}"
+        );
+    }
+);
+
+// Whatever the gap between two questions, each is followed by a reply that answers it: the second arrives
+// before, while or after the first's reply is written.
+on_both_databases!(a_question_during_a_reply_gets_its_own_answer, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[("FRONTDESK_REPLY_DEBOUNCE_MS", "0")]).await;
+    let desk = desk(&server, &twilio).await;
+    for (n, gap) in [0u64, 15, 40, 80, 150].into_iter().enumerate() {
+        let phone = format!("+155560300{n:02}");
+        desk.channel
+            .inbound(&new_message_sid(), &phone, "When are you open?")
+            .await;
+        tokio::time::sleep(Duration::from_millis(gap)).await;
+        desk.channel
+            .inbound(&new_message_sid(), &phone, "Do you offer free parking?")
+            .await;
+        let started = Instant::now();
+        loop {
+            let sent = twilio.sent_to(&phone);
+            if sent.last().is_some_and(|m| m.body().starts_with("Yes, parking")) {
+                break;
+            }
+            assert!(
+                started.elapsed() < WAIT,
+                "the parking question got no answer ({gap} ms): {sent:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+});
+
+on_both_databases!(empty_long_and_attachment_only_messages, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = start(&db, &twilio).await;
+    let desk = desk(&server, &twilio).await;
+    // A photo alone: a person looks at it.
+    desk.channel
+        .inbound_with_media(
+            &new_message_sid(),
+            "+15556040001",
+            "",
+            &[("https://media.example/1.jpg", "image/jpeg")],
+        )
+        .await;
+    let reply = sent_to(&twilio, "+15556040001", 1).await;
+    assert_eq!(reply[0].body(), HANDOFF);
+    let thread = conversation_of(&desk.platform, "+15556040001").await;
+    assert_eq!(thread["conversation"]["handoff_reason"], "attachment");
+    // Spaces alone: nothing to answer, no reply to nothing.
+    desk.channel.inbound(&new_message_sid(), "+15556040002", "   ").await;
+    // 4,000 characters around the question: answered or handed off, never a failure.
+    let long = format!("{} When are you open? {}", "so ".repeat(1_300), "thanks ".repeat(40));
+    desk.channel.inbound(&new_message_sid(), "+15556040003", &long).await;
+    let reply = sent_to(&twilio, "+15556040003", 1).await;
+    assert!([HOURS, HANDOFF].contains(&reply[0].body()), "{}", reply[0].body());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(twilio.sent_to("+15556040002").is_empty(), "no reply to nothing");
+});
+
+on_both_databases!(a_paused_or_deleted_agent_answers_nothing, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = start(&db, &twilio).await;
+    let desk = desk(&server, &twilio).await;
+    // A conversation opened with the agent, then the agent paused.
+    desk.channel
+        .inbound(&new_message_sid(), "+15556050001", "When are you open?")
+        .await;
+    sent_to(&twilio, "+15556050001", 1).await;
+    let pause = json!({"status": "paused"});
+    desk.platform
+        .ok("PUT", &format!("/v1/agents/{}", desk.agent), Some(pause))
+        .await;
+    desk.channel
+        .inbound(&new_message_sid(), "+15556050001", "Do you offer free parking?")
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(twilio.sent_to("+15556050001").len(), 1, "paused: silent");
+    desk.platform
+        .ok("DELETE", &format!("/v1/agents/{}", desk.agent), None)
+        .await;
+    desk.channel.inbound(&new_message_sid(), "+15556050001", "Hello?").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(twilio.sent_to("+15556050001").len(), 1, "deleted: silent");
+});
+
+on_both_databases!(the_agent_speaks_its_language, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = start(&db, &twilio).await;
+    let desk = desk(&server, &twilio).await;
+    let spanish = json!({"language": "es"});
+    desk.platform
+        .ok("PUT", &format!("/v1/agents/{}", desk.agent), Some(spanish))
+        .await;
+    desk.channel.inbound(&new_message_sid(), "+15556060001", "¡Hola!").await;
+    let reply = sent_to(&twilio, "+15556060001", 1).await;
+    assert_eq!(reply[0].body(), "¡Hola! ¿En qué puedo ayudarte hoy?");
+    desk.channel
+        .inbound(&new_message_sid(), "+15556060002", "¿Reparan motores de helicóptero?")
+        .await;
+    let reply = sent_to(&twilio, "+15556060002", 1).await;
+    assert_eq!(
+        reply[0].body(),
+        "Gracias por tu mensaje. Una persona de nuestro equipo te responderá en breve."
+    );
+});
+
+// The process dies at points around the reply (before its job ran, while it ran, after it was stored and
+// before or while it was delivered): after the restart there is one reply, delivered, never two, never none.
+on_both_databases!(a_sigkill_around_the_reply_leaves_one_reply, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let mut server = start(&db, &twilio).await;
+    let (account_id, key, mut channel) = {
+        let desk = desk(&server, &twilio).await;
+        (
+            desk.platform.account_id.clone(),
+            desk.platform.key.clone(),
+            desk.channel.clone(),
+        )
+    };
+    for (n, after) in [0u64, 250, 350, 500, 900].into_iter().enumerate() {
+        let phone = format!("+155560700{n:02}");
+        channel.inbound(&new_message_sid(), &phone, "When are you open?").await;
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        server = server.restart().await;
+        channel = channel.at(&server);
+        let platform = Platform::of(&server, &account_id, &key);
+        sent_to(&twilio, &phone, 1).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let thread = conversation_of(&platform, &phone).await;
+        let replies: Vec<&Value> = thread["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["author"] == "agent")
+            .collect();
+        assert_eq!(replies.len(), 1, "killed {after} ms after the question: {thread}");
+        assert_eq!(replies[0]["text"], HOURS);
+        let body_sent = twilio.sent_to(&phone);
+        assert!(body_sent.iter().all(|m| m.body() == HOURS), "{body_sent:?}");
+    }
+});
+
+on_both_databases!(a_web_chat_visitor_is_answered_on_the_socket, |db: Db| async move {
+    let server = webchat::start(&db, &[("FRONTDESK_REPLY_DEBOUNCE_MS", "300")]).await;
+    let platform = Platform::new(&server).await;
+    let site = webchat::Channel::connect(&platform, "site", json!({})).await;
+    let agent = platform.agent("Front desk").await;
+    let body = json!({"question": "What are your opening hours?", "answer": HOURS});
+    platform
+        .ok("POST", &format!("/v1/agents/{agent}/faqs"), Some(body))
+        .await;
+    let default = json!({"channel": "site", "agent_id": agent});
+    platform
+        .ok("PUT", "/v1/entry-points/channel-defaults", Some(default))
+        .await;
+
+    let visitor = webchat::Visitor::start(&server, &site, json!({})).await;
+    let mut socket = visitor.socket(&server, "", "").await;
+    socket
+        .send(json!({"type": "message", "text": "When are you open?", "client_message_id": "q-1"}))
+        .await;
+    let echo = socket.frame_of("message").await;
+    assert_eq!(echo["message"]["direction"], "inbound");
+    let reply = socket.frame_of("message").await;
+    assert_eq!(reply["message"]["direction"], "outbound");
+    assert_eq!(reply["message"]["author"], "agent");
+    assert_eq!(reply["message"]["text"], HOURS);
+
+    socket
+        .send(json!({"type": "message", "text": "Can you fix my helicopter?", "client_message_id": "q-2"}))
+        .await;
+    socket.frame_of("message").await;
+    let handoff = socket.frame_of("message").await;
+    assert_eq!(handoff["message"]["text"], HANDOFF);
 });
