@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Scores `POST /v1/agents/{id}/search` on the evaluation set (python-faq.json beside this file): imports
-Python's FAQ (Debian's python3-doc) through `POST /v1/kb-sources/file` into a fresh SQLite database, then
-asks every question lexically only and with the embedding model at several fusion weights (the same
-database, the server restarted with FRONTDESK_EMBEDDING_MODEL / FRONTDESK_RETRIEVAL_DENSE_WEIGHT), and
-prints top-1 / top-3 accuracy and, per handoff threshold, how the best result's score separates the
-questions the FAQ answers from those it does not.
+"""Scores `POST /v1/agents/{id}/search` on an evaluation set (NAME.json beside this file, python-faq by
+default): imports the set's documents (its `documents` glob, less the file names in `exclude`: Python's FAQ
+from Debian's python3-doc for python-faq and python-faq-hard, the Debian FAQ from debian-faq for debian-faq)
+through `POST /v1/kb-sources/file` into a fresh SQLite database, then asks every question lexically only and
+with the embedding model at several fusion weights (the same database, the server restarted with
+FRONTDESK_EMBEDDING_MODEL / FRONTDESK_RETRIEVAL_DENSE_WEIGHT), and prints top-1 / top-3 accuracy and, per
+handoff threshold, how the best result's score separates the questions the FAQ answers from those it does not.
 
-    bench/eval/score.py [--frontdesk target/release/frontdesk] [--weights 0.4,0.5,0.6,0.7]
+    bench/eval/score.py [--set python-faq] [--frontdesk target/release/frontdesk] [--weights 0.4,0.5,0.6,0.7]
 
-Prerequisites: scripts/bench-prereqs (python3-doc, the model). Standard library only.
+Prerequisites: scripts/bench-prereqs (python3-doc, debian-faq, the model). Standard library only.
 """
 import argparse, glob, json, os, re, shutil, socket, subprocess, sys, tempfile, time, urllib.error, urllib.request, uuid
 
@@ -78,6 +79,30 @@ def upload(server, key, agent, path):
     return server.call(key, "POST", "/v1/kb-sources/file", raw=body, ctype=f"multipart/form-data; boundary={boundary}")["source_id"]
 
 
+def load_set(name, documents=None):
+    """The evaluation set bench/eval/NAME.json and the files to import: those its `documents` glob (or
+    `documents` given here) matches, less the file names in its `exclude`, each file name once (the first in
+    sorted order: several folders of the glob may be links to one)."""
+    path = os.path.join(HERE, f"{name}.json")
+    if not os.path.isfile(path):
+        sys.exit(f"no evaluation set {path}")
+    with open(path) as f:
+        data = json.load(f)
+    pattern = documents or data["documents"]
+    exclude = set(data.get("exclude", []))
+    pages, names = [], set()
+    for page in sorted(glob.glob(pattern)):
+        base = os.path.basename(page)
+        if base in exclude or base in names or not os.path.isfile(page):
+            continue
+        names.add(base)
+        pages.append(page)
+    pages.sort(key=os.path.basename)
+    if not pages:
+        sys.exit(f"the documents of {name} are missing ({pattern}): run scripts/bench-prereqs")
+    return data, pattern, pages
+
+
 def normalise(question):
     return re.sub(r"\s*\(part \d+\)$", "", question.replace("\u00b6", "").strip())
 
@@ -117,7 +142,7 @@ def report(name, answered, unanswered, fixed):
                   f"{right_answers}/{n} answered right")
     right_scores = [a[2] for a in answered if a[0]]
     print(f"{'':<22} best score of an unanswerable question {max(unanswered):.3f}; "
-          f"lowest score of a right answer {min(right_scores):.3f}")
+          f"lowest score of a right answer {min(right_scores) if right_scores else float('nan'):.3f}")
     good, t, precision, handed, wrongly, right = best
     print(f"{'':<22} best threshold {t:.2f}: handoff precision {precision:6.1%}, {handed}/{len(unanswered)} unanswerable "
           f"handed off, {wrongly}/{n} answerable handed off, {right}/{n} answered right "
@@ -129,24 +154,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frontdesk", default=os.path.join(ROOT, "target", "release", "frontdesk"))
     parser.add_argument("--model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
-    parser.add_argument("--docs", default=None, help="folder of Python's FAQ pages (python3-doc)")
+    parser.add_argument("--set", default="python-faq", help="the evaluation set: bench/eval/SET.json")
+    parser.add_argument("--docs", default=None, help="glob of the documents to import instead of the set's")
     parser.add_argument("--weights", default="0.5,0.6,0.7,0.8,1.0")
     parser.add_argument("--threshold", type=float, default=0.27, help="the handoff threshold to report (retrieval::CONFIDENT)")
     args = parser.parse_args()
-    docs = args.docs or next(iter(sorted(glob.glob("/usr/share/doc/python3*/html/faq"))), None)
-    pages = [p for p in sorted(glob.glob(os.path.join(docs or "", "*.html"))) if not p.endswith("index.html")]
-    if not pages:
-        sys.exit("Python's FAQ is missing: run scripts/bench-prereqs (Debian's python3-doc)")
+    data, docs, pages = load_set(args.set, args.docs)
     if not os.path.isfile(os.path.join(args.model, "model.safetensors")):
         sys.exit(f"no model at {args.model}: run scripts/fetch-model")
-    with open(os.path.join(HERE, "python-faq.json")) as f:
-        data = json.load(f)
     work = tempfile.mkdtemp(prefix="frontdesk-eval-")
     db_url = f"sqlite://{work}/eval.db?mode=rwc"
     try:
         server = Server(args.frontdesk, db_url, {"FRONTDESK_EMBEDDING_MODEL": args.model})
         key = account(args.frontdesk, server)
-        agent = server.call(key, "POST", "/v1/agents", {"name": "Python FAQ"})["agent"]["id"]
+        agent = server.call(key, "POST", "/v1/agents", {"name": args.set})["agent"]["id"]
         started = time.time()
         sources = [upload(server, key, agent, p) for p in pages]
         faqs = 0
