@@ -6,6 +6,10 @@
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/frontdesk_descriptor.bin"));
 
 pub mod codec;
+pub mod http_error;
+pub mod json_out;
+pub mod reason;
+pub mod request_id;
 
 pub mod google {
     pub mod api {
@@ -84,7 +88,7 @@ pub mod wire {
     /// Request metadata: the sub-account an agency key acts on (REST: `sub_account_id` in query or body).
     pub const SUB_ACCOUNT: &str = "x-sub-account-id";
     /// Request metadata: the edge could not parse the request and asks only whether the credentials pass,
-    /// so that 401/403/429 come before its own 400/413 (CONTRACT.md §2 check order).
+    /// so that 401/403/429 come before its own 400/413 (the documented check order of errors).
     pub const PREFLIGHT: &str = "x-frontdesk-preflight";
     /// Request metadata: the edge asks, before it reads a body that may be large, only whether the
     /// credentials are known and may call the method (401/403); nothing is counted against the rate limit,

@@ -209,13 +209,19 @@ fn faq(rng: &mut StdRng) -> (String, String) {
     (question, answer)
 }
 
-fn query(rng: &mut StdRng) -> String {
+pub fn query(rng: &mut StdRng) -> String {
     format!(
         "can I {} the {} {}",
         pick(rng, VERBS),
         pick(rng, TOPICS),
         pick(rng, PLACES)
     )
+}
+
+/// A client of the platform API (the process's TLS provider installed first, as reqwest needs one).
+pub fn rest_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
 
 struct Api {
@@ -226,9 +232,8 @@ struct Api {
 
 impl Api {
     fn new(server: &ServerProcess, key: &str) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
-            client: reqwest::Client::new(),
+            client: rest_client(),
             base: format!("http://{}", server.http.expect("http")),
             key: key.to_owned(),
         }
@@ -343,7 +348,7 @@ async fn bulk_import(setup: &Setup, model: &str, pages: usize) -> anyhow::Result
 }
 
 /// Writes `n` FAQs of the agent straight into the tables (as fast as the database takes them).
-async fn seed_faqs(database: &str, account: &str, agent: &str, n: usize) -> anyhow::Result<()> {
+pub async fn seed_faqs(database: &str, account: &str, agent: &str, n: usize) -> anyhow::Result<()> {
     let db = Database::connect(database).await?;
     let mut rng = StdRng::seed_from_u64(10_000);
     let now = chrono::Utc::now();

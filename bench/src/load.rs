@@ -152,7 +152,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             requests: 0,
             elapsed: Duration::ZERO,

@@ -297,6 +297,31 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
         ));
     }
     rows.extend(compared_targets(results));
+    if let Some(latency) = find(engine::REPLY_LATENCY) {
+        rows.push(p99_under(
+            "AI replies: question stored to reply queued p99, debounce 0, 10,000 FAQs, words alone",
+            latency,
+            50.0,
+            "< 50 ms",
+        ));
+    }
+    if let Some(rate) = find(engine::REPLY_RATE) {
+        rows.push((
+            "AI replies: replies stored per second, one serve, 1,000 conversations (no goal set)",
+            format!("{:.0}/s", rate.outcome.per_second()),
+            "-",
+            true,
+        ));
+    }
+    if let Some(decisions) = &footprint.ai_decisions {
+        let share = decisions.within_10ms / decisions.count.max(1.0);
+        rows.push((
+            "AI replies: the local decision within 10 ms (context read, 10,000 FAQs searched by words, rule)",
+            format!("{:.1}% of {:.0}", share * 100.0, decisions.count),
+            ">= 99% (p99 < 10 ms)",
+            share >= 0.99,
+        ));
+    }
     if let Some(inbound) = find(engine::INBOUND) {
         rows.push(at_least(
             "inbound: signed requests stored per second",

@@ -56,6 +56,8 @@ pub struct Footprint {
     pub deals_plan: Option<String>,
     /// What the inbound scenario stored, against what it sent.
     pub inbound_stored: Option<crate::engine::Stored>,
+    /// How the AI replies' decisions were timed, when that scenario ran.
+    pub ai_decisions: Option<crate::engine::Decisions>,
     /// What idle web chat sockets cost, when that scenario ran.
     pub idle_sockets: Option<crate::webchat::IdleSockets>,
     /// The knowledge scenarios' facts (the model's own speed), when they ran.
@@ -331,6 +333,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
             started_in,
             deals_plan,
             inbound_stored: engine.stored,
+            ai_decisions: engine.decisions,
             idle_sockets: webchat.idle,
             knowledge: Some(knowledge),
         },

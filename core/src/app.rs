@@ -14,30 +14,30 @@ use crate::{
         rate_limit::{RateLimiter, RedisWindows},
         service::ApiKeysService,
     },
-    accounts::ledger::CreditsService,
     accounts::{
         DEFAULT_RATE_LIMIT,
-        admin::{AdminService, AdminToken},
         store::{self as account_store, NewAccount},
     },
+    admin::{AdminService, AdminToken},
     agents::service::AgentsService,
     ai::{local::LocalModel, reply::AgentReply},
     broadcasts::BroadcastsService,
     campaigns::{CampaignsService, sunset::Sunset},
-    channels::registry::Adapters,
+    channels::{live_feed::Feed, pacing::Pacer, registry::Adapters},
     clock::{Clock, SteerableClock, SystemClock},
     config::{CoreConfig, ImportConfig, PaymentConfig, PaymentProviderKind, RetrievalConfig},
     contacts::service::ContactsService,
     conversations::{
-        idle::{self, Housekeeping},
         inbound::Arrivals,
         receipts::{self, LateReceipts},
         service::ConversationsService,
     },
+    credits::CreditsService,
     deals::{pipelines::PipelinesService, service::DealsService},
     events,
     grpc::{self, Services},
     hooks::ChannelHooksService,
+    housekeeping::{self, Housekeeping},
     ids,
     integrations::{
         http,
@@ -62,7 +62,6 @@ use crate::{
     messaging::{
         accept::Sender,
         deliver::{self, Deliver},
-        pacing::Pacer,
         service::MessagesService,
     },
     plan::Plan,
@@ -72,7 +71,7 @@ use crate::{
     site::{health::HealthService, payments::PaymentsService},
     store,
     webchat::{
-        WebChat,
+        self, WebChat,
         empty_sessions::{self, EmptySessions},
         live::Live,
         pushes::Pushes,
@@ -134,12 +133,12 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         Some(url) => Live::with_redis(url).context("REDIS_URL")?,
         None => Live::in_process(),
     };
-    let pushes = Pushes::new(db.clone(), live.clone());
+    let feed: Feed = Arc::new(Pushes::new(db.clone(), live.clone()));
     let adapters = Arc::new(Adapters::new(
         sealer.clone(),
         &conversations.twilio_base_url,
         http::client(conversations.provider_timeout)?,
-        live.clone(),
+        Arc::new(webchat::adapter::WebChatAdapter::new(live.clone())),
     ));
     let committed = events::Committed::default();
     let arrivals = Arrivals::start(
@@ -156,7 +155,11 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         live.clone(),
         arrivals.clone(),
         sealer.clone(),
-        config,
+        webchat::Setup {
+            webchat: &config.webchat,
+            public_url: &config.conversations.public_url,
+            redis_url: config.redis_url.as_deref(),
+        },
     )?);
     let send_schedule = conversations.send_retry_schedule.0.clone();
     let pacer = match config.redis_url.as_deref() {
@@ -184,7 +187,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             )),
         )
         .with(
-            idle::KIND,
+            housekeeping::KIND,
             Arc::new(Housekeeping::new(db.clone(), clock.clone(), conversations.idle_hours)),
         )
         .with(
@@ -239,7 +242,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         );
     // The recurring housekeeping jobs exist once each, whichever replica starts first.
-    jobs::enqueue(&db, idle::job(clock.now()), clock.now()).await?;
+    jobs::enqueue(&db, housekeeping::job(clock.now()), clock.now()).await?;
     jobs::enqueue(&db, empty_sessions::job(clock.now()), clock.now()).await?;
     let services = Services {
         health: HealthService::new(db.clone()),
@@ -261,7 +264,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             clock.clone(),
             sealer.clone(),
             &config.conversations.public_url,
-            pushes.clone(),
+            feed.clone(),
         ),
         entry_points: EntryPointsService::new(db.clone(), clock.clone()),
         kb_groups: KbGroupsService::new(db.clone(), clock.clone()),
@@ -275,9 +278,9 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         ),
         broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
-        contacts: ContactsService::new(db.clone(), clock.clone(), pushes.clone()),
-        messages: MessagesService::new(db.clone(), clock.clone(), sender, pushes.clone()),
-        conversations: ConversationsService::new(db.clone(), clock.clone(), pushes),
+        contacts: ContactsService::new(db.clone(), clock.clone(), feed.clone()),
+        messages: MessagesService::new(db.clone(), clock.clone(), sender, feed.clone()),
+        conversations: ConversationsService::new(db.clone(), clock.clone(), feed),
         hooks: ChannelHooksService::new(
             db.clone(),
             clock.clone(),
@@ -331,7 +334,7 @@ fn embedder(config: &RetrievalConfig, database_url: &str) -> anyhow::Result<Opti
 }
 
 /// The guarded fetcher of knowledge imports: the outbound policy's address rule, and the page limits of
-/// CONVERSATIONS.md section 6 (5 MiB, 5 redirects).
+/// docs/knowledge.md (5 MiB, 5 redirects).
 fn knowledge_fetcher(policy: OutboundPolicy, config: &ImportConfig) -> anyhow::Result<Fetcher> {
     let rule: AddressRule = Arc::new(move |ip| policy.allow_private || outbound::is_public(ip));
     let limits = FetchLimits {
@@ -356,7 +359,7 @@ pub async fn bootstrap_first_account(db: &DatabaseConnection, database_url: &str
         rate_limit: DEFAULT_RATE_LIMIT,
         parent_account_id: None,
     };
-    let (account, key) = account_store::create(db, new, SystemClock.now()).await?;
+    let (account, key) = crate::onboarding::create(db, new, SystemClock.now()).await?;
     tracing::info!(
         account_id = account.id,
         "first account created; its API key is printed on standard output"

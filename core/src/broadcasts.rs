@@ -30,8 +30,6 @@ use crate::{
 };
 
 pub const STATUSES: &[&str] = &["draft", "scheduled", "sending", "completed", "cancelled", "failed"];
-/// Statuses of a broadcast that still needs its agent and can still be cancelled.
-pub const UNFINISHED: &[&str] = &["draft", "scheduled", "sending"];
 /// Statuses in which a broadcast can still be changed.
 const CHANGEABLE: &[&str] = &["draft", "scheduled"];
 const MAX_RECIPIENTS: usize = 10_000;
@@ -329,7 +327,7 @@ impl BroadcastsService {
         if row.status == "cancelled" {
             return Ok(row);
         }
-        if !UNFINISHED.contains(&row.status.as_str()) {
+        if !broadcasts::UNFINISHED.contains(&row.status.as_str()) {
             return Err(ApiError::failed_precondition(format!(
                 "a {} broadcast cannot be cancelled",
                 row.status

@@ -5,7 +5,14 @@ use std::{net::SocketAddr, time::Duration};
 
 use clap::{Args, ValueEnum};
 
-use crate::{site::prices::PriceTable, store::group_commit::Batching};
+use crate::{
+    jobs::JobConfig,
+    knobs::{DurationList, parse_duration, parse_duration_list, parse_positive_duration, parse_weight},
+    site::prices::PriceTable,
+    store::group_commit::Batching,
+    webchat::WebChatConfig,
+    webhooks::WebhookConfig,
+};
 
 /// Settings of the gRPC core: listener, database, counters, admin token and payment provider. Not `Debug`:
 /// it holds secrets.
@@ -33,7 +40,8 @@ pub struct CoreConfig {
     #[arg(long, env = "FRONTDESK_DB_STATEMENT_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub db_statement_timeout: Duration,
 
-    /// Redis for rate-limit counters shared by every replica (`redis://HOST:6379`); unset: counted in process.
+    /// Redis shared by every replica (`redis://HOST:6379`): rate-limit counters, channels' send pacing and web
+    /// chat's live pushes; unset: all three in process.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
 
@@ -46,7 +54,7 @@ pub struct CoreConfig {
     #[arg(skip = std::env::var("FRONTDESK_ADMIN_TOKEN").ok())]
     pub admin_token: Option<String>,
 
-    /// Allow loopback, private and link-local targets for webhooks and knowledge imports (and later tools).
+    /// Allow loopback, private and link-local targets for webhooks and knowledge imports.
     #[arg(long, env = "FRONTDESK_ALLOW_PRIVATE_URLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_private_urls: bool,
 
@@ -90,59 +98,6 @@ pub struct CoreConfig {
     pub webchat: WebChatConfig,
 }
 
-/// Web chat visitors: how long a session lasts and how fast a visitor may go.
-#[derive(clap::Args, Clone, Debug)]
-pub struct WebChatConfig {
-    /// How long a visitor's session token lasts after the session last resumed (a page load renews it).
-    #[arg(long = "webchat-session-ttl", env = "FRONTDESK_WEBCHAT_SESSION_TTL", default_value = "30d", value_parser = parse_positive_duration)]
-    pub session_ttl: Duration,
-
-    /// Messages one visitor session may send per minute (over the API and the socket together).
-    #[arg(long = "webchat-messages-per-minute", env = "FRONTDESK_WEBCHAT_MESSAGES_PER_MINUTE", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub messages_per_minute: u32,
-
-    /// New sessions one client address may start per minute (an IPv6 address counts with its /64).
-    #[arg(long = "webchat-sessions-per-minute", env = "FRONTDESK_WEBCHAT_SESSIONS_PER_MINUTE", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub sessions_per_minute: u32,
-
-    /// New sessions one web chat channel may have started per minute, from every address together.
-    #[arg(long = "webchat-channel-sessions-per-minute", env = "FRONTDESK_WEBCHAT_CHANNEL_SESSIONS_PER_MINUTE", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub channel_sessions_per_minute: u32,
-
-    /// New sessions one account's web chat channels may have started per minute, together.
-    #[arg(long = "webchat-account-sessions-per-minute", env = "FRONTDESK_WEBCHAT_ACCOUNT_SESSIONS_PER_MINUTE", default_value_t = 1_200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub account_sessions_per_minute: u32,
-
-    /// Visitor messages one web chat channel may take per minute, from every session together.
-    #[arg(long = "webchat-channel-messages-per-minute", env = "FRONTDESK_WEBCHAT_CHANNEL_MESSAGES_PER_MINUTE", default_value_t = 3_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub channel_messages_per_minute: u32,
-
-    /// Visitor messages one account's web chat channels may take per minute, together.
-    #[arg(long = "webchat-account-messages-per-minute", env = "FRONTDESK_WEBCHAT_ACCOUNT_MESSAGES_PER_MINUTE", default_value_t = 6_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub account_messages_per_minute: u32,
-
-    /// Resumes, thread reads and socket openings of one session per minute.
-    #[arg(long = "webchat-reads-per-minute", env = "FRONTDESK_WEBCHAT_READS_PER_MINUTE", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub reads_per_minute: u32,
-
-    /// `seen` and `typing` frames of one session per minute.
-    #[arg(long = "webchat-signals-per-minute", env = "FRONTDESK_WEBCHAT_SIGNALS_PER_MINUTE", default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub signals_per_minute: u32,
-
-    /// Open sockets of one session on one core process.
-    #[arg(long = "webchat-sockets-per-session", env = "FRONTDESK_WEBCHAT_SOCKETS_PER_SESSION", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub sockets_per_session: u32,
-
-    /// Open sockets from one client address (an IPv6 address with its /64) on one core process.
-    #[arg(long = "webchat-sockets-per-address", env = "FRONTDESK_WEBCHAT_SOCKETS_PER_ADDRESS", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub sockets_per_address: u32,
-
-    /// How long a session in which nothing was written is kept after the visitor was last seen; then it
-    /// is deleted, with its contact when that holds nothing else.
-    #[arg(long = "webchat-empty-session-ttl", env = "FRONTDESK_WEBCHAT_EMPTY_SESSION_TTL", default_value = "24h", value_parser = parse_positive_duration)]
-    pub empty_session_ttl: Duration,
-}
-
 /// Knowledge imports: how pages are fetched.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ImportConfig {
@@ -170,13 +125,6 @@ pub struct RetrievalConfig {
     /// weigh the rest. 0: words only.
     #[arg(long, env = "FRONTDESK_RETRIEVAL_DENSE_WEIGHT", default_value_t = crate::knowledge::retrieval::DENSE_WEIGHT, value_parser = parse_weight)]
     pub dense_weight: f64,
-}
-
-fn parse_weight(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(w) if (0.0..=1.0).contains(&w) => Ok(w),
-        _ => Err(format!("{s:?} is not a weight between 0 and 1")),
-    }
 }
 
 /// Uploaded documents (knowledge imports); read by the edge (which refuses a larger file while it streams
@@ -260,107 +208,6 @@ impl ConversationConfig {
     }
 }
 
-/// The durable job engine (sends, AI replies, imports, broadcasts). Durations are written `500ms`, `5s`,
-/// `5m`, `2h` or `3d`.
-#[derive(Args, Clone, Debug)]
-pub struct JobConfig {
-    /// Jobs running at once in this process; 0 runs none (an API-only replica, whose jobs the replicas
-    /// with workers run).
-    #[arg(id = "job_concurrency", value_name = "CONCURRENCY", long = "job-concurrency", env = "FRONTDESK_JOB_CONCURRENCY", default_value_t = 256, value_parser = clap::value_parser!(u32).range(0..=4096))]
-    pub concurrency: u32,
-
-    /// Jobs of one lane (one channel's sends; an account's jobs without a lane) running at once across
-    /// every replica, so a provider that hangs holds only its lane's share of the workers.
-    #[arg(id = "job_lane_concurrency", value_name = "LANE_CONCURRENCY", long = "job-lane-concurrency", env = "FRONTDESK_JOB_LANE_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub lane_concurrency: u32,
-
-    /// Jobs of one account and class (interactive or bulk) running at once across every replica, so one
-    /// tenant cannot take every worker.
-    #[arg(id = "job_account_concurrency", value_name = "ACCOUNT_CONCURRENCY", long = "job-account-concurrency", env = "FRONTDESK_JOB_ACCOUNT_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub account_concurrency: u32,
-
-    /// Of this process's job slots, how many bulk work (broadcast sends, imports, embeddings) may hold;
-    /// the rest stay for interactive work. Default: three quarters of FRONTDESK_JOB_CONCURRENCY.
-    #[arg(id = "job_bulk_concurrency", value_name = "BULK_CONCURRENCY", long = "job-bulk-concurrency", env = "FRONTDESK_JOB_BULK_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub bulk_concurrency: Option<u32>,
-
-    /// How long a claimed job belongs to its worker without a renewal; the worker renews it every third of
-    /// this while the job runs, so a job whose worker died runs again within this. At least 1s.
-    #[arg(id = "job_lease", value_name = "LEASE", long = "job-lease", env = "FRONTDESK_JOB_LEASE", default_value = "5s", value_parser = parse_duration)]
-    pub lease: Duration,
-
-    /// How often idle workers look for due jobs (a job enqueued in this process wakes them at once).
-    #[arg(id = "job_poll_interval", value_name = "POLL_INTERVAL", long = "job-poll-interval", env = "FRONTDESK_JOB_POLL_INTERVAL", default_value = "50ms", value_parser = parse_positive_duration)]
-    pub poll_interval: Duration,
-
-    /// How long failed and cancelled jobs are kept for operators after they settled.
-    #[arg(id = "job_retention", value_name = "RETENTION", long = "job-retention", env = "FRONTDESK_JOB_RETENTION", default_value = "30d", value_parser = parse_positive_duration)]
-    pub retention: Duration,
-}
-
-impl JobConfig {
-    /// The slots bulk work may hold in this process.
-    pub fn bulk_slots(&self) -> u32 {
-        self.bulk_concurrency
-            .unwrap_or(self.concurrency - self.concurrency / 4)
-            .min(self.concurrency)
-            .max(1)
-    }
-}
-
-/// The webhook delivery engine. Durations are written `500ms`, `5s`, `5m`, `2h` or `3d`.
-#[derive(Args, Clone, Debug)]
-pub struct WebhookConfig {
-    /// Waits before each retry after a failed attempt (each +-20%); a delivery fails for good once all are
-    /// used.
-    #[arg(
-        long = "webhook-retry-schedule",
-        env = "FRONTDESK_WEBHOOK_RETRY_SCHEDULE",
-        default_value = "5s,5m,30m,2h,5h,10h,14h,20h,24h",
-        value_parser = parse_duration_list
-    )]
-    pub retry_schedule: DurationList,
-
-    /// Time limit of one delivery attempt.
-    #[arg(long = "webhook-timeout", env = "FRONTDESK_WEBHOOK_TIMEOUT", default_value = "15s", value_parser = parse_duration)]
-    pub timeout: Duration,
-
-    /// Continuous failure (no success since the first failure) after which a subscription is disabled.
-    #[arg(long = "webhook-disable-after", env = "FRONTDESK_WEBHOOK_DISABLE_AFTER", default_value = "3d", value_parser = parse_duration)]
-    pub disable_after: Duration,
-
-    /// How long a claimed delivery belongs to the worker that claimed it without a renewal; the worker renews
-    /// it every third of this until the attempt's result is recorded, so a delivery whose worker died is
-    /// attempted again (as the same attempt) within this. At least 1s.
-    #[arg(long = "webhook-lease", env = "FRONTDESK_WEBHOOK_LEASE", default_value = "5s", value_parser = parse_duration)]
-    pub lease: Duration,
-
-    /// Deliveries in hand at once in this process (an attempt running, or its result being recorded).
-    #[arg(long = "webhook-concurrency", env = "FRONTDESK_WEBHOOK_CONCURRENCY", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub concurrency: u32,
-
-    /// Attempts running at once to one subscription in this process; an account's subscriptions together
-    /// get at most half of `FRONTDESK_WEBHOOK_CONCURRENCY`. A slow or dead endpoint then holds only its share.
-    /// 64: one subscription taking 500 events a second on the loaded bench machine queued behind 32 (the
-    /// claim passes over a full endpoint until an answer frees it), stretching the p99 to seconds
-    /// (docs/BENCHMARKS.md, "Web chat").
-    #[arg(long = "webhook-endpoint-concurrency", env = "FRONTDESK_WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub endpoint_concurrency: u32,
-
-    /// How long a delivery's record (with its attempts) is kept after it was delivered or failed for good;
-    /// an event goes once no delivery refers to it. Pending deliveries are kept however old.
-    #[arg(long = "webhook-retention", env = "FRONTDESK_WEBHOOK_RETENTION", default_value = "30d", value_parser = parse_duration)]
-    pub retention: Duration,
-
-    /// How often idle workers look for new events and due retries.
-    #[arg(long = "webhook-poll-interval", env = "FRONTDESK_WEBHOOK_POLL_INTERVAL", default_value = "50ms", value_parser = parse_duration)]
-    pub poll_interval: Duration,
-}
-
-/// A comma-separated list of durations.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DurationList(pub Vec<Duration>);
-
 /// Four connections per CPU, at least 8. On the two-core bench machine with PostgreSQL beside the service,
 /// 16 connections let PostgreSQL's processes contend for the CPUs in no particular order and stretched
 /// the deals list's p99 by half; 5 (the PostgreSQL wiki's twice the cores plus one) cut a quarter off
@@ -370,44 +217,6 @@ pub struct DurationList(pub Vec<Duration>);
 fn default_db_connections() -> u32 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     u32::try_from(4 * cpus).unwrap_or(u32::MAX).max(8)
-}
-
-/// `500ms`, `5s`, `5m`, `2h` or `3d`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration such as 500ms, 5s, 5m, 2h or 3d"))?;
-    let millis = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("`{text}` needs a unit: ms, s, m, h or d")),
-    };
-    Ok(Duration::from_millis(number.saturating_mul(millis)))
-}
-
-/// A duration that is not zero.
-fn parse_positive_duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text).and_then(|d| {
-        if d.is_zero() {
-            Err(format!("`{text}` must be longer than zero"))
-        } else {
-            Ok(d)
-        }
-    })
-}
-
-pub fn parse_duration_list(text: &str) -> Result<DurationList, String> {
-    text.split(',')
-        .filter(|part| !part.trim().is_empty())
-        .map(parse_duration)
-        .collect::<Result<_, _>>()
-        .map(DurationList)
 }
 
 /// Which payment provider creates orders, and its credentials. Not `Debug`: it holds the key secret.
@@ -523,32 +332,4 @@ pub struct EdgeListenConfig {
     /// dropped (the widget reconnects and replays).
     #[arg(long, env = "FRONTDESK_WEBCHAT_SEND_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
     pub webchat_send_timeout: Duration,
-}
-
-impl EdgeListenConfig {
-    pub fn limits(&self, uploads: UploadConfig) -> frontdesk_edge::Limits {
-        frontdesk_edge::Limits {
-            call_timeout: self.request_timeout,
-            max_upload_bytes: uploads.max_bytes(),
-            body_read_timeout: self.body_read_timeout,
-            body_memory_bytes: usize::try_from(self.body_memory_mb)
-                .unwrap_or(usize::MAX)
-                .saturating_mul(1024 * 1024),
-            webchat_send_timeout: self.webchat_send_timeout,
-        }
-    }
-
-    pub fn serve_options(&self) -> frontdesk_edge::ServeOptions {
-        frontdesk_edge::ServeOptions {
-            header_timeout: self.header_timeout,
-            trusted_proxy_hops: self.trusted_proxy_hops as usize,
-        }
-    }
-}
-
-/// Logging output format.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
 }

@@ -1,12 +1,11 @@
 //! The one error type of the core. Domain code returns `ApiError`; it becomes a `tonic::Status` exactly once,
 //! carrying the stable reason as `google.rpc.ErrorInfo` (upper case) and field problems as
-//! `google.rpc.BadRequest`, which the REST edge turns into the error body of CONTRACT.md section 2.
+//! `google.rpc.BadRequest`, which the REST edge turns into the API's error body.
 
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::store;
-
+pub use frontdesk_api::reason::Reason;
 /// Domain of every `ErrorInfo` the service emits.
 pub use frontdesk_api::wire::ERROR_DOMAIN;
 
@@ -30,14 +29,14 @@ impl FieldViolation {
 #[error("{reason}: {message}")]
 pub struct ApiError {
     pub code: Code,
-    /// Stable snake_case reason clients branch on (`invalid_argument`, `unknown_order`, ...).
-    pub reason: &'static str,
+    /// The stable reason clients branch on (`invalid_argument`, `unknown_order`, ...).
+    pub reason: Reason,
     pub message: String,
     pub fields: Vec<FieldViolation>,
 }
 
 impl ApiError {
-    pub fn new(code: Code, reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, reason: Reason, message: impl Into<String>) -> Self {
         Self {
             code,
             reason,
@@ -57,7 +56,7 @@ impl ApiError {
         };
         Self {
             fields,
-            ..Self::new(Code::InvalidArgument, "invalid_argument", message)
+            ..Self::new(Code::InvalidArgument, Reason::InvalidArgument, message)
         }
     }
 
@@ -68,23 +67,23 @@ impl ApiError {
 
     /// 404 for a missing object, or another account's (the answer does not tell them apart).
     pub fn not_found(what: &str) -> Self {
-        Self::new(Code::NotFound, "not_found", format!("no {what} with this id"))
+        Self::new(Code::NotFound, Reason::NotFound, format!("no {what} with this id"))
     }
 
     /// 409: the object would duplicate one that exists.
     pub fn already_exists(message: impl Into<String>) -> Self {
-        Self::new(Code::AlreadyExists, "already_exists", message)
+        Self::new(Code::AlreadyExists, Reason::AlreadyExists, message)
     }
 
     /// 400: the request is well-formed but the object's state does not allow it.
     pub fn failed_precondition(message: impl Into<String>) -> Self {
-        Self::new(Code::FailedPrecondition, "failed_precondition", message)
+        Self::new(Code::FailedPrecondition, Reason::FailedPrecondition, message)
     }
 
     /// An unexpected failure. The cause is logged here and never sent to the client.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
-        Self::new(Code::Internal, "internal", "internal error")
+        Self::new(Code::Internal, Reason::Internal, "internal error")
     }
 }
 
@@ -92,31 +91,42 @@ impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
         match err {
             // The row was read, then deleted by a concurrent request before this one wrote it.
-            sea_orm::DbErr::RecordNotUpdated => Self::new(Code::NotFound, "not_found", "it was deleted meanwhile"),
+            sea_orm::DbErr::RecordNotUpdated => Self::new(Code::NotFound, Reason::NotFound, "it was deleted meanwhile"),
             // PostgreSQL refuses U+0000 in any text it is given, an id or a filter included. Text fields are
             // checked before they get here; this catches the rest, which a direct gRPC caller can send.
             err if has_sqlstate(&err, CHARACTER_NOT_IN_REPERTOIRE) => Self::new(
                 Code::InvalidArgument,
-                "invalid_argument",
+                Reason::InvalidArgument,
                 "a text value must not contain the NUL character (U+0000)",
             ),
             // PostgreSQL gave up waiting for a lock another transaction holds (FRONTDESK_DB_LOCK_TIMEOUT):
             // the data is busy, not broken, and a retry may well succeed.
-            err if has_sqlstate(&err, store::LOCK_NOT_AVAILABLE) => {
+            err if has_sqlstate(&err, LOCK_NOT_AVAILABLE) => {
                 tracing::warn!(error = %err, "database lock not obtained in time");
                 Self::new(
                     Code::Unavailable,
-                    "unavailable",
+                    Reason::Unavailable,
                     "the data this call needs is locked by another change; retry shortly",
                 )
             }
             // The statement ran past FRONTDESK_DB_STATEMENT_TIMEOUT (or was cancelled).
-            err if has_sqlstate(&err, store::QUERY_CANCELED) => {
+            err if has_sqlstate(&err, QUERY_CANCELED) => {
                 tracing::warn!(error = %err, "database statement cancelled");
                 Self::new(
                     Code::DeadlineExceeded,
-                    "deadline_exceeded",
+                    Reason::DeadlineExceeded,
                     "the database did not finish this call in time",
+                )
+            }
+            // The database could not be reached or dropped the connection (a restart, a failover, a full
+            // pool): the statement did not run or its transaction rolled back, so the client may retry, and its
+            // idempotency key makes a retried write safe.
+            err if is_connection_loss(&err) => {
+                tracing::warn!(error = %err, "database connection lost");
+                Self::new(
+                    Code::Unavailable,
+                    Reason::Unavailable,
+                    "the database is unavailable for a moment; retry shortly",
                 )
             }
             err => Self::internal(format_args!("database: {err}")),
@@ -124,8 +134,38 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+/// PostgreSQL's SQLSTATE for a lock not obtained within `lock_timeout` (lock_not_available).
+const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// PostgreSQL's SQLSTATE for a statement cancelled, by `statement_timeout` among others (query_canceled).
+const QUERY_CANCELED: &str = "57014";
+
 /// PostgreSQL's SQLSTATE for a character its encoding cannot hold, which is what U+0000 gets.
 const CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
+
+/// SQLSTATE classes and codes of a connection PostgreSQL ended or refused: connection exceptions (class 08),
+/// an administrator's or a crash's shutdown, a server still starting, too many connections.
+const CONNECTION_LOSS_STATES: [&str; 4] = ["57P01", "57P02", "57P03", "53300"];
+
+/// Whether `err` says the connection to the database failed rather than the statement.
+fn is_connection_loss(err: &sea_orm::DbErr) -> bool {
+    match err {
+        sea_orm::DbErr::ConnectionAcquire(_) | sea_orm::DbErr::Conn(_) => true,
+        sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(e))
+        | sea_orm::DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e)) => match e.as_ref() {
+            sea_orm::SqlxError::Io(_)
+            | sea_orm::SqlxError::Tls(_)
+            | sea_orm::SqlxError::Protocol(_)
+            | sea_orm::SqlxError::PoolTimedOut
+            | sea_orm::SqlxError::PoolClosed
+            | sea_orm::SqlxError::WorkerCrashed => true,
+            sea_orm::SqlxError::Database(db) => db
+                .code()
+                .is_some_and(|code| code.starts_with("08") || CONNECTION_LOSS_STATES.contains(&code.as_ref())),
+            _ => false,
+        },
+        _ => false,
+    }
+}
 
 /// Whether the database returned this error with SQLSTATE `code`.
 fn has_sqlstate(err: &sea_orm::DbErr, code: &str) -> bool {
@@ -141,7 +181,7 @@ fn has_sqlstate(err: &sea_orm::DbErr, code: &str) -> bool {
 impl From<ApiError> for tonic::Status {
     fn from(err: ApiError) -> Self {
         let mut details = ErrorDetails::with_error_info(
-            err.reason.to_ascii_uppercase(),
+            err.reason.as_str().to_ascii_uppercase(),
             ERROR_DOMAIN,
             std::collections::HashMap::<String, String>::new(),
         );

@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod accounts;
+pub mod admin;
 pub mod admin_cli;
 pub mod agents;
 pub mod ai;
@@ -13,17 +14,23 @@ pub mod clock;
 pub mod config;
 pub mod contacts;
 pub mod conversations;
+pub mod credits;
 pub mod deals;
 pub mod error;
 pub mod events;
 pub mod grpc;
 pub mod hooks;
+pub mod housekeeping;
 pub mod ids;
 pub mod integrations;
 pub mod jobs;
 pub mod kb_groups;
+pub mod knobs;
 pub mod knowledge;
+#[cfg(test)]
+mod layering;
 pub mod messaging;
+pub mod onboarding;
 pub mod paging;
 pub mod plan;
 pub mod raw_http;

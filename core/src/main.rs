@@ -7,10 +7,11 @@ use clap::{Parser, Subcommand};
 use frontdesk_core::{
     admin_cli::{self, AdminArgs},
     app,
-    config::{CoreConfig, EdgeListenConfig, LogFormat, UploadConfig},
+    config::{CoreConfig, EdgeListenConfig, UploadConfig},
     grpc,
     shutdown::Shutdown,
     store, telemetry,
+    telemetry::LogFormat,
 };
 use frontdesk_edge::Transport;
 use tokio::net::TcpListener;
@@ -130,14 +131,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let router = frontdesk_edge::router(
                 Transport::in_process(routes.clone()),
                 metrics(),
-                edge.limits(core.uploads),
+                edge_limits(&edge, core.uploads),
             )?;
             let grpc_listener = TcpListener::bind(core.grpc_addr).await?;
             let http_listener = TcpListener::bind(edge.http_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
             let workers = jobs.spawn(shutdown.clone())?;
             tokio::try_join!(grpc::serve(routes, grpc_listener, shutdown.clone().wait()), async {
-                Ok(frontdesk_edge::serve(router, http_listener, edge.serve_options(), shutdown.wait()).await?)
+                Ok(frontdesk_edge::serve(router, http_listener, serve_options(&edge), shutdown.wait()).await?)
             },)?;
             let _ = tokio::join!(deliveries, workers);
         }
@@ -161,9 +162,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             edge,
             uploads,
         } => {
-            let router = frontdesk_edge::router(Transport::connect_lazy(&core_url)?, metrics(), edge.limits(uploads))?;
+            let router = frontdesk_edge::router(
+                Transport::connect_lazy(&core_url)?,
+                metrics(),
+                edge_limits(&edge, uploads),
+            )?;
             let listener = TcpListener::bind(edge.http_addr).await?;
-            frontdesk_edge::serve(router, listener, edge.serve_options(), shutdown.wait()).await?;
+            frontdesk_edge::serve(router, listener, serve_options(&edge), shutdown.wait()).await?;
         }
         Command::Admin(args) => admin_cli::run(args).await?,
         Command::ExtractDocument { .. } => anyhow::bail!("extract-document runs before the runtime starts"),
@@ -188,6 +193,26 @@ fn close_sockets_on(shutdown: Shutdown, live: frontdesk_core::webchat::live::Liv
 }
 
 /// Installs the process's Prometheus recorder and returns what renders it for `GET /metrics`.
+/// The edge's limits as its knobs set them.
+fn edge_limits(edge: &EdgeListenConfig, uploads: UploadConfig) -> frontdesk_edge::Limits {
+    frontdesk_edge::Limits {
+        call_timeout: edge.request_timeout,
+        max_upload_bytes: uploads.max_bytes(),
+        body_read_timeout: edge.body_read_timeout,
+        body_memory_bytes: usize::try_from(edge.body_memory_mb)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1024 * 1024),
+        webchat_send_timeout: edge.webchat_send_timeout,
+    }
+}
+
+fn serve_options(edge: &EdgeListenConfig) -> frontdesk_edge::ServeOptions {
+    frontdesk_edge::ServeOptions {
+        header_timeout: edge.header_timeout,
+        trusted_proxy_hops: edge.trusted_proxy_hops as usize,
+    }
+}
+
 fn metrics() -> Option<frontdesk_edge::MetricsRender> {
     let buckets = [
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

@@ -2,10 +2,10 @@
 //! platform's shapes: JSON documents, and failures as the REST API's error body with the status the REST
 //! API would give the same error.
 
+use frontdesk_api::http_error::HttpError;
 use frontdesk_api::raw::v1::{Header, HttpResponse};
-use frontdesk_edge::HttpError;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Reason};
 
 /// `body` as JSON with `status`.
 pub fn json(status: u16, body: &impl serde::Serialize) -> HttpResponse {
@@ -37,9 +37,9 @@ pub fn refusal(error: ApiError, request_id: &str) -> HttpResponse {
 }
 
 /// An error body with a status and reason of the caller's choice.
-pub fn error(status: u16, code: &str, message: &str, request_id: &str) -> HttpResponse {
+pub fn error(status: u16, reason: Reason, message: &str, request_id: &str) -> HttpResponse {
     let status = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    let http = HttpError::new(status, code, message);
+    let http = HttpError::new(status, reason.as_str(), message);
     HttpResponse {
         status: u32::from(status.as_u16()),
         content_type: "application/json".to_owned(),

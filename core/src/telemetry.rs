@@ -3,7 +3,7 @@
 
 use tracing_subscriber::{EnvFilter, fmt};
 
-use crate::config::LogFormat;
+use clap::ValueEnum;
 
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -14,4 +14,11 @@ pub fn init(format: LogFormat) {
     };
     // A second initialisation (tests embedding the core) keeps the first subscriber.
     let _ = result;
+}
+
+/// Logging output format.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }

@@ -6,31 +6,7 @@ use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor, Me
 
 use crate::path_template::PathTemplate;
 use frontdesk_api::google::api::{HttpRule, http_rule::Pattern};
-
-/// JSON field naming of a surface: the site API speaks lowerCamelCase, the platform API snake_case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Naming {
-    LowerCamel,
-    Snake,
-}
-
-impl Naming {
-    /// Packages under `frontdesk.site` are the site surface; every other package is the platform surface.
-    fn of(method: &MethodDescriptor) -> Self {
-        if method.parent_service().package_name().starts_with("frontdesk.site") {
-            Self::LowerCamel
-        } else {
-            Self::Snake
-        }
-    }
-
-    pub fn field_name(self, field: &FieldDescriptor) -> &str {
-        match self {
-            Self::LowerCamel => field.json_name(),
-            Self::Snake => field.name(),
-        }
-    }
-}
+pub use frontdesk_api::json_out::Naming;
 
 /// Where the HTTP body goes in the request message.
 #[derive(Clone, Debug)]
@@ -138,7 +114,7 @@ fn binding(method: &MethodDescriptor, rule: &HttpRule) -> Result<Binding, String
         http_method,
         template,
         body,
-        naming: Naming::of(method),
+        naming: naming_of(method),
     })
 }
 
@@ -171,4 +147,14 @@ pub fn resolve_field_path(message: &MessageDescriptor, path: &[String]) -> Optio
         }
     }
     current.get_field_by_name(last)
+}
+
+/// Packages under `frontdesk.site` are the site surface (lowerCamelCase); every other package is the
+/// platform surface (snake_case).
+fn naming_of(method: &MethodDescriptor) -> Naming {
+    if method.parent_service().package_name().starts_with("frontdesk.site") {
+        Naming::LowerCamel
+    } else {
+        Naming::Snake
+    }
 }

@@ -1,7 +1,7 @@
 //! The OpenAPI 3.1 document, generated from the same descriptors and bindings as the routes, so it cannot
 //! drift from them: one operation per binding, parameters from the path template and (for body-less rules)
 //! the query string, schemas from the messages in the surface's JSON naming, descriptions from the proto
-//! comments, and the error responses of CONTRACT.md section 2.
+//! comments, and the error responses of the API.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

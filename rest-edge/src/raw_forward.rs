@@ -18,6 +18,7 @@ use crate::{
     HttpError, Transport,
     body::{Bodies, Hold},
     client_addr::ClientAddr,
+    error::ErrorResponse,
     request_id_of,
 };
 

@@ -1,7 +1,8 @@
 //! The admin gRPC service as the tests use it: accounts with a known plan, limit and key.
 
 use frontdesk_api::admin::v1::{
-    CreateAccountRequest, IssueApiKeyRequest, SetTestClockRequest, UpdateAccountRequest, admin_client::AdminClient,
+    CreateAccountRequest, GetBacklogRequest, IssueApiKeyRequest, SetTestClockRequest, UpdateAccountRequest,
+    admin_client::AdminClient,
 };
 use tonic::{Request, service::interceptor::InterceptedService, transport::Channel};
 
@@ -96,4 +97,31 @@ pub async fn set_test_clock(server: &Server, now: Option<prost_types::Timestamp>
         .set_test_clock(SetTestClockRequest { now })
         .await
         .map(|_| ())
+}
+
+/// Waits until the service is quiet: no job or webhook delivery due or running, no event waiting for its
+/// fan-out (read twice in a row, 50 ms apart; work scheduled for later does not count). A test that asserts
+/// that nothing more happens waits for this rather than for a guessed time.
+pub async fn quiesce(server: &Server) {
+    let mut admin = client(server).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut quiet_reads = 0;
+    while quiet_reads < 2 {
+        let backlog = admin
+            .get_backlog(GetBacklogRequest {})
+            .await
+            .expect("backlog")
+            .into_inner();
+        let busy = backlog.jobs_due
+            + backlog.jobs_running
+            + backlog.deliveries_due
+            + backlog.deliveries_running
+            + backlog.events_undispatched;
+        quiet_reads = if busy == 0 { quiet_reads + 1 } else { 0 };
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service never got quiet: {backlog:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

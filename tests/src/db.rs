@@ -48,6 +48,24 @@ impl Db {
         }
     }
 
+    /// The PostgreSQL server's `host:port`.
+    pub fn postgres_addr(&self) -> String {
+        let server = postgres_server();
+        let rest = server.rsplit_once('@').map_or(server.as_str(), |(_, rest)| rest);
+        rest.trim_end_matches('/').to_owned()
+    }
+
+    /// The URL of this PostgreSQL database reached through `addr` (a proxy) instead of the server's own.
+    pub fn url_via(&self, addr: &str) -> String {
+        match self {
+            Self::Postgres { server, name } => {
+                let credentials = server.rsplit_once('@').map_or("postgres://", |(c, _)| c);
+                format!("{credentials}@{addr}/{name}")
+            }
+            Self::Sqlite { .. } => panic!("an SQLite database is a file, not reached over TCP"),
+        }
+    }
+
     pub fn is_postgres(&self) -> bool {
         matches!(self, Self::Postgres { .. })
     }

@@ -13,6 +13,7 @@ pub mod razorpay;
 pub mod redis_server;
 pub mod server;
 pub mod sms;
+pub mod tcp_proxy;
 pub mod twilio;
 pub mod webchat;
 pub mod webhook_receiver;

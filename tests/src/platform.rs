@@ -52,6 +52,11 @@ impl Platform<'_> {
         answer.body
     }
 
+    /// `GET path` that must answer 200 with `"success": true`; the body.
+    pub async fn get(&self, path: &str) -> Value {
+        self.ok("GET", path, None).await
+    }
+
     /// A new agent with only a name; its id.
     pub async fn agent(&self, name: &str) -> String {
         self.ok("POST", "/v1/agents", Some(json!({"name": name}))).await["agent"]["id"]
@@ -79,6 +84,56 @@ impl Platform<'_> {
     /// A gRPC request carrying this account's key.
     pub fn grpc<T>(&self, message: T) -> tonic::Request<T> {
         authed(&self.key, message)
+    }
+
+    /// Polls `GET path` until `done` holds for its body (30 s at most); that body.
+    pub async fn poll(&self, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let body = self.get(path).await;
+            if done(&body) {
+                return body;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{path} never reached the state: {body}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A webhook subscription of `url` to `events`; its signing secret.
+    pub async fn subscribe(&self, url: &str, events: &[&str]) -> String {
+        let body = json!({"name": "hooks", "url": url, "events": events});
+        self.ok("POST", "/v1/webhooks", Some(body)).await["secret"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A new deal in stage `new`; its id.
+    pub async fn deal(&self, title: &str) -> String {
+        let body = json!({"title": title, "stage": "new"});
+        self.ok("POST", "/v1/deals", Some(body)).await["deal"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A new FAQ of the agent; its id.
+    pub async fn faq(&self, agent: &str, question: &str, answer: &str) -> String {
+        let body = json!({"question": question, "answer": answer});
+        self.ok("POST", &format!("/v1/agents/{agent}/faqs"), Some(body)).await["faq"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// The first `limit` results of the agent's search for `query`, best first.
+    pub async fn search(&self, agent: &str, query: &str, limit: i32) -> Vec<Value> {
+        let body = json!({"query": query, "limit": limit});
+        let answer = self.ok("POST", &format!("/v1/agents/{agent}/search"), Some(body)).await;
+        answer["results"].as_array().expect("results").clone()
     }
 }
 

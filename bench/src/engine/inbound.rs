@@ -54,22 +54,7 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
         counted.fetch_add(1, Ordering::Relaxed);
         let sid = format!("SM{run:016x}{:016x}", turn.number);
         let from = format!("+1666{:07}", turn.number % senders);
-        let form = inbound_form(&sid, &from, "Hi, is my order on its way?");
-        let signature = sign(&key, &url, &form);
-        let mut body = url::form_urlencoded::Serializer::new(String::new());
-        body.extend_pairs(&form);
-        Some(HttpRequest {
-            method: http::Method::POST,
-            path: path.clone(),
-            headers: vec![
-                (
-                    "content-type".to_owned(),
-                    "application/x-www-form-urlencoded".to_owned(),
-                ),
-                ("x-twilio-signature".to_owned(), signature),
-            ],
-            body: Bytes::from(body.finish()),
-        })
+        Some(signed_inbound(&key, &url, &path, &sid, &from, "Hi, is my order on its way?"))
     });
     let measured = measure(
         INBOUND,
@@ -156,5 +141,25 @@ mod tests {
         ];
         let url = "https://mycompany.com/myapp.php?foo=1&bar=2";
         assert_eq!(super::sign(&key, url, &form), "RSOYDt4T1cUTdK1PDd93/VVr8B8=");
+    }
+}
+
+/// Twilio's inbound sms request to the hook at `path` (public `url`), signed with `key`.
+pub(super) fn signed_inbound(key: &ring::hmac::Key, url: &str, path: &str, sid: &str, from: &str, text: &str) -> HttpRequest {
+    let form = inbound_form(sid, from, text);
+    let signature = sign(key, url, &form);
+    let mut body = url::form_urlencoded::Serializer::new(String::new());
+    body.extend_pairs(&form);
+    HttpRequest {
+        method: http::Method::POST,
+        path: path.to_owned(),
+        headers: vec![
+            (
+                "content-type".to_owned(),
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
+            ("x-twilio-signature".to_owned(), signature),
+        ],
+        body: Bytes::from(body.finish()),
     }
 }

@@ -10,6 +10,7 @@ mod fairness;
 mod floor;
 mod inbound;
 mod pipeline;
+mod replies;
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -35,6 +36,7 @@ pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
+pub use replies::{Decisions, REPLY_LATENCY, REPLY_RATE};
 
 /// The channel's Twilio account and sending number.
 const ACCOUNT_SID: &str = "AC0123456789abcdef0123456789abcdef";
@@ -55,10 +57,11 @@ fn basic_auth() -> String {
     )
 }
 
-/// The engine's figures, and the inbound storage check when that scenario ran.
+/// The engine's figures, the inbound storage check and the AI decisions' timing when those scenarios ran.
 pub struct Figures {
     pub measured: Vec<Measured>,
     pub stored: Option<Stored>,
+    pub decisions: Option<Decisions>,
 }
 
 /// The account, its sms channel and contacts, on a running `serve`.
@@ -75,7 +78,13 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let mut figures = Figures {
         measured: Vec::new(),
         stored: None,
+        decisions: None,
     };
+    if wanted(REPLY_LATENCY) || wanted(REPLY_RATE) {
+        let (measured, decisions) = replies::run(setup, shape).await?;
+        figures.measured.extend(measured);
+        figures.decisions = Some(decisions);
+    }
     let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
     let fair = wanted(QUIET_ALONE) || wanted(QUIET_BESIDE_BACKLOG);
     if !(send || pipeline || inbound || fair) {

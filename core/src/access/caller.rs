@@ -4,6 +4,7 @@
 use tonic::Code;
 
 use super::rate_limit::Decision;
+use crate::error::Reason;
 use crate::{
     error::{ApiError, ApiResult},
     store::entities::{accounts, api_keys},
@@ -26,7 +27,7 @@ impl Caller {
         request.extensions().get::<Self>().ok_or_else(|| {
             ApiError::new(
                 Code::Internal,
-                "internal",
+                Reason::Internal,
                 "request reached a platform handler unguarded",
             )
         })

@@ -9,6 +9,7 @@ use tonic::Code;
 
 use super::api_key::ApiKey;
 use crate::error::ApiError;
+use crate::error::Reason;
 
 /// The one key of the request, or why there is none.
 pub fn presented_key(headers: &HeaderMap) -> Result<ApiKey, ApiError> {
@@ -29,7 +30,7 @@ pub fn presented_key(headers: &HeaderMap) -> Result<ApiKey, ApiError> {
     if presented.iter().any(|p| p != first) {
         return Err(ApiError::new(
             Code::InvalidArgument,
-            "invalid_argument",
+            Reason::InvalidArgument,
             "two different API keys in one request",
         ));
     }
@@ -42,7 +43,7 @@ pub fn presented_key(headers: &HeaderMap) -> Result<ApiKey, ApiError> {
 
 /// 401 `unauthenticated`; the message never contains the presented key.
 pub fn unauthenticated(message: &str) -> ApiError {
-    ApiError::new(Code::Unauthenticated, "unauthenticated", message)
+    ApiError::new(Code::Unauthenticated, Reason::Unauthenticated, message)
 }
 
 fn text(value: &http::HeaderValue) -> Result<&str, ApiError> {

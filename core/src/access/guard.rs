@@ -18,6 +18,7 @@ use super::{
     rate_limit::{Decision, RateLimiter},
     scopes::Scopes,
 };
+use crate::error::Reason;
 use crate::{
     accounts::store as account_store,
     error::ApiError,
@@ -52,7 +53,7 @@ impl Guard {
         if !rate.allowed {
             let limited = ApiError::new(
                 Code::ResourceExhausted,
-                "rate_limited",
+                Reason::RateLimited,
                 format!(
                     "rate limit of {} requests per {} s reached; retry after {} s",
                     rate.limit,
@@ -98,7 +99,7 @@ impl Guard {
         {
             return Err(ApiError::new(
                 Code::PermissionDenied,
-                "insufficient_scope",
+                Reason::InsufficientScope,
                 format!("this API key may not call the {section} section"),
             ));
         }
@@ -120,7 +121,7 @@ impl Guard {
             }
             _ => Err(ApiError::new(
                 Code::PermissionDenied,
-                "insufficient_scope",
+                Reason::InsufficientScope,
                 "sub_account_id is not a sub-account of this account",
             )),
         }
@@ -140,14 +141,14 @@ fn account_flags(account: &accounts::Model, section: Option<&str>) -> Result<(),
     if !account.api_access {
         return Err(ApiError::new(
             Code::PermissionDenied,
-            "api_access_disabled",
+            Reason::ApiAccessDisabled,
             "API access is not enabled on this account",
         ));
     }
     if section == Some("webhooks") && !account.webhooks_enabled {
         return Err(ApiError::new(
             Code::PermissionDenied,
-            "webhooks_disabled",
+            Reason::WebhooksDisabled,
             "webhooks are not enabled on this account",
         ));
     }
@@ -185,7 +186,11 @@ pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Respo
 }
 
 fn preflight_passed() -> ApiError {
-    ApiError::new(Code::FailedPrecondition, "preflight_passed", "credentials accepted")
+    ApiError::new(
+        Code::FailedPrecondition,
+        Reason::PreflightPassed,
+        "credentials accepted",
+    )
 }
 
 /// The guard's own answer: `error` as a gRPC status, with `WWW-Authenticate` on a 401 and the rate headers
@@ -315,7 +320,7 @@ mod tests {
             rate_limit: 600,
             parent_account_id: parent,
         };
-        let (account, key) = store::create(db, new, SystemClock.now()).await.unwrap();
+        let (account, key) = crate::onboarding::create(db, new, SystemClock.now()).await.unwrap();
         (account.id, key.reveal().to_owned())
     }
 
@@ -330,7 +335,7 @@ mod tests {
     async fn reason(guard: &Guard, key: &str, service: &str) -> Result<String, &'static str> {
         match guard.admit(request(key, None).headers(), service).await {
             Ok(caller) => Err(if caller.rate.allowed { "admitted" } else { "throttled" }),
-            Err((error, _)) => Ok(error.reason.to_owned()),
+            Err((error, _)) => Ok(error.reason.as_str().to_owned()),
         }
     }
 
@@ -400,7 +405,7 @@ mod tests {
         let refused = guard
             .admit(request(&key, Some(&stranger)).headers(), "frontdesk.v1.Deals")
             .await;
-        assert_eq!(refused.err().unwrap().0.reason, "insufficient_scope");
+        assert_eq!(refused.err().unwrap().0.reason, crate::error::Reason::InsufficientScope);
         let caller = guard
             .admit(request(&key, None).headers(), "frontdesk.v1.Deals")
             .await
@@ -418,7 +423,7 @@ mod tests {
             async move {
                 match guard.admit(request(&key, Some(&child)).headers(), service).await {
                     Ok(_) => "admitted".to_owned(),
-                    Err((error, _)) => error.reason.to_owned(),
+                    Err((error, _)) => error.reason.as_str().to_owned(),
                 }
             }
         };

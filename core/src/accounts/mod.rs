@@ -1,9 +1,7 @@
 //! Accounts: who calls the platform API, on which plan, with which features, credits and rate limit.
 //! Operators manage them through the admin gRPC service.
 
-pub mod admin;
 pub mod credits;
-pub mod ledger;
 pub mod store;
 
 /// Requests per minute when the operator does not say.

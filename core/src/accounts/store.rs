@@ -1,16 +1,16 @@
-//! Account rows: creation (with the first key and the opening ledger entry), reads, updates, soft deletion,
-//! and credit changes that keep balance and ledger consistent in one transaction.
+//! Account rows: insertion (with the opening ledger entry), reads, updates, soft deletion, and credit
+//! changes that keep balance and ledger consistent in one transaction.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, Set, Statement,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    EntityTrait, PaginatorTrait, QueryFilter, Set, Statement,
     sea_query::{Expr, ExprTrait},
 };
 use tonic::Code;
 
+use crate::error::Reason;
 use crate::{
-    access::{api_key::ApiKey, key_store, scopes::Scopes},
     error::{ApiError, ApiResult},
     plan::Plan,
     store::entities::{accounts, credit_ledger},
@@ -24,20 +24,15 @@ pub struct NewAccount {
     pub parent_account_id: Option<String>,
 }
 
-/// Creates the account, its opening ledger entry, its main pipeline and its first API key (all sections),
-/// atomically.
-pub async fn create(
-    db: &DatabaseConnection,
-    new: NewAccount,
-    now: DateTime<Utc>,
-) -> ApiResult<(accounts::Model, ApiKey)> {
-    let txn = crate::store::begin_write(db).await?;
+/// Inserts the account and its opening ledger entry in `txn` (the rest of a new account's first state is
+/// `onboarding`'s).
+pub async fn insert(txn: &DatabaseTransaction, new: NewAccount, now: DateTime<Utc>) -> ApiResult<accounts::Model> {
     if let Some(parent_id) = &new.parent_account_id {
-        let parent = find_live(&txn, parent_id).await?;
+        let parent = find_live(txn, parent_id).await?;
         if parent.parent_account_id.is_some() {
             return Err(ApiError::new(
                 Code::FailedPrecondition,
-                "invalid_argument",
+                Reason::InvalidArgument,
                 "a sub-account cannot own sub-accounts",
             ));
         }
@@ -56,11 +51,11 @@ pub async fn create(
         deleted_at: None,
     };
     accounts::Entity::insert(accounts::ActiveModel::from(account.clone()).reset_all())
-        .exec_without_returning(&txn)
+        .exec_without_returning(txn)
         .await?;
     if account.credit_milli > 0 {
         write_ledger(
-            &txn,
+            txn,
             &account.id,
             account.credit_milli,
             account.credit_milli,
@@ -70,10 +65,7 @@ pub async fn create(
         )
         .await?;
     }
-    crate::deals::pipelines::create_default(&txn, &account.id, now).await?;
-    let (key, _) = key_store::issue(&txn, &account.id, &Scopes::All, now).await?;
-    txn.commit().await?;
-    Ok((account, key))
+    Ok(account)
 }
 
 /// The account, unless it does not exist or was deleted (both 404).
@@ -82,7 +74,7 @@ pub async fn find_live(db: &impl ConnectionTrait, account_id: &str) -> ApiResult
         .filter(accounts::Column::DeletedAt.is_null())
         .one(db)
         .await?
-        .ok_or_else(|| ApiError::new(Code::NotFound, "not_found", "no such account"))
+        .ok_or_else(|| ApiError::new(Code::NotFound, Reason::NotFound, "no such account"))
 }
 
 pub async fn count(db: &impl ConnectionTrait) -> ApiResult<u64> {
@@ -169,7 +161,7 @@ pub async fn adjust_credits_in(
         find_live(txn, account_id).await?;
         return Err(ApiError::new(
             Code::FailedPrecondition,
-            "insufficient_credits",
+            Reason::InsufficientCredits,
             "the credit balance does not cover this debit",
         ));
     }

@@ -2,34 +2,21 @@
 //! group (then `group_id` says which).
 
 use chrono::{DateTime, Utc};
-use frontdesk_api::v1::{CreateFaqRequest, Faq, FaqAnswer, FaqList, ListFaqsRequest, UpdateFaqRequest};
+use frontdesk_api::v1::{CreateFaqRequest, FaqAnswer, FaqList, ListFaqsRequest, UpdateFaqRequest};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
 use super::find;
 use crate::{
     error::{ApiError, ApiResult},
+    knowledge::agent_faqs::faq_message,
     paging::{self, Page},
     requests::apply_mask,
     store::entities::agent_faqs,
-    timestamps,
     validate::Violations,
 };
 
 pub const MAX_QUESTION: usize = 1_000;
 pub const MAX_ANSWER: usize = 10_000;
-
-pub fn faq_message(m: &agent_faqs::Model) -> Faq {
-    Faq {
-        id: m.id.clone(),
-        agent_id: m.agent_id.clone(),
-        question: m.question.clone(),
-        answer: m.answer.clone(),
-        group_id: m.group_id.clone(),
-        source_id: None,
-        created_at: Some(timestamps::to_proto(m.created_at)),
-        updated_at: Some(timestamps::to_proto(m.updated_at)),
-    }
-}
 
 fn answer(m: &agent_faqs::Model) -> FaqAnswer {
     FaqAnswer {

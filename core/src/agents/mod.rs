@@ -2,7 +2,6 @@
 
 pub mod faqs;
 pub mod fields;
-pub mod knowledge;
 pub mod search;
 pub mod service;
 pub mod tools;

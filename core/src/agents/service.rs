@@ -1,7 +1,7 @@
 //! The `Agents` gRPC service: agents and their bot configuration here; FAQs, knowledge attachments and
 //! tools in their own modules.
 
-use crate::knowledge::retrieval::Retrieval;
+use crate::knowledge::{attachments, retrieval::Retrieval};
 use std::sync::Arc;
 
 use frontdesk_api::v1::{
@@ -21,7 +21,7 @@ use tonic::{Request, Response, Status};
 use super::{
     faqs,
     fields::{self, AgentFields, agent_message, bot_config_message},
-    find, knowledge, search, tools,
+    find, search, tools,
 };
 use crate::{
     clock::Clock,
@@ -112,7 +112,7 @@ impl AgentsService {
         let busy = broadcasts::Entity::find()
             .filter(broadcasts::Column::AccountId.eq(account_id))
             .filter(broadcasts::Column::AgentId.eq(&agent.id))
-            .filter(broadcasts::Column::Status.is_in(crate::broadcasts::UNFINISHED.iter().copied()))
+            .filter(broadcasts::Column::Status.is_in(broadcasts::UNFINISHED.iter().copied()))
             .one(&txn)
             .await?;
         if let Some(broadcast) = busy {
@@ -267,7 +267,7 @@ impl Agents for AgentsService {
     ) -> Result<Response<AgentKbSourceList>, Status> {
         let account_id = account_of(&request)?;
         Ok(Response::new(
-            knowledge::list(&self.db, &account_id, request.into_inner()).await?,
+            attachments::list(&self.db, &account_id, request.into_inner()).await?,
         ))
     }
 
@@ -277,7 +277,7 @@ impl Agents for AgentsService {
     ) -> Result<Response<AgentKbSourceAnswer>, Status> {
         let account_id = account_of(&request)?;
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
-        let attached = knowledge::attach(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
+        let attached = attachments::attach(&txn, &account_id, request.into_inner(), self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(attached))
     }
@@ -285,7 +285,7 @@ impl Agents for AgentsService {
     async fn detach_kb_source(&self, request: Request<DetachKbSourceRequest>) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        knowledge::detach(&self.db, &account_id, &r.agent_id, &r.source_id).await?;
+        attachments::detach(&self.db, &account_id, &r.agent_id, &r.source_id).await?;
         Ok(deleted(r.source_id))
     }
 

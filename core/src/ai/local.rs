@@ -16,9 +16,12 @@ use super::{
 
 /// The best FAQ's least fused score for an answer (the retrieval index's handoff threshold).
 pub const CONFIDENT: f64 = crate::knowledge::retrieval::CONFIDENT;
-/// The same for words alone.
-pub const CONFIDENT_WORDS: f64 = 0.5;
-/// The least lead of the best FAQ over the runner-up.
+/// The same for words alone: on the evaluation set the rule that made the most right decisions (68 of 110;
+/// words alone rank too many wrong FAQs first to do much better).
+pub const CONFIDENT_WORDS: f64 = 0.85;
+/// The least lead of the best FAQ over a runner-up with another answer. On the evaluation set no lead above
+/// zero made a right decision more, with or without the model: where the best FAQ is wrong, it leads by as
+/// much as where it is right.
 pub const MARGIN: f64 = 0.0;
 
 pub struct LocalModel {

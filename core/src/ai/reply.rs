@@ -16,6 +16,7 @@ use sea_orm::{
 };
 
 use super::provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Passage, Profile, Speaker, Turn};
+use crate::error::Reason;
 use crate::{
     agents::fields::BookingSettings,
     clock::Clock,
@@ -74,14 +75,9 @@ struct Read {
 #[async_trait::async_trait]
 impl Handler for AgentReply {
     async fn run(&self, job: &Job) -> Outcome {
-        let payload: Payload = match serde_json::from_str(&job.payload) {
+        let payload: Payload = match job.args() {
             Ok(payload) => payload,
-            Err(err) => {
-                return Outcome::Fail {
-                    error: format!("unreadable payload: {err}"),
-                    effect: None,
-                };
-            }
+            Err(unreadable) => return unreadable,
         };
         match self.reply(&job.account_id, &payload.conversation_id).await {
             Ok(()) => Outcome::Done(None),
@@ -98,8 +94,11 @@ impl AgentReply {
         let Some(read) = self.read(account_id, conversation_id).await? else {
             return Ok(());
         };
+        let started = std::time::Instant::now();
         let context = self.context(&read).await?;
         let decision = self.provider.decide(&context).await;
+        metrics::histogram!("frontdesk_ai_decision_seconds", "provider" => self.provider.name())
+            .record(started.elapsed().as_secs_f64());
         self.store(&read, decision, !context.question.trim().is_empty()).await
     }
 
@@ -269,7 +268,7 @@ async fn charge(
     .await;
     match debit {
         Ok(_) => Ok(true),
-        Err(err) if err.reason == "insufficient_credits" => Ok(false),
+        Err(err) if err.reason == Reason::InsufficientCredits => Ok(false),
         Err(err) => Err(err),
     }
 }

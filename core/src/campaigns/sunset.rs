@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderValue};
 use tonic::Code;
 
+use crate::error::Reason;
 use crate::{clock::Clock, error::ApiError};
 
 /// gRPC path prefix of the campaign calls.
@@ -79,7 +80,7 @@ pub async fn sunset(sunset: Arc<Sunset>, request: Request, next: Next) -> Respon
     let mut response = if sunset.clock.now() >= sunset.at {
         let gone = ApiError::new(
             Code::Unimplemented,
-            "gone",
+            Reason::Gone,
             format!(
                 "the campaign calls were retired on {}; {replacement}",
                 sunset.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

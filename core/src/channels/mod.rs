@@ -3,16 +3,17 @@
 //! expects, and sends a message through the provider's API, classifying the answer. No domain rules live here:
 //! what a message means for a conversation is decided by the caller.
 
+pub mod live_feed;
+pub mod pacing;
 pub mod registry;
 pub mod twilio;
-pub mod webchat;
+pub mod widget;
 
 use std::time::Duration;
 
 use axum::body::Bytes;
 
 pub use twilio::TwilioAdapter;
-pub use webchat::WebChatAdapter;
 
 use crate::store::entities::messages;
 

@@ -6,8 +6,8 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use super::{ChannelAdapter, ConfigError, TwilioAdapter, WebChatAdapter};
-use crate::{messaging::pacing, secrets::Sealer, store::entities::channels, webchat::live::Live};
+use super::{ChannelAdapter, ConfigError, TwilioAdapter, pacing};
+use crate::{secrets::Sealer, store::entities::channels};
 
 /// An adapter ready to use, with the channel's send pace.
 #[derive(Clone)]
@@ -32,17 +32,18 @@ pub struct Adapters {
     sealer: Sealer,
     twilio_base_url: String,
     http: reqwest::Client,
-    live: Live,
+    /// The built-in web chat's adapter (web chat sits above the channels and hands it in).
+    webchat: Arc<dyn ChannelAdapter>,
     built: Mutex<HashMap<String, Ready>>,
 }
 
 impl Adapters {
-    pub fn new(sealer: Sealer, twilio_base_url: &str, http: reqwest::Client, live: Live) -> Self {
+    pub fn new(sealer: Sealer, twilio_base_url: &str, http: reqwest::Client, webchat: Arc<dyn ChannelAdapter>) -> Self {
         Self {
             sealer,
             twilio_base_url: twilio_base_url.trim_end_matches('/').to_owned(),
             http,
-            live,
+            webchat,
             built: Mutex::default(),
         }
     }
@@ -62,7 +63,7 @@ impl Adapters {
                 Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, self.http.clone())?),
                 pacing::DEFAULT_PER_SECOND,
             ),
-            "builtin" => (Arc::new(WebChatAdapter::new(self.live.clone())), pacing::MAX_PER_SECOND),
+            "builtin" => (self.webchat.clone(), pacing::MAX_PER_SECOND),
             other => return Err(AdapterError::Unsupported(other.to_owned())),
         };
         let ready = Ready {

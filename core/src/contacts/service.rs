@@ -17,6 +17,7 @@ use super::{
     store::{self, Clash, CreateError, Filters},
 };
 use crate::{
+    channels::live_feed::Feed,
     clock::Clock,
     error::{ApiError, ApiResult},
     events::EventType,
@@ -26,19 +27,18 @@ use crate::{
         entities::{contact_identities, contacts},
         to_json_text,
     },
-    webchat::pushes::Pushes,
 };
 
 #[derive(Clone)]
 pub struct ContactsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
-    pushes: Pushes,
+    feed: Feed,
 }
 
 impl ContactsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, pushes: Pushes) -> Self {
-        Self { db, clock, pushes }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, feed: Feed) -> Self {
+        Self { db, clock, feed }
     }
 }
 
@@ -155,12 +155,12 @@ impl ContactsService {
     async fn erase(&self, account_id: &str, contact_id: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
         // Its web chat sessions go with it (a foreign key); their open sockets are told after the commit.
-        let sessions = crate::webchat::sessions::all_of_contact(&txn, account_id, contact_id).await?;
+        let sessions = store::sessions_of(&txn, account_id, contact_id).await?;
         if !store::erase(&txn, account_id, contact_id).await? {
             return Err(not_found());
         }
         txn.commit().await?;
-        self.pushes.sessions_erased(&sessions).await;
+        self.feed.sessions_erased(account_id, &sessions).await;
         Ok(())
     }
 }

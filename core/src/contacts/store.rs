@@ -19,10 +19,11 @@ use super::{
     message::contact_message,
 };
 use crate::{
+    channels::live_feed::ErasedSession,
     events::{self, EventType},
     paging::{self, Page},
     store::{
-        entities::{contact_identities, contacts, conversations, idempotency_keys, messages},
+        entities::{chat_sessions, contact_identities, contacts, conversations, idempotency_keys, messages},
         search, to_json_text,
     },
 };
@@ -434,6 +435,27 @@ pub async fn change_identities(
             .await?;
     }
     Ok(())
+}
+
+/// The contact's web chat sessions, which go with it when it is erased (a foreign key).
+pub async fn sessions_of(
+    db: &impl ConnectionTrait,
+    account_id: &str,
+    contact_id: &str,
+) -> Result<Vec<ErasedSession>, DbErr> {
+    let rows: Vec<(String, String)> = chat_sessions::Entity::find()
+        .select_only()
+        .column(chat_sessions::Column::ChannelId)
+        .column(chat_sessions::Column::Id)
+        .filter(chat_sessions::Column::AccountId.eq(account_id))
+        .filter(chat_sessions::Column::ContactId.eq(contact_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(channel_id, session_id)| ErasedSession { channel_id, session_id })
+        .collect())
 }
 
 /// Erases the contact of the account with its identities, conversations and messages (a right-to-erasure

@@ -23,6 +23,7 @@ use super::{
     replies::{self, ReplyPolicy},
     threads::{self, Opening},
 };
+use crate::error::Reason;
 use crate::{
     channels::{InboundMessage, Sender},
     clock::Clock,
@@ -87,7 +88,7 @@ impl Arrivals {
         self.commits.submit(arrival).await.unwrap_or_else(|| {
             Err(ApiError::new(
                 tonic::Code::Unavailable,
-                "unavailable",
+                Reason::Unavailable,
                 "the message could not be stored; the provider retries",
             ))
         })

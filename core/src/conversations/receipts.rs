@@ -132,6 +132,10 @@ struct LateReport {
     message: String,
 }
 
+impl crate::jobs::JobArgs for LateReport {
+    const KIND: &'static str = LATE_KIND;
+}
+
 impl LateReport {
     fn new(channel_id: &str, update: &StatusUpdate) -> Self {
         let (status, code, message) = match &update.status {
@@ -170,13 +174,9 @@ impl LateReport {
 /// The job that applies `update` later.
 pub fn late_job(account_id: &str, channel_id: &str, update: &StatusUpdate, now: DateTime<Utc>) -> crate::jobs::NewJob {
     crate::jobs::NewJob {
-        account_id: account_id.to_owned(),
-        kind: LATE_KIND,
-        lane: String::new(),
-        payload: serde_json::json!(LateReport::new(channel_id, update)),
         run_at_ms: now.timestamp_millis() + 1_000,
         max_attempts: i32::try_from(LATE_WAITS.len()).unwrap_or(1) + 1,
-        ..crate::jobs::NewJob::default()
+        ..crate::jobs::NewJob::new(account_id, &LateReport::new(channel_id, update))
     }
 }
 
@@ -189,12 +189,13 @@ pub struct LateReceipts {
 impl crate::jobs::Handler for LateReceipts {
     async fn run(&self, job: &crate::jobs::Job) -> crate::jobs::Outcome {
         use crate::jobs::Outcome;
-        let Some((report, update)) = serde_json::from_str::<LateReport>(&job.payload)
-            .ok()
-            .and_then(|report| report.update().map(|update| (report, update)))
-        else {
+        let report: LateReport = match job.args() {
+            Ok(report) => report,
+            Err(unreadable) => return unreadable,
+        };
+        let Some(update) = report.update() else {
             return Outcome::Fail {
-                error: "unreadable payload".to_owned(),
+                error: format!("unknown status `{}`", report.status),
                 effect: None,
             };
         };

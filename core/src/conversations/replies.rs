@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    jobs::{Class, NewJob, OnConflict},
+    jobs::{Class, JobArgs, NewJob, OnConflict},
     store::entities::conversations,
 };
 
@@ -24,6 +24,10 @@ const MAX_ATTEMPTS: i32 = 5;
 #[derive(Serialize, Deserialize)]
 pub struct Payload {
     pub conversation_id: String,
+}
+
+impl JobArgs for Payload {
+    const KIND: &'static str = KIND;
 }
 
 /// When a reply follows a contact's message.
@@ -41,18 +45,16 @@ pub fn answers(conversation: &conversations::Model) -> bool {
 /// The conversation's reply job, due a debounce after `now`.
 pub fn job(conversation: &conversations::Model, policy: ReplyPolicy, now: DateTime<Utc>) -> NewJob {
     let debounce = i64::try_from(policy.debounce.as_millis()).unwrap_or(i64::MAX / 4);
+    let args = Payload {
+        conversation_id: conversation.id.clone(),
+    };
     NewJob {
-        account_id: conversation.account_id.clone(),
-        kind: KIND,
         class: Class::Interactive,
         lane: LANE.to_owned(),
-        payload: serde_json::json!(Payload {
-            conversation_id: conversation.id.clone()
-        }),
         run_at_ms: now.timestamp_millis() + debounce,
         max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("reply:{}", conversation.id)),
         on_conflict: OnConflict::Reschedule,
-        ..NewJob::default()
+        ..NewJob::new(&conversation.account_id, &args)
     }
 }

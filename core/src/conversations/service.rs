@@ -21,13 +21,13 @@ use super::{
     transcript::{Format, Transcript},
 };
 use crate::{
+    channels::live_feed::Feed,
     clock::Clock,
     error::{ApiError, ApiResult},
     paging,
     requests::account_of,
     store::entities::conversations,
     validate::Violations,
-    webchat::pushes::Pushes,
 };
 
 /// Messages that come with a conversation.
@@ -45,12 +45,12 @@ const MAX_TRANSCRIPT_BYTES: usize = 32 * 1024 * 1024;
 pub struct ConversationsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
-    pushes: Pushes,
+    feed: Feed,
 }
 
 impl ConversationsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, pushes: Pushes) -> Self {
-        Self { db, clock, pushes }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, feed: Feed) -> Self {
+        Self { db, clock, feed }
     }
 
     /// The account's conversation, or 404.
@@ -123,7 +123,7 @@ impl Conversations for ConversationsService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let conversation = self.conversation(&account_id, &r.conversation_id).await?;
-        self.pushes.typing(&conversation, r.on).await;
+        self.feed.typing(&conversation, r.on).await;
         Ok(Response::new(ConversationAnswer {
             success: true,
             conversation: Some(render::conversation(&conversation)),

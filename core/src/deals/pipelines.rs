@@ -19,6 +19,7 @@ use tonic::{Code, Request, Response, Status};
 
 use super::service::deal_message;
 use crate::accounts::store::lock as lock_account;
+use crate::error::Reason;
 use crate::{
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
@@ -345,7 +346,7 @@ impl Pipelines for PipelinesService {
         if id == DEFAULT_PIPELINE {
             return Err(ApiError::new(
                 Code::FailedPrecondition,
-                "invalid_argument",
+                Reason::InvalidArgument,
                 "the main pipeline cannot be deleted",
             )
             .into());

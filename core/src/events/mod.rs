@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
 use frontdesk_api::FILE_DESCRIPTOR_SET;
-use frontdesk_edge::{Naming, json_out};
+use frontdesk_api::json_out::{self, Naming};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement, Value};
 
@@ -29,7 +29,7 @@ pub fn payload(message: &impl prost::Message, full_name: &str) -> serde_json::Va
 
 macro_rules! event_types {
     ($($variant:ident => $name:literal,)*) => {
-        /// Every event type of CONTRACT.md section 7, with its wire name. Adding one is one line below.
+        /// Every event type of the API (README, "Events and webhooks"), with its wire name. Adding one is one line below.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum EventType {
             $($variant,)*

@@ -10,6 +10,7 @@ use http::HeaderValue;
 use tonic::Code;
 
 use crate::error::ApiError;
+use crate::error::Reason;
 
 const GRPC_TIMEOUT: &str = "grpc-timeout";
 
@@ -22,7 +23,7 @@ pub async fn enforce(request: Request, next: Next) -> Response {
         Err(_) => {
             let late = ApiError::new(
                 Code::DeadlineExceeded,
-                "deadline_exceeded",
+                Reason::DeadlineExceeded,
                 "the call did not finish before its deadline",
             );
             tonic::Status::from(late).into_http::<axum::body::Body>()

@@ -29,10 +29,7 @@ use tonic::service::{Routes, interceptor::InterceptedService};
 
 use crate::{
     access::{guard::Guard, service::ApiKeysService},
-    accounts::{
-        admin::{AdminService, AdminToken},
-        ledger::CreditsService,
-    },
+    admin::{AdminService, AdminToken},
     agents::service::AgentsService,
     broadcasts::BroadcastsService,
     campaigns::{
@@ -41,6 +38,7 @@ use crate::{
     },
     contacts::service::ContactsService,
     conversations::service::ConversationsService,
+    credits::CreditsService,
     deals::{pipelines::PipelinesService, service::DealsService},
     hooks::ChannelHooksService,
     kb_groups::KbGroupsService,

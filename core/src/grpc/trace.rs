@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use axum::{extract::Request, middleware::Next, response::Response};
+use frontdesk_api::request_id;
 use frontdesk_api::wire;
-use frontdesk_edge::request_id;
 use http::HeaderValue;
 use tracing::Instrument;
 

@@ -14,6 +14,7 @@ use frontdesk_api::{
 use sea_orm::{DatabaseConnection, EntityTrait};
 use tonic::{Request, Response, Status};
 
+use crate::error::Reason;
 use crate::{
     channels::{
         RawRequest,
@@ -89,7 +90,7 @@ fn route_of(provider: &str) -> &'static str {
 
 impl ChannelHooksService {
     async fn handle(&self, r: HttpRequest, request_id: &str) -> Result<HttpResponse, Status> {
-        let not_found = || raw_http::error(404, "not_found", "no such channel callback", request_id);
+        let not_found = || raw_http::error(404, Reason::NotFound, "no such channel callback", request_id);
         let Some(path) = hook_path(&r.path) else {
             return Ok(not_found());
         };
@@ -116,7 +117,7 @@ impl ChannelHooksService {
                 tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
                 return Ok(raw_http::error(
                     503,
-                    "unavailable",
+                    Reason::Unavailable,
                     "the channel cannot take callbacks",
                     request_id,
                 ));
@@ -146,14 +147,21 @@ impl ChannelHooksService {
             tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
             return Ok(raw_http::error(
                 401,
-                "invalid_signature",
+                Reason::InvalidSignature,
                 "the provider signature is missing or wrong",
                 request_id,
             ));
         }
         let parsed = match callbacks.parse(&raw) {
             Ok(parsed) => parsed,
-            Err(err) => return Ok(raw_http::error(400, "invalid_argument", &err.to_string(), request_id)),
+            Err(err) => {
+                return Ok(raw_http::error(
+                    400,
+                    Reason::InvalidArgument,
+                    &err.to_string(),
+                    request_id,
+                ));
+            }
         };
         let now = self.clock.now();
         for message in &parsed.messages {

@@ -1,5 +1,5 @@
-//! The rule for URLs the service calls on a customer's behalf (webhook targets, and later knowledge imports
-//! and tools): http(s) only, no credentials in the URL, and no private, loopback or link-local destination
+//! The rule for URLs the service calls on a customer's behalf (webhook targets and knowledge imports):
+//! http(s) only, no credentials in the URL, and no private, loopback or link-local destination
 //! unless FRONTDESK_ALLOW_PRIVATE_URLS=true. Checked when a URL is stored and again at connection time by
 //! the client's resolver, so a name that later resolves to a private address (DNS rebinding) is refused too.
 

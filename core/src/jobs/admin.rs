@@ -8,7 +8,10 @@ use sea_orm::{
 };
 
 use super::Class;
-use crate::{store::entities::jobs, timestamps};
+use crate::{
+    store::entities::jobs::{self, JobStatus},
+    timestamps,
+};
 
 /// A job as the admin API shows it; `now_ms` tells a running job (claimed, lease not over) from a waiting one.
 pub fn job_message(job: &jobs::Model, now_ms: i64) -> frontdesk_api::admin::v1::Job {
@@ -113,8 +116,8 @@ pub async fn stats(db: &DatabaseConnection, now_ms: i64) -> Result<Stats, DbErr>
 /// Which jobs a list shows.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
-    /// `pending` (waiting and running, by when they run next), `failed` or `cancelled` (latest first).
-    pub status: String,
+    /// Pending (waiting and running, by when they run next), failed or cancelled (latest first).
+    pub status: JobStatus,
     pub kind: String,
     pub account_id: String,
     pub lane: String,
@@ -134,9 +137,9 @@ pub async fn list(db: &DatabaseConnection, filter: &Filter, limit: u64) -> Resul
             select = select.filter(column.eq(value.as_str()));
         }
     }
-    select = match filter.status.as_str() {
-        "" | "pending" => select
-            .filter(jobs::Column::Status.eq("pending"))
+    select = match filter.status {
+        JobStatus::Pending => select
+            .filter(jobs::Column::Status.eq(JobStatus::Pending))
             .order_by_asc(jobs::Column::RunAtMs),
         settled => select
             .filter(jobs::Column::Status.eq(settled))
@@ -160,4 +163,32 @@ pub async fn retry(db: &DatabaseConnection, id: &str, now: DateTime<Utc>) -> Res
         return Ok(None);
     }
     jobs::Entity::find_by_id(id).one(db).await
+}
+
+/// What the service has to do now, with one statement: jobs and webhook deliveries due (waiting past their
+/// time, or held by a lease that ran out) and running, and events not yet fanned out.
+pub async fn backlog(db: &DatabaseConnection, now_ms: i64) -> Result<frontdesk_api::admin::v1::Backlog, DbErr> {
+    let sql = "SELECT \
+        (SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND run_at_ms <= $1), \
+        (SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND claim_token IS NOT NULL AND run_at_ms > $1), \
+        (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_ms <= $1), \
+        (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending' AND claim_token IS NOT NULL \
+         AND next_attempt_ms > $1), \
+        (SELECT COUNT(*) FROM event_outbox WHERE dispatched_at IS NULL)";
+    let row = db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            sql,
+            [now_ms.into()],
+        ))
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("backlog".into()))?;
+    let count = |at: usize| row.try_get_by_index::<i64>(at);
+    Ok(frontdesk_api::admin::v1::Backlog {
+        jobs_due: count(0)?,
+        jobs_running: count(1)?,
+        deliveries_due: count(2)?,
+        deliveries_running: count(3)?,
+        events_undispatched: count(4)?,
+    })
 }

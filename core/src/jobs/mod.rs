@@ -13,6 +13,7 @@ pub mod admin;
 pub mod cancel;
 mod claim;
 mod complete;
+mod config;
 pub mod engine;
 mod enqueue;
 mod fair;
@@ -30,6 +31,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseTransaction, DbErr};
 use tokio::sync::Notify;
 
+pub use config::JobConfig;
 pub use enqueue::{Enqueued, enqueue, enqueue_all, insert_statement};
 pub use fair::Caps;
 pub use runner::JobEngine;
@@ -114,6 +116,25 @@ pub struct NewJob {
     pub dedup: Option<Dedup>,
 }
 
+/// A job's arguments, typed: the kind they belong to, written as the job's JSON payload by `NewJob::new`
+/// and read back by its handler with `Job::args`.
+pub trait JobArgs: serde::Serialize + serde::de::DeserializeOwned {
+    const KIND: &'static str;
+}
+
+impl NewJob {
+    /// A job of `A::KIND` for `account_id` carrying `args`, due now (`run_at_ms` 0: the past); the other
+    /// fields at their defaults.
+    pub fn new<A: JobArgs>(account_id: &str, args: &A) -> Self {
+        Self {
+            account_id: account_id.to_owned(),
+            kind: A::KIND,
+            payload: serde_json::to_value(args).unwrap_or_default(),
+            ..Self::default()
+        }
+    }
+}
+
 /// A claimed job, as its handler sees it.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -135,6 +156,14 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job's arguments. A payload of another shape fails the job for good: no run could read it.
+    pub fn args<A: JobArgs>(&self) -> Result<A, Outcome> {
+        serde_json::from_str(&self.payload).map_err(|err| Outcome::Fail {
+            error: format!("unreadable payload: {err}"),
+            effect: None,
+        })
+    }
+
     /// No try is left after this one.
     pub fn is_last_attempt(&self) -> bool {
         self.attempt >= self.max_attempts

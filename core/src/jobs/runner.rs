@@ -17,7 +17,7 @@ use super::{
     retention,
     running::Lease,
 };
-use crate::{clock::Clock, config::JobConfig, shutdown::Shutdown};
+use crate::{clock::Clock, jobs::JobConfig, shutdown::Shutdown};
 
 /// The jobs table as the engine sees it.
 pub static JOBS: Table = Table {

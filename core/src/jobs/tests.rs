@@ -15,7 +15,7 @@ use tokio::{sync::watch, task::JoinHandle};
 use super::*;
 use crate::{
     clock::SystemClock,
-    config::JobConfig,
+    jobs::JobConfig,
     shutdown::Shutdown,
     store::{
         entities::jobs,
@@ -210,7 +210,7 @@ fn job(kind: &'static str, lane: &str, payload: serde_json::Value) -> NewJob {
 
 async fn failed_jobs(db: &DatabaseConnection) -> Vec<jobs::Model> {
     let failed = admin::Filter {
-        status: "failed".into(),
+        status: jobs::JobStatus::Failed,
         ..admin::Filter::default()
     };
     admin::list(db, &failed, 10).await.unwrap()

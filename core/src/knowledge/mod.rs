@@ -2,6 +2,8 @@
 //! `/v1/kb-sources` service and the import job), their FAQs, and the retrieval index that ranks every FAQ
 //! an agent has for a question.
 
+pub mod agent_faqs;
+pub mod attachments;
 pub mod embeddings;
 pub mod estimate;
 pub mod import;

@@ -22,6 +22,7 @@ use super::{
     source_faqs::faq_message,
     sources::{self, NewFile, NewSource},
 };
+use crate::error::Reason;
 use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
@@ -85,7 +86,7 @@ impl KbSourcesService {
         if part.data.len() > self.max_upload_bytes {
             return Err(ApiError::new(
                 tonic::Code::ResourceExhausted,
-                "payload_too_large",
+                Reason::PayloadTooLarge,
                 format!(
                     "the file is larger than the upload limit of {} MB (FRONTDESK_MAX_UPLOAD_MB)",
                     self.max_upload_bytes / (1024 * 1024)

@@ -93,7 +93,7 @@ pub async fn create(
             agent_id: new.agent_id,
             source_id: id.clone(),
         };
-        crate::agents::knowledge::attach(txn, account_id, attach, now).await?;
+        super::attachments::attach(txn, account_id, attach, now).await?;
     }
     crate::jobs::enqueue(txn, import::job(account_id, &id, now), now).await?;
     Ok(id)

@@ -33,6 +33,7 @@ use super::{
     outgoing::{Outgoing, Recipient},
     recipient::{self, Resolved},
 };
+use crate::error::Reason;
 use crate::{
     clock::Clock,
     conversations::{
@@ -106,7 +107,7 @@ impl Sender {
         self.commits.submit(send).await.unwrap_or_else(|| {
             Err(ApiError::new(
                 Code::Unavailable,
-                "unavailable",
+                Reason::Unavailable,
                 "the send could not be written; retry",
             ))
         })
@@ -230,7 +231,13 @@ impl AcceptWriter {
             .ok_or_else(|| ApiError::internal("a send without a key lost its key"))?;
         idempotency::earlier(&self.db, account, key, &send.outgoing.fingerprint, now)
             .await?
-            .ok_or_else(|| ApiError::new(Code::Aborted, "aborted", "a concurrent request holds this key; retry"))
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::Aborted,
+                    Reason::Aborted,
+                    "a concurrent request holds this key; retry",
+                )
+            })
     }
 
     /// The batch's writes, atomically: an error is the batch's (the database's); a send's own refusal is in
@@ -333,7 +340,7 @@ impl AcceptWriter {
         if channel.kind == "sms" && contact.opted_out {
             return Ok(Err(ApiError::new(
                 Code::InvalidArgument,
-                "opted_out",
+                Reason::OptedOut,
                 "the contact opted out of sms (they sent STOP); a START from them opts back in",
             )));
         }

@@ -5,6 +5,7 @@
 
 use tonic::Code;
 
+use crate::error::Reason;
 use crate::{
     error::{ApiError, ApiResult},
     store::entities::{channels, contact_identities, contacts},
@@ -68,5 +69,5 @@ fn needs(channel_type: &str) -> &'static str {
 }
 
 fn no_channel(message: String) -> ApiError {
-    ApiError::new(Code::InvalidArgument, "no_channel", message)
+    ApiError::new(Code::InvalidArgument, Reason::NoChannel, message)
 }

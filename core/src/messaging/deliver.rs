@@ -13,7 +13,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::pacing::{MAX_WAIT, Pacer, Slot};
+use crate::channels::pacing::{MAX_WAIT, Pacer, Slot};
 use crate::{
     channels::{Outbound, SendOutcome, registry::Adapters},
     clock::Clock,
@@ -22,7 +22,7 @@ use crate::{
         status::Status,
     },
     events,
-    jobs::{Effect, Handler, Job, NewJob, Outcome},
+    jobs::{Effect, Handler, Job, JobArgs, NewJob, Outcome},
     retry::RetrySchedule,
     routing::channels::webhook_url,
     store::{
@@ -38,6 +38,10 @@ struct Payload {
     message_id: String,
 }
 
+impl JobArgs for Payload {
+    const KIND: &'static str = KIND;
+}
+
 /// The job that delivers `message` on the channel `channel_id` (its lane, so one channel's provider holds
 /// only its lane's share of the workers).
 pub fn job(
@@ -47,16 +51,14 @@ pub fn job(
     max_attempts: i32,
     now: DateTime<Utc>,
 ) -> NewJob {
+    let args = Payload {
+        message_id: message.id.clone(),
+    };
     NewJob {
-        account_id: account_id.to_owned(),
-        kind: KIND,
         lane: channel_id.to_owned(),
-        payload: serde_json::json!(Payload {
-            message_id: message.id.clone()
-        }),
         run_at_ms: now.timestamp_millis(),
         max_attempts,
-        ..NewJob::default()
+        ..NewJob::new(account_id, &args)
     }
 }
 
@@ -209,9 +211,9 @@ impl Handler for Deliver {
     }
 
     async fn run(&self, job: &Job) -> Outcome {
-        let payload: Payload = match serde_json::from_str(&job.payload) {
+        let payload: Payload = match job.args() {
             Ok(payload) => payload,
-            Err(err) => return fail(format!("unreadable payload: {err}"), None),
+            Err(unreadable) => return unreadable,
         };
         let Sendable {
             message,

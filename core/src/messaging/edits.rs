@@ -17,6 +17,7 @@ use super::{
     outgoing::Outgoing,
 };
 use crate::{
+    channels::live_feed::{Change, Feed},
     clock::Clock,
     conversations::{
         lookup,
@@ -28,7 +29,6 @@ use crate::{
         entities::{conversations, messages},
         from_json_text, to_json_text,
     },
-    webchat::{frames::Change, pushes::Pushes},
 };
 
 /// Channel types whose providers cannot edit a message once sent: a correction goes out as a new message.
@@ -40,16 +40,16 @@ pub struct Edits {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
     sender: Sender,
-    pushes: Pushes,
+    feed: Feed,
 }
 
 impl Edits {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender, pushes: Pushes) -> Self {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender, feed: Feed) -> Self {
         Self {
             db,
             clock,
             sender,
-            pushes,
+            feed,
         }
     }
 
@@ -98,7 +98,7 @@ impl Edits {
         message.edited = true;
         message.revised_at = Some(self.clock.now());
         let saved = save(txn, message).await?;
-        self.pushes.message_changed(&saved, Change::Updated).await;
+        self.feed.message_changed(&saved, Change::Updated).await;
         Ok(saved)
     }
 
@@ -123,7 +123,7 @@ impl Edits {
             deliver::record(&txn, &message, Status::Failed, now).await?;
         }
         let saved = save(txn, message).await?;
-        self.pushes.message_changed(&saved, Change::Removed).await;
+        self.feed.message_changed(&saved, Change::Removed).await;
         Ok(saved)
     }
 
@@ -164,7 +164,7 @@ impl Edits {
         message.reactions = to_json_text(&reactions);
         message.revised_at = Some(self.clock.now());
         let saved = save(txn, message).await?;
-        self.pushes.message_changed(&saved, Change::Reaction).await;
+        self.feed.message_changed(&saved, Change::Reaction).await;
         Ok(saved)
     }
 

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Statement};
 use tonic::Code;
 
+use crate::error::Reason;
 use crate::{
     error::ApiError,
     store::{entities::idempotency_keys, sql::placeholders},
@@ -71,7 +72,7 @@ pub fn answer(row: &idempotency_keys::Model, fingerprint: &str) -> Result<Answer
     } else {
         Err(ApiError::new(
             Code::AlreadyExists,
-            "idempotency_conflict",
+            Reason::IdempotencyConflict,
             "this idempotency key was used with a different request in the last 24 hours",
         ))
     }

@@ -10,6 +10,5 @@ mod emoji;
 mod facts;
 pub mod idempotency;
 pub mod outgoing;
-pub mod pacing;
 mod recipient;
 pub mod service;

@@ -20,12 +20,12 @@ use super::{
     outgoing::Outgoing,
 };
 use crate::{
+    channels::live_feed::Feed,
     clock::Clock,
     conversations::{lookup, render},
     error::ApiError,
     requests::account_of,
     store::entities::messages,
-    webchat::pushes::Pushes,
 };
 
 #[derive(Clone)]
@@ -36,9 +36,9 @@ pub struct MessagesService {
 }
 
 impl MessagesService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender, pushes: Pushes) -> Self {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sender: Sender, feed: Feed) -> Self {
         Self {
-            edits: Edits::new(db.clone(), clock, sender.clone(), pushes),
+            edits: Edits::new(db.clone(), clock, sender.clone(), feed),
             db,
             sender,
         }

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     accounts,
+    channels::{live_feed::Feed, widget::Widget},
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     paging::{self, Page},
@@ -23,7 +24,6 @@ use crate::{
     },
     timestamps,
     validate::{Violations, check_name},
-    webchat::{pushes::Pushes, widget::Widget},
 };
 
 /// Channel type -> the provider that carries it.
@@ -52,23 +52,17 @@ pub struct ChannelsService {
     sealer: Sealer,
     /// `FRONTDESK_PUBLIC_URL` without a trailing `/`.
     public_url: Arc<str>,
-    pushes: Pushes,
+    feed: Feed,
 }
 
 impl ChannelsService {
-    pub fn new(
-        db: DatabaseConnection,
-        clock: Arc<dyn Clock>,
-        sealer: Sealer,
-        public_url: &str,
-        pushes: Pushes,
-    ) -> Self {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, sealer: Sealer, public_url: &str, feed: Feed) -> Self {
         Self {
             db,
             clock,
             sealer,
             public_url: public_url.trim_end_matches('/').into(),
-            pushes,
+            feed,
         }
     }
 }
@@ -253,7 +247,7 @@ impl ChannelsService {
         channels::Entity::delete_by_id(&channel.id).exec(&txn).await?;
         txn.commit().await?;
         if channel.kind == "webchat" {
-            self.pushes.channel_disconnected(&channel.id).await;
+            self.feed.channel_disconnected(&channel.id).await;
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use super::{
     prices::PriceTable,
     signature,
 };
+use crate::error::Reason;
 use crate::{
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
@@ -94,7 +95,7 @@ impl PaymentsService {
         let order = orders::Entity::find_by_id(&input.order_id)
             .one(&self.db)
             .await?
-            .ok_or_else(|| ApiError::new(Code::InvalidArgument, "unknown_order", "no order has this orderId"))?;
+            .ok_or_else(|| ApiError::new(Code::InvalidArgument, Reason::UnknownOrder, "no order has this orderId"))?;
         if !signature::verify(
             self.provider.key_secret(),
             &order.id,
@@ -103,7 +104,7 @@ impl PaymentsService {
         ) {
             return Err(ApiError::new(
                 Code::InvalidArgument,
-                "invalid_signature",
+                Reason::InvalidSignature,
                 "signature does not match this order and payment",
             ));
         }
@@ -176,7 +177,7 @@ fn settled(order: &orders::Model, payment_id: &str) -> ApiResult<VerifyPaymentRe
     } else {
         Err(ApiError::new(
             Code::FailedPrecondition,
-            "order_already_paid",
+            Reason::OrderAlreadyPaid,
             "this order is already paid with another payment",
         ))
     }
@@ -196,7 +197,7 @@ fn provider_error(cause: impl std::fmt::Display) -> ApiError {
     tracing::error!(error = %cause, "payment provider failed");
     ApiError::new(
         Code::Internal,
-        "payment_provider_error",
+        Reason::PaymentProviderError,
         "the payment provider could not create the order; try again",
     )
 }

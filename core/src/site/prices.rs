@@ -1,5 +1,5 @@
 //! The subscription price table: per plan and currency, in the smallest currency unit, per month.
-//! Defaults are CONTRACT.md section 3; `FRONTDESK_PRICES` overrides single entries.
+//! Defaults are the published prices (README, "Configuration"); `FRONTDESK_PRICES` overrides single entries.
 
 use std::collections::HashMap;
 

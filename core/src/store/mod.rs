@@ -29,11 +29,6 @@ pub struct SessionLimits {
     pub statement_timeout: Duration,
 }
 
-/// PostgreSQL's SQLSTATE for a lock not obtained within `lock_timeout` (lock_not_available).
-pub const LOCK_NOT_AVAILABLE: &str = "55P03";
-/// PostgreSQL's SQLSTATE for a statement cancelled, by `statement_timeout` among others (query_canceled).
-pub const QUERY_CANCELED: &str = "57014";
-
 /// Opens a pool on `url`, every PostgreSQL session under `limits`. Start-up needs the database (migrations
 /// run first), so an unreachable database at start is an error that names it; an outage after start is
 /// reported by the health check instead.

@@ -5,37 +5,23 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
+pub use crate::channels::live_feed::Change;
 use crate::{conversations::render, store::entities::messages};
 
-/// Why a message frame is sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// A new message.
-    New,
-    /// Corrected.
-    Updated,
-    Removed,
-    /// Its reactions changed.
-    Reaction,
-    /// Its delivery status moved on.
-    Status,
-}
-
-impl Change {
-    fn frame_type(self) -> &'static str {
-        match self {
-            Self::New => "message",
-            Self::Updated => "message_updated",
-            Self::Removed => "message_removed",
-            Self::Reaction => "reaction",
-            Self::Status => "status",
-        }
+/// The frame type that shows a message for this change.
+fn frame_type(change: Change) -> &'static str {
+    match change {
+        Change::New => "message",
+        Change::Updated => "message_updated",
+        Change::Removed => "message_removed",
+        Change::Reaction => "reaction",
+        Change::Status => "status",
     }
 }
 
 /// A frame carrying `message`; a new message the visitor sent carries its `client_message_id` too.
 pub fn message(change: Change, message: &messages::Model, client_message_id: Option<&str>) -> Bytes {
-    let mut frame = json!({"type": change.frame_type(), "message": render::message_data(message)});
+    let mut frame = json!({"type": frame_type(change), "message": render::message_data(message)});
     if let Some(id) = client_message_id {
         frame["client_message_id"] = id.into();
     }

@@ -12,11 +12,12 @@ use std::time::Duration;
 use tonic::Code;
 
 use super::Refusal;
+use crate::error::Reason;
 use crate::{
     access::rate_limit::{RateLimiter, RedisWindows},
-    config::WebChatConfig,
     error::ApiError,
     store::entities::{channels, chat_sessions},
+    webchat::WebChatConfig,
 };
 
 const WINDOW: Duration = Duration::from_secs(60);
@@ -36,7 +37,7 @@ impl Limited {
     pub fn error(self, what: &str) -> ApiError {
         ApiError::new(
             Code::ResourceExhausted,
-            "rate_limited",
+            Reason::RateLimited,
             format!("too many {what}; retry after {} s", self.retry_after),
         )
     }

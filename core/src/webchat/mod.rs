@@ -6,7 +6,9 @@
 //! to the visitor's sockets on any replica (`live`). Presence, visitors' rate limits and the business's view
 //! of a session live here too.
 
+pub mod adapter;
 mod client;
+mod config;
 pub mod empty_sessions;
 mod expiry;
 pub mod frames;
@@ -22,7 +24,8 @@ mod socket;
 mod socket_caps;
 mod token;
 mod visitor_api;
-pub mod widget;
+
+pub use config::WebChatConfig;
 
 use std::{
     collections::HashMap,
@@ -38,12 +41,13 @@ use self::{
     presence::Presence,
     sessions::Visitor,
     socket_caps::SocketCaps,
-    widget::Widget,
 };
 use crate::{
-    channels::{InboundMessage, Sender},
+    channels::{
+        InboundMessage, Sender,
+        widget::{self, Widget},
+    },
     clock::Clock,
-    config::CoreConfig,
     conversations::inbound::{Arrival, Arrivals},
     error::{ApiError, ApiResult},
     secrets::Sealer,
@@ -97,6 +101,15 @@ impl Refusal {
     }
 }
 
+/// What web chat takes from the service's configuration.
+pub struct Setup<'a> {
+    pub webchat: &'a WebChatConfig,
+    /// The service's public URL, whose origin the widget's script is served from.
+    pub public_url: &'a str,
+    /// Redis, for the visitor limits shared by every replica.
+    pub redis_url: Option<&'a str>,
+}
+
 impl WebChat {
     pub fn new(
         db: DatabaseConnection,
@@ -104,13 +117,13 @@ impl WebChat {
         live: Live,
         arrivals: Arrivals,
         sealer: Sealer,
-        config: &CoreConfig,
+        setup: Setup<'_>,
     ) -> anyhow::Result<Self> {
-        let webchat = &config.webchat;
+        let webchat = setup.webchat;
         Ok(Self {
-            public_origin: widget::origin_of(&config.conversations.public_url),
+            public_origin: widget::origin_of(setup.public_url),
             presence: Presence::start(db.clone(), clock.clone()),
-            limits: VisitorLimits::new(config.redis_url.as_deref(), webchat)?,
+            limits: VisitorLimits::new(setup.redis_url, webchat)?,
             sockets: SocketCaps::new(webchat.sockets_per_session, webchat.sockets_per_address),
             widgets: Widgets::new(sealer),
             session_ttl: chrono::Duration::from_std(webchat.session_ttl)?,

@@ -1,16 +1,21 @@
-//! Changes the business makes that a web chat visitor sees live: a correction, a removal or a reaction on
-//! a message of their thread, and a person typing. Pushed after the change committed, to every socket of the
-//! contact's sessions on the channel. A push that cannot be made is logged and dropped: the change itself is
-//! stored, and a visitor who missed it gets it when their widget reconnects (replay of what was revised).
+//! Web chat's side of the live feed (`channels::live_feed`): changes the business makes that a visitor sees
+//! live, a correction, a removal or a reaction on a message of their thread, and a person typing, pushed to
+//! every socket of the contact's sessions on the channel; and sockets closed when their channel is
+//! disconnected or their sessions erased. A push that cannot be made is logged and dropped: the change
+//! itself is stored, and a visitor who missed it gets it when their widget reconnects (replay of what was
+//! revised).
 
 use sea_orm::DatabaseConnection;
 
 use super::{
-    frames::{self, Change},
+    frames,
     live::{Live, Push, SessionKey, close},
     sessions,
 };
-use crate::store::entities::{conversations, messages};
+use crate::{
+    channels::live_feed::{Change, ErasedSession, LiveFeed},
+    store::entities::{conversations, messages},
+};
 
 #[derive(Clone)]
 pub struct Pushes {
@@ -21,49 +26,6 @@ pub struct Pushes {
 impl Pushes {
     pub fn new(db: DatabaseConnection, live: Live) -> Self {
         Self { db, live }
-    }
-
-    /// `message` changed. A business message still queued is not the visitor's yet: its delivery shows it
-    /// as it is then.
-    pub async fn message_changed(&self, message: &messages::Model, change: Change) {
-        if message.direction == "outbound" && message.status == "queued" {
-            return;
-        }
-        let frame = frames::message(change, message, None);
-        self.to_sessions_of(
-            &message.account_id,
-            &message.contact_id,
-            &message.channel_id,
-            Push::Frame(frame),
-        )
-        .await;
-    }
-
-    /// Someone at the business started (`on`) or stopped typing in `conversation`.
-    pub async fn typing(&self, conversation: &conversations::Model, on: bool) {
-        if conversation.channel_type == "webchat" {
-            let frame = Push::Frame(frames::typing(on));
-            let (account, contact) = (&conversation.account_id, &conversation.contact_id);
-            self.to_sessions_of(account, contact, &conversation.channel_id, frame)
-                .await;
-        }
-    }
-
-    /// The channel was disconnected: its visitors' sockets close (4401) on every replica.
-    pub async fn channel_disconnected(&self, channel_id: &str) {
-        if let Err(err) = self.live.revoke_channel(channel_id).await {
-            tracing::warn!(error = %err, "the sockets of a disconnected web chat channel were not told");
-        }
-    }
-
-    /// The sessions were erased with their contact: their sockets close (4401).
-    pub async fn sessions_erased(&self, sessions: &[SessionKey]) {
-        let push = Push::Close(close::REVOKED, "the session was erased".to_owned());
-        for session in sessions {
-            if let Err(err) = self.live.publish(session, push.clone()).await {
-                tracing::warn!(error = %err, "the socket of an erased web chat session was not told");
-            }
-        }
     }
 
     async fn to_sessions_of(&self, account_id: &str, contact_id: &str, channel_id: &str, push: Push) {
@@ -77,6 +39,51 @@ impl Pushes {
         for session in sessions {
             if let Err(err) = self.live.publish(&session, push.clone()).await {
                 tracing::warn!(error = %err, "a web chat change was not pushed live");
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LiveFeed for Pushes {
+    /// A business message still queued is not the visitor's yet: its delivery shows it as it is then.
+    async fn message_changed(&self, message: &messages::Model, change: Change) {
+        if message.direction == "outbound" && message.status == "queued" {
+            return;
+        }
+        let frame = frames::message(change, message, None);
+        self.to_sessions_of(
+            &message.account_id,
+            &message.contact_id,
+            &message.channel_id,
+            Push::Frame(frame),
+        )
+        .await;
+    }
+
+    async fn typing(&self, conversation: &conversations::Model, on: bool) {
+        if conversation.channel_type == "webchat" {
+            let frame = Push::Frame(frames::typing(on));
+            let (account, contact) = (&conversation.account_id, &conversation.contact_id);
+            self.to_sessions_of(account, contact, &conversation.channel_id, frame)
+                .await;
+        }
+    }
+
+    /// Closes with 4401 on every replica.
+    async fn channel_disconnected(&self, channel_id: &str) {
+        if let Err(err) = self.live.revoke_channel(channel_id).await {
+            tracing::warn!(error = %err, "the sockets of a disconnected web chat channel were not told");
+        }
+    }
+
+    /// Closes with 4401.
+    async fn sessions_erased(&self, account_id: &str, sessions: &[ErasedSession]) {
+        let push = Push::Close(close::REVOKED, "the session was erased".to_owned());
+        for session in sessions {
+            let key = SessionKey::new(account_id, &session.channel_id, &session.session_id);
+            if let Err(err) = self.live.publish(&key, push.clone()).await {
+                tracing::warn!(error = %err, "the socket of an erased web chat session was not told");
             }
         }
     }

@@ -11,6 +11,7 @@ use sea_orm::{
 use tonic::Code;
 
 use super::{live::SessionKey, token};
+use crate::error::Reason;
 use crate::{
     contacts::{
         Email, IdentityKind, NewIdentity,
@@ -43,7 +44,7 @@ pub struct NewVisitor {
 pub fn unauthenticated() -> ApiError {
     ApiError::new(
         Code::Unauthenticated,
-        "unauthenticated",
+        Reason::Unauthenticated,
         "the session token is missing, unknown, expired or revoked; start a new session",
     )
 }
@@ -280,18 +281,6 @@ async fn keys(
         .iter()
         .map(|(account, channel, id)| SessionKey::new(account, channel, id))
         .collect())
-}
-
-/// A contact's sessions, on every channel.
-pub async fn all_of_contact(
-    db: &impl ConnectionTrait,
-    account_id: &str,
-    contact_id: &str,
-) -> Result<Vec<SessionKey>, DbErr> {
-    let select = chat_sessions::Entity::find()
-        .filter(chat_sessions::Column::AccountId.eq(account_id))
-        .filter(chat_sessions::Column::ContactId.eq(contact_id));
-    keys(db, select).await
 }
 
 /// The sessions of a contact of the account on a channel: whom a change to one of its messages is pushed to.

@@ -27,6 +27,7 @@ use super::{
     token,
     visitor_api::origin_not_allowed,
 };
+use crate::error::Reason;
 use crate::error::{ApiError, ApiResult};
 
 /// What one socket is sent: the replay, then the session's pushes.
@@ -123,14 +124,14 @@ fn refused(refusal: Refusal, client_message_id: &str) -> ApiResult<Bytes> {
             let error = limited.error(what);
             let id = Some(client_message_id);
             Ok(frames::error(
-                error.reason,
+                error.reason.as_str(),
                 &error.message,
                 Some(limited.retry_after),
                 id,
             ))
         }
         Refusal::Api(error) if error.code == Code::InvalidArgument => Ok(frames::error(
-            error.reason,
+            error.reason.as_str(),
             &error.message,
             None,
             Some(client_message_id),
@@ -161,7 +162,7 @@ impl WebChat {
             .live
             .subscribe(&sessions::key(session), &visitor.channel.id)
             .await
-            .map_err(|err| ApiError::new(Code::Unavailable, "unavailable", err.to_string()))?;
+            .map_err(|err| ApiError::new(Code::Unavailable, Reason::Unavailable, err.to_string()))?;
         let replay = if r.after.is_empty() {
             None
         } else {
@@ -229,7 +230,7 @@ impl WebChat {
         self.presence.seen(&session.id);
         let upto = match sessions::message_in_thread(&self.db, session, message_id, "message_id").await {
             Ok(message) => message,
-            Err(error) => return Ok(Some(frames::error(error.reason, &error.message, None, None))),
+            Err(error) => return Ok(Some(frames::error(error.reason.as_str(), &error.message, None, None))),
         };
         for read in receipts::seen(&self.db, session, &upto, self.clock.now()).await? {
             let frame = frames::message(Change::Status, &read, None);

@@ -11,6 +11,7 @@ use std::{
 use tonic::Code;
 
 use crate::error::ApiError;
+use crate::error::Reason;
 
 #[derive(Clone)]
 pub struct SocketCaps {
@@ -55,7 +56,7 @@ impl SocketCaps {
         };
         if let Some(message) = refusal {
             metrics::counter!("frontdesk_webchat_sockets_refused_total").increment(1);
-            return Err(ApiError::new(Code::ResourceExhausted, "too_many_sockets", message));
+            return Err(ApiError::new(Code::ResourceExhausted, Reason::TooManySockets, message));
         }
         *open.by_session.entry(session_id.to_owned()).or_default() += 1;
         *open.by_address.entry(address.to_owned()).or_default() += 1;
@@ -96,7 +97,7 @@ mod tests {
         let a1 = caps.admit("cs_a", "203.0.113.7").unwrap();
         let _a2 = caps.admit("cs_a", "203.0.113.7").unwrap();
         let refused = caps.admit("cs_a", "198.51.100.1").err().map(|e| e.reason);
-        assert_eq!(refused, Some("too_many_sockets"));
+        assert_eq!(refused, Some(Reason::TooManySockets));
         let _b = caps.admit("cs_b", "203.0.113.7").unwrap();
         assert!(caps.admit("cs_c", "203.0.113.7").is_err(), "the address has three");
         assert!(caps.admit("cs_c", "198.51.100.1").is_ok());

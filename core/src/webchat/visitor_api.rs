@@ -13,8 +13,9 @@ use tonic::Code;
 use super::{
     Refusal, WebChat, client, receipts,
     sessions::{self, NewVisitor, THREAD_LIMIT, Visitor},
-    widget::{Here, Widget},
 };
+use crate::channels::widget::{Here, Widget};
+use crate::error::Reason;
 use crate::{
     contacts::Email,
     conversations::render,
@@ -55,7 +56,12 @@ pub async fn handle(chat: &WebChat, request: &HttpRequest, request_id: &str) -> 
         ("POST", "/webchat/v1/messages") => call.send().await,
         ("GET", "/webchat/v1/messages") => call.thread().await,
         (_, "/webchat/v1/widget" | "/webchat/v1/sessions" | "/webchat/v1/messages") => {
-            let refused = raw_http::error(405, "method_not_allowed", "this route takes another method", request_id);
+            let refused = raw_http::error(
+                405,
+                Reason::MethodNotAllowed,
+                "this route takes another method",
+                request_id,
+            );
             return call.grant(refused).await;
         }
         _ => Err(Refusal::Api(ApiError::not_found("web chat route"))),
@@ -102,7 +108,7 @@ impl Call<'_> {
         if !allowed {
             return raw_http::error(
                 403,
-                "origin_not_allowed",
+                Reason::OriginNotAllowed,
                 "this page's origin may not use this web chat channel (or no channel was named by ?key=)",
                 "",
             );
@@ -256,7 +262,7 @@ impl Call<'_> {
 pub fn origin_not_allowed() -> ApiError {
     ApiError::new(
         Code::PermissionDenied,
-        "origin_not_allowed",
+        Reason::OriginNotAllowed,
         "this page's origin may not use this web chat channel (its allowed_origins)",
     )
 }

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tonic::{Code, Request, Response, Status};
 
 use super::{signing, store, subscription};
+use crate::error::Reason;
 use crate::{
     accounts,
     clock::Clock,
@@ -24,7 +25,11 @@ use crate::{
     paging::{self, Page},
     requests::{account_of, apply_mask, deleted},
     secrets::Sealer,
-    store::entities::{webhook_attempts, webhook_deliveries, webhooks},
+    store::entities::{
+        webhook_attempts,
+        webhook_deliveries::{self, DeliveryStatus},
+        webhooks,
+    },
     timestamps,
     validate::check_name,
 };
@@ -80,10 +85,10 @@ fn delivery_message(d: &webhook_deliveries::Model, attempts: &[webhook_attempts:
         id: d.id.clone(),
         event_id: d.event_id.clone(),
         event_type: d.event_type.clone(),
-        status: d.status.clone(),
+        status: d.status.as_str().to_owned(),
         next_attempt_at: d
             .next_attempt_ms
-            .filter(|_| d.status == "pending")
+            .filter(|_| d.status == DeliveryStatus::Pending)
             .and_then(chrono::DateTime::from_timestamp_millis)
             .map(timestamps::to_proto),
         created_at: Some(timestamps::to_proto(d.created_at)),
@@ -105,7 +110,7 @@ fn delivery_message(d: &webhook_deliveries::Model, attempts: &[webhook_attempts:
 fn not_found(reference: &str) -> ApiError {
     ApiError::new(
         Code::NotFound,
-        "not_found",
+        Reason::NotFound,
         format!("no webhook subscription `{reference}` (a 1-based position or a name)"),
     )
 }
@@ -192,7 +197,7 @@ impl WebhooksService {
         if existing.len() >= subscription::MAX_PER_ACCOUNT {
             return Err(ApiError::new(
                 Code::InvalidArgument,
-                "invalid_argument",
+                Reason::InvalidArgument,
                 format!(
                     "an account may have at most {} webhook subscriptions; delete one first",
                     subscription::MAX_PER_ACCOUNT
@@ -318,7 +323,7 @@ impl WebhooksService {
             webhook_id: webhook.id.clone(),
             event_id,
             event_type: EventType::WebhookTest.as_str().to_owned(),
-            status: "pending".to_owned(),
+            status: DeliveryStatus::Pending,
             attempt_count: 0,
             next_attempt_ms: Some(now.timestamp_millis()),
             created_at: now,

@@ -42,7 +42,7 @@ pub fn locate(all: &[webhooks::Model], reference: &str) -> Option<(usize, webhoo
 pub async fn pending_count(db: &impl ConnectionTrait, webhook_id: &str) -> Result<u64, DbErr> {
     webhook_deliveries::Entity::find()
         .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
-        .filter(webhook_deliveries::Column::Status.eq("pending"))
+        .filter(webhook_deliveries::Column::Status.eq(webhook_deliveries::DeliveryStatus::Pending))
         .count(db)
         .await
 }

@@ -16,9 +16,13 @@ pub fn check_events(events: &[String]) -> Result<Vec<String>, FieldViolation> {
     let mut kept: Vec<String> = Vec::new();
     for event in events {
         if event != ALL_EVENTS && EventType::parse(event).is_none() {
+            let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
             return Err(FieldViolation::new(
                 "events",
-                format!("`{event}` is not an event type (see CONTRACT.md section 7, or `*` for all)"),
+                format!(
+                    "`{event}` is not an event type: one of {}, or `*` for all",
+                    known.join(", ")
+                ),
             ));
         }
         if !kept.contains(event) {

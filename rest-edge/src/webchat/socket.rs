@@ -24,7 +24,7 @@ use prost::Message as _;
 use tokio::time::{Instant, MissedTickBehavior};
 use tonic::{Code, Streaming};
 
-use crate::{HttpError, Transport, client_addr::ClientAddr, request_id_of};
+use crate::{HttpError, Transport, client_addr::ClientAddr, error::ErrorResponse, request_id_of};
 
 const CONNECT: &str = "/frontdesk.webchat.v1.WebChat/Open";
 const POST: &str = "/frontdesk.webchat.v1.WebChat/Post";

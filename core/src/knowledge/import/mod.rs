@@ -54,19 +54,20 @@ struct Payload {
     source_id: String,
 }
 
+impl crate::jobs::JobArgs for Payload {
+    const KIND: &'static str = KIND;
+}
+
 pub fn job(account_id: &str, source_id: &str, now: DateTime<Utc>) -> NewJob {
+    let args = Payload {
+        source_id: source_id.to_owned(),
+    };
     NewJob {
-        account_id: account_id.to_owned(),
-        kind: KIND,
-        lane: String::new(),
-        payload: serde_json::json!(Payload {
-            source_id: source_id.to_owned()
-        }),
         run_at_ms: now.timestamp_millis(),
         max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("{KIND}:{source_id}")),
         class: crate::jobs::Class::Bulk,
-        ..NewJob::default()
+        ..NewJob::new(account_id, &args)
     }
 }
 
@@ -289,11 +290,9 @@ impl Handler for Import {
     }
 
     async fn run(&self, job: &Job) -> Outcome {
-        let Ok(payload) = serde_json::from_str::<Payload>(&job.payload) else {
-            return Outcome::Fail {
-                error: "unreadable payload".to_owned(),
-                effect: None,
-            };
+        let payload: Payload = match job.args() {
+            Ok(payload) => payload,
+            Err(unreadable) => return unreadable,
         };
         let result = async {
             let Some(source) = kb_sources::Entity::find_by_id(&payload.source_id).one(&self.db).await? else {

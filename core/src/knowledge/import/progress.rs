@@ -10,6 +10,7 @@ use sea_orm::{
 };
 
 use super::{extract::Extracted, fetch::PageError};
+use crate::error::Reason;
 use crate::{
     accounts,
     error::ApiError,
@@ -56,7 +57,7 @@ pub async fn page_read(
         match accounts::store::adjust_credits_in(&txn, &source.account_id, -cost, &reason, None, now).await {
             Ok(_) => {}
             Err(ApiError {
-                reason: "insufficient_credits",
+                reason: Reason::InsufficientCredits,
                 ..
             }) => return Ok(Recorded::OutOfCredits),
             Err(other) => return Err(DbErr::Custom(other.message)),

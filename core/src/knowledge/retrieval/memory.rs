@@ -23,8 +23,7 @@ use super::{
     versions::Key,
 };
 use crate::{
-    agents::faqs::faq_message,
-    knowledge::{embeddings, source_faqs as source_faq_messages},
+    knowledge::{agent_faqs::faq_message, embeddings, source_faqs as source_faq_messages},
     store::entities::{agent_faqs, faq_vectors, source_faqs},
 };
 

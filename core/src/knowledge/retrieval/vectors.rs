@@ -181,6 +181,10 @@ struct Payload {
     source_id: Option<String>,
 }
 
+impl crate::jobs::JobArgs for Payload {
+    const KIND: &'static str = KIND;
+}
+
 /// The job that embeds an owner's FAQs lacking a vector (one pending job per owner).
 pub fn job(account_id: &str, owner: &Owner, now: DateTime<Utc>) -> NewJob {
     let (agent_id, source_id) = owner.columns();
@@ -189,17 +193,13 @@ pub fn job(account_id: &str, owner: &Owner, now: DateTime<Utc>) -> NewJob {
         Owner::Source(source) => format!("{KIND}:s:{source}"),
     };
     NewJob {
-        account_id: account_id.to_owned(),
-        kind: KIND,
-        lane: String::new(),
-        payload: serde_json::json!(Payload { agent_id, source_id }),
         run_at_ms: now.timestamp_millis(),
         max_attempts: MAX_ATTEMPTS,
         unique_key: Some(key),
         // Vectors written while a run embeds the owner's others are embedded by a run after it.
         on_conflict: crate::jobs::OnConflict::Reschedule,
         class: crate::jobs::Class::Bulk,
-        ..NewJob::default()
+        ..NewJob::new(account_id, &Payload { agent_id, source_id })
     }
 }
 
@@ -216,7 +216,7 @@ impl Handler for EmbedJob {
     }
 
     async fn run(&self, job: &Job) -> Outcome {
-        let owner = match serde_json::from_str::<Payload>(&job.payload) {
+        let owner = match job.args::<Payload>() {
             Ok(Payload {
                 agent_id: Some(agent), ..
             }) => Owner::Agent(agent),

@@ -2,6 +2,9 @@
 
 use sea_orm::entity::prelude::*;
 
+/// Statuses of a broadcast that still needs its agent and can still be cancelled.
+pub const UNFINISHED: &[&str] = &["draft", "scheduled", "sending"];
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "broadcasts")]
 pub struct Model {

@@ -18,8 +18,7 @@ pub struct Model {
     pub lane: String,
     /// The job's arguments, JSON.
     pub payload: String,
-    /// `pending`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: JobStatus,
     /// Runs whose outcome was recorded.
     pub attempts: i32,
     pub max_attempts: i32,
@@ -37,6 +36,31 @@ pub struct Model {
     pub rerun_at_ms: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Where a job stands (finished jobs are deleted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum JobStatus {
+    /// Waiting, or running (claimed, with a lease).
+    #[default]
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    /// Used up its tries.
+    #[sea_orm(string_value = "failed")]
+    Failed,
+    #[sea_orm(string_value = "cancelled")]
+    Cancelled,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

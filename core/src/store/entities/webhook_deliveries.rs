@@ -13,8 +13,7 @@ pub struct Model {
     pub webhook_id: String,
     pub event_id: String,
     pub event_type: String,
-    /// `pending`, `succeeded` or `failed`.
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Attempts recorded so far (counted again from 0 after a re-enable).
     pub attempt_count: i32,
     pub next_attempt_ms: Option<i64>,
@@ -24,6 +23,30 @@ pub struct Model {
     pub settled_at: Option<DateTimeUtc>,
     /// The token of the claim holding the delivery (its attempt runs, or its result is being written).
     pub claim_token: Option<i64>,
+}
+
+/// Where a delivery stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum DeliveryStatus {
+    /// Not delivered yet: waiting for its next attempt, or in one.
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    #[sea_orm(string_value = "succeeded")]
+    Succeeded,
+    /// Out of attempts, or its subscription was gone.
+    #[sea_orm(string_value = "failed")]
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -68,7 +68,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
                 webhook_id: subscription.id.clone(),
                 event_id: event.id.clone(),
                 event_type: event.event_type.clone(),
-                status: "pending".to_owned(),
+                status: webhook_deliveries::DeliveryStatus::Pending,
                 attempt_count: 0,
                 next_attempt_ms: Some(now.timestamp_millis()),
                 created_at: now,

@@ -27,7 +27,6 @@ pub use self::attempt::body;
 use self::{complete::Rules, work::DeliveryWork};
 use crate::{
     clock::Clock,
-    config::WebhookConfig,
     events,
     integrations::outbound::OutboundPolicy,
     jobs::{
@@ -38,6 +37,7 @@ use crate::{
     secrets::Sealer,
     shutdown::Shutdown,
     store::sql::{picked, placeholders},
+    webhooks::WebhookConfig,
 };
 
 /// Events fanned out per transaction.

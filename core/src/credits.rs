@@ -6,8 +6,8 @@ use frontdesk_api::v1::{CreditBalance, CreditEntry, CreditsAnswer, GetCreditsReq
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use tonic::{Request, Response, Status};
 
-use super::credits::to_decimal;
 use crate::{
+    accounts::credits::to_decimal,
     error::ApiError,
     paging::{self, Page},
     requests::account_of,
@@ -41,7 +41,7 @@ impl credits_server::Credits for CreditsService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let page = Page::checked(r.limit, &r.cursor, "led_")?;
-        let account = super::store::find_live(&self.db, &account_id).await?;
+        let account = crate::accounts::store::find_live(&self.db, &account_id).await?;
         let select = credit_ledger::Entity::find().filter(credit_ledger::Column::AccountId.eq(account_id.as_str()));
         let (rows, more) = paging::fetch(
             &self.db,

@@ -10,7 +10,7 @@ use frontdesk_api::v1::{
     webhooks_client::WebhooksClient,
 };
 use frontdesk_tests::{
-    Answer, Db, Server, admin, call_with, on_both_databases, server::base_env, webhook_receiver::Receiver,
+    Db, Server, admin, call_with, on_both_databases, platform::Platform, server::base_env, webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};
 use tonic::{Code, metadata::MetadataValue};
@@ -26,33 +26,9 @@ const FAST: &[(&str, &str)] = &[
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Api<'a> {
-    server: &'a Server,
-    account_id: String,
-    key: String,
-}
+frontdesk_tests::platform_client!(Api);
 
 impl Api<'_> {
-    async fn new(server: &Server) -> Api<'_> {
-        let (account_id, key) = admin::account(server, "growth", 10_000).await;
-        Api {
-            server,
-            account_id,
-            key,
-        }
-    }
-
-    async fn send(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
-        let body = body.map(|b| b.to_string());
-        call_with(
-            method,
-            &self.server.url(path),
-            &[("x-api-key", &self.key)],
-            body.as_deref(),
-        )
-        .await
-    }
-
     /// Creates a subscription; returns (webhook, secret).
     async fn subscribe(&self, body: Value) -> (Value, String) {
         let answer = self.send("POST", "/v1/webhooks", Some(body)).await;
@@ -67,25 +43,6 @@ impl Api<'_> {
             .await;
         assert_eq!(answer.status, 200, "{}", answer.body);
         answer.body["deal"]["id"].as_str().unwrap().to_owned()
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        let answer = self.send("GET", path, None).await;
-        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
-        answer.body
-    }
-
-    /// Polls `path` until `done` holds for its body.
-    async fn poll(&self, path: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let started = std::time::Instant::now();
-        loop {
-            let body = self.get(path).await;
-            if done(&body) {
-                return body;
-            }
-            assert!(started.elapsed() < WAIT, "{path} never reached the state: {body}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 }
 
@@ -218,7 +175,7 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
     assert_eq!(other.send("GET", "/v1/webhooks/billing", None).await.status, 404);
 });
 
-/// Every event type of CONTRACT.md section 7, `conversation.handoff` included, is a subscription filter.
+/// Every event type of the API, `conversation.handoff` included, is a subscription filter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_contract_event_type_can_be_subscribed_to() {
     let db = Db::sqlite();
@@ -385,6 +342,10 @@ on_both_databases!(deal_events_are_delivered_signed, |db: Db| async move {
     let (_, secret) = api
         .subscribe(json!({"name": "crm", "url": receiver.url, "events": ["deal.created", "deal.stage_changed"]}))
         .await;
+    // Another account's subscription to every event, made before the events happen: fan-out must not give it
+    // this account's events.
+    let other = Api::new(&server).await;
+    other.subscribe(json!({"url": receiver.url.clone() + "?other"})).await;
     let deal = api.deal("Acme renewal").await;
     let moved = api
         .send("POST", &format!("/v1/deals/{deal}/move"), Some(json!({"stage": "won"})))
@@ -394,12 +355,9 @@ on_both_databases!(deal_events_are_delivered_signed, |db: Db| async move {
         .send("PATCH", &format!("/v1/deals/{deal}"), Some(json!({"title": "Acme"})))
         .await;
     assert_eq!(renamed.status, 200);
-    // A second subscription of another account must not receive this account's events.
-    let other = Api::new(&server).await;
-    other.subscribe(json!({"url": receiver.url.clone() + "?other"})).await;
 
     receiver.wait_for(2, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     let deliveries: Vec<_> = receiver.deliveries();
     assert_eq!(deliveries.len(), 2, "deal.updated is not subscribed: {deliveries:?}");
     let types: HashSet<&str> = deliveries.iter().map(|d| d.json["type"].as_str().unwrap()).collect();
@@ -603,7 +561,7 @@ on_both_databases!(gone_disables_and_re_enable_redelivers, |db: Db| async move {
         b["deliveries"].as_array().unwrap().len() == 2
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(receiver.deliveries().len(), 1);
 
     receiver.answer(200);
@@ -756,16 +714,12 @@ async fn continuous_failure_disables() {
     assert!(disabled["health"]["consecutive_failures"].as_i64().unwrap() >= 2);
     assert_eq!(disabled["health"]["pending"], 0);
     let attempts = receiver.deliveries().len();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(receiver.deliveries().len(), attempts, "no attempts once disabled");
     // The state is in the database: a restart keeps it.
     let (account_id, key) = (api.account_id.clone(), api.key.clone());
     let server = server.restart().await;
-    let api = Api {
-        server: &server,
-        account_id,
-        key,
-    };
+    let api = Api(Platform::of(&server, &account_id, &key));
     assert_eq!(api.get("/v1/webhooks/flaky").await["webhook"]["status"], "disabled");
 }
 
@@ -873,7 +827,7 @@ async fn two_core_processes_deliver_each_event_once() {
     let deals: HashSet<String> = a.union(&b).cloned().collect();
     assert_eq!(deals.len(), 400);
     let deliveries = receiver.wait_until(WAIT, |d| delivered_deals(d).len() == 400).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    frontdesk_tests::admin::quiesce(&first).await;
     let counts = delivered_deals(&receiver.deliveries());
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "delivered more than once: {twice:?}");

@@ -11,49 +11,32 @@ use frontdesk_tests::{
 };
 use serde_json::{Value, json};
 
-/// `limit` results of a search (200 expected).
-async fn search(api: &Platform<'_>, agent: &str, query: &str, limit: i32) -> Vec<Value> {
-    let body = json!({"query": query, "limit": limit});
-    let answer = api.ok("POST", &format!("/v1/agents/{agent}/search"), Some(body)).await;
-    answer["results"].as_array().expect("results").clone()
-}
-
 /// The questions of a search's results, best first.
 async fn questions(api: &Platform<'_>, agent: &str, query: &str) -> Vec<String> {
-    search(api, agent, query, 50)
+    api.search(agent, query, 50)
         .await
         .iter()
         .map(|r| r["faq"]["question"].as_str().unwrap().to_owned())
         .collect()
 }
 
-/// A new FAQ of the agent; its id.
-async fn faq(api: &Platform<'_>, agent: &str, question: &str, answer: &str) -> String {
-    let body = json!({"question": question, "answer": answer});
-    api.ok("POST", &format!("/v1/agents/{agent}/faqs"), Some(body)).await["faq"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// A front desk's FAQs: "refund" in one question, in another's answer, and nowhere else.
 async fn front_desk(api: &Platform<'_>) -> String {
     let agent = api.agent("Front desk").await;
-    faq(
-        api,
+    api.faq(
         &agent,
         "How do I get a refund?",
         "Write to us within 30 days of your purchase.",
     )
     .await;
-    faq(
-        api,
+    api.faq(
         &agent,
         "What are your opening hours?",
         "Nine to five. A refund is handled at the front desk.",
     )
     .await;
-    faq(api, &agent, "Where can I park?", "Behind the building, free of charge.").await;
+    api.faq(&agent, "Where can I park?", "Behind the building, free of charge.")
+        .await;
     agent
 }
 
@@ -62,7 +45,7 @@ on_both_databases!(results_are_ranked_with_the_question_weighted_up, |db: Db| as
     let api = Platform::new(&server).await;
     let agent = front_desk(&api).await;
 
-    let results = search(&api, &agent, "refund", 5).await;
+    let results = api.search(&agent, "refund", 5).await;
     let found: Vec<&str> = results.iter().map(|r| r["faq"]["question"].as_str().unwrap()).collect();
     assert_eq!(found, ["How do I get a refund?", "What are your opening hours?"]);
     let scores: Vec<f64> = results.iter().map(|r| r["score"].as_f64().unwrap()).collect();
@@ -77,9 +60,9 @@ on_both_databases!(results_are_ranked_with_the_question_weighted_up, |db: Db| as
     );
 
     // At most `limit`, and 5 without one.
-    assert_eq!(search(&api, &agent, "refund", 1).await.len(), 1);
+    assert_eq!(api.search(&agent, "refund", 1).await.len(), 1);
     for n in 0..6 {
-        faq(&api, &agent, &format!("Refund rule {n}?"), "See the desk.").await;
+        api.faq(&agent, &format!("Refund rule {n}?"), "See the desk.").await;
     }
     let path = format!("/v1/agents/{agent}/search");
     let default = api.ok("POST", &path, Some(json!({"query": "refund"}))).await;
@@ -108,13 +91,8 @@ on_both_databases!(words_are_stemmed_and_stop_words_ignored, |db: Db| async move
     // The agent's language picks the stemmer: in German, "Rückerstattungen" finds "Rückerstattung".
     let path = format!("/v1/agents/{agent}");
     api.ok("PUT", &path, Some(json!({"language": "de-DE"}))).await;
-    faq(
-        &api,
-        &agent,
-        "Wie bekomme ich eine Rückerstattung?",
-        "Schreiben Sie uns.",
-    )
-    .await;
+    api.faq(&agent, "Wie bekomme ich eine Rückerstattung?", "Schreiben Sie uns.")
+        .await;
     assert_eq!(
         questions(&api, &agent, "die Rückerstattungen").await,
         ["Wie bekomme ich eine Rückerstattung?"]
@@ -128,13 +106,16 @@ on_both_databases!(
         let api = Platform::new(&server).await;
         let other_account = Platform::new(&server).await;
         let agent = api.agent("Front desk").await;
-        faq(&api, &agent, "Where can I park?", "Behind the building.").await;
+        api.faq(&agent, "Where can I park?", "Behind the building.").await;
 
         // Another agent's FAQ, and another account's agent's FAQ, with the very words searched for.
         let sibling = api.agent("Sales desk").await;
-        faq(&api, &sibling, "Refund policy for sales?", "Refund within a week.").await;
+        api.faq(&sibling, "Refund policy for sales?", "Refund within a week.")
+            .await;
         let stranger = other_account.agent("Their desk").await;
-        faq(&other_account, &stranger, "Refund policy?", "Refund within a year.").await;
+        other_account
+            .faq(&stranger, "Refund policy?", "Refund within a year.")
+            .await;
 
         // A knowledge group applied to the agent.
         let group = api
@@ -170,7 +151,7 @@ on_both_databases!(
         api.ok("POST", &attach, Some(json!({"source_id": "src_A000000000000001"})))
             .await;
 
-        let results = search(&api, &agent, "refund", 50).await;
+        let results = api.search(&agent, "refund", 50).await;
         let mut found: Vec<(String, Value, Value, Value)> = results
             .iter()
             .map(|r| {
@@ -225,7 +206,9 @@ on_both_databases!(
         let agent = front_desk(&api).await;
         assert!(questions(&api, &agent, "wifi").await.is_empty());
 
-        let id = faq(&api, &agent, "Is there wifi?", "Yes, ask the desk for the password.").await;
+        let id = api
+            .faq(&agent, "Is there wifi?", "Yes, ask the desk for the password.")
+            .await;
         assert_eq!(questions(&api, &agent, "wifi").await, ["Is there wifi?"]);
 
         let path = format!("/v1/agents/{agent}/faqs/{id}");
@@ -291,7 +274,7 @@ on_both_databases!(bad_input_is_refused_naming_the_field, |db: Db| async move {
     ] {
         assert_invalid(&api.send("POST", &path, Some(body)).await, field, case);
     }
-    assert_eq!(search(&api, &agent, &"x".repeat(1_000), 50).await, Vec::<Value>::new());
+    assert_eq!(api.search(&agent, &"x".repeat(1_000), 50).await, Vec::<Value>::new());
 
     // Another account's agent is as absent as a missing one.
     let body = json!({"query": "refund"});
@@ -348,7 +331,7 @@ async fn seeded_scores(db: &Db) -> Vec<Vec<(String, f64)>> {
     let api = Platform::new(&server).await;
     let agent = api.agent("Shop").await;
     for (question, answer) in CORPUS {
-        faq(&api, &agent, question, answer).await;
+        api.faq(&agent, question, answer).await;
     }
     let mut rankings = Vec::new();
     for query in [
@@ -358,7 +341,7 @@ async fn seeded_scores(db: &Db) -> Vec<Vec<(String, f64)>> {
         "opening hours saturday",
         "two days",
     ] {
-        let results = search(&api, &agent, query, 50).await;
+        let results = api.search(&agent, query, 50).await;
         assert!(!results.is_empty(), "{query}: nothing found");
         let key = |r: &Value| {
             (

@@ -112,7 +112,7 @@ async fn two_replicas_keep_one_pace_per_channel() {
          (replicas that fell back to their own pace: {fell_back:?})"
     );
     // Both claimed from one queue: no send ran twice.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&first).await;
     let texts: std::collections::HashSet<String> = twilio.sent().iter().map(|s| s.body().to_owned()).collect();
     assert_eq!(
         (twilio.arrived(), texts.len()),

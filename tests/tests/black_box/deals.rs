@@ -9,28 +9,13 @@ use frontdesk_api::v1::{
     DeleteStageRequest, GetDealRequest, ListDealsRequest, ListPipelinesRequest, MoveDealRequest, UpdateDealRequest,
     UpdatePipelineRequest, UpdateStageRequest, deals_client::DealsClient, pipelines_client::PipelinesClient,
 };
-use frontdesk_tests::{Answer, Db, Server, admin, call_with, on_both_databases};
+use frontdesk_tests::{Db, Server, admin, call_with, on_both_databases, platform::Platform};
 use serde_json::{Value, json};
 use tonic::{Code, metadata::MetadataValue};
 
-struct Api<'a> {
-    server: &'a Server,
-    account_id: String,
-    key: String,
-}
+frontdesk_tests::platform_client!(Api);
 
 impl Api<'_> {
-    async fn send(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
-        let body = body.map(|b| b.to_string());
-        call_with(
-            method,
-            &self.server.url(path),
-            &[("x-api-key", &self.key)],
-            body.as_deref(),
-        )
-        .await
-    }
-
     async fn create(&self, body: Value) -> Value {
         let answer = self.send("POST", "/v1/deals", Some(body)).await;
         assert_eq!(answer.status, 200, "{}", answer.body);
@@ -91,11 +76,7 @@ impl Api<'_> {
 
 async fn api(server: &Server) -> Api<'_> {
     let (account_id, key) = admin::account(server, "growth", 0).await;
-    Api {
-        server,
-        account_id,
-        key,
-    }
+    Api(Platform::of(server, &account_id, &key))
 }
 
 async fn events(db: &Db, account_deal: &str) -> Vec<String> {
@@ -965,16 +946,8 @@ on_both_databases!(an_agency_works_on_its_sub_accounts_deals, |db: Db| async mov
     let server = Server::start(&db, &[]).await;
     let (agency, agency_key) = admin::account(&server, "scale", 0).await;
     let (child, child_key) = admin::account_under(&server, "growth", 0, &agency).await;
-    let agency_api = Api {
-        server: &server,
-        account_id: agency,
-        key: agency_key,
-    };
-    let child_api = Api {
-        server: &server,
-        account_id: child.clone(),
-        key: child_key,
-    };
+    let agency_api = Api(Platform::of(&server, &agency, &agency_key));
+    let child_api = Api(Platform::of(&server, &child, &child_key));
     let made = agency_api
         .send(
             "POST",

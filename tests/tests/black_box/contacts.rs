@@ -536,7 +536,7 @@ on_both_databases!(contact_events_are_delivered_signed, |db: Db| async move {
     Api::new(&server).await.create(json!({"name": "Elsewhere"})).await;
 
     receiver.wait_for(2, Duration::from_secs(30)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     let deliveries = receiver.deliveries();
     let types: Vec<&str> = deliveries.iter().map(|d| d.json["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["contact.created", "contact.updated"], "{deliveries:?}");

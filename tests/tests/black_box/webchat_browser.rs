@@ -6,7 +6,7 @@
 //! directory (`webchat-widget.png`, `webchat-widget-phone.png`).
 //!
 //! `readme_screenshot` (ignored) makes the README's picture, docs/webchat-widget.png:
-//! `cargo test -p frontdesk-tests --test webchat_browser -- --ignored readme_screenshot`.
+//! `cargo test -p frontdesk-tests --test black_box -- --ignored readme_screenshot`.
 
 use std::{collections::HashMap, future::Future, net::SocketAddr, time::Duration};
 

@@ -4,25 +4,27 @@
 use std::sync::Arc;
 
 use frontdesk_api::admin::v1::{
-    Account, CancelJobsRequest, CancelJobsResult, CreateAccountRequest, CreatedAccount, CreditsRequest, CreditsResult,
-    DeleteAccountRequest, GetAccountRequest, IssueApiKeyRequest, IssuedApiKey, Job, JobList, ListJobsRequest,
-    RetryJobRequest, SetTestClockRequest, TestClock, UpdateAccountRequest, admin_server::Admin,
+    Account, Backlog, CancelJobsRequest, CancelJobsResult, CreateAccountRequest, CreatedAccount, CreditsRequest,
+    CreditsResult, DeleteAccountRequest, GetAccountRequest, GetBacklogRequest, IssueApiKeyRequest, IssuedApiKey, Job,
+    JobList, ListJobsRequest, RetryJobRequest, SetTestClockRequest, TestClock, UpdateAccountRequest,
+    admin_server::Admin,
 };
 use sea_orm::DatabaseConnection;
 use subtle::ConstantTimeEq;
 use tonic::{Code, Request, Response, Status};
 
-use super::{
-    DEFAULT_RATE_LIMIT, credits,
-    store::{self, AccountChanges, NewAccount},
-};
+use crate::error::Reason;
 use crate::{
     access::{key_store, scopes::Scopes},
+    accounts::{
+        DEFAULT_RATE_LIMIT, credits,
+        store::{self, AccountChanges, NewAccount},
+    },
     clock::{Clock, SteerableClock},
     error::{ApiError, ApiResult, FieldViolation},
     jobs,
     plan::Plan,
-    store::entities::accounts,
+    store::entities::{accounts, jobs::JobStatus},
     timestamps,
 };
 
@@ -39,7 +41,7 @@ impl AdminToken {
         let Some(expected) = &self.0 else {
             return Err(ApiError::new(
                 Code::PermissionDenied,
-                "admin_disabled",
+                Reason::AdminDisabled,
                 "the admin API is disabled: set FRONTDESK_ADMIN_TOKEN",
             )
             .into());
@@ -53,7 +55,12 @@ impl AdminToken {
         if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
             Ok(request)
         } else {
-            Err(ApiError::new(Code::Unauthenticated, "unauthenticated", "wrong or missing admin token").into())
+            Err(ApiError::new(
+                Code::Unauthenticated,
+                Reason::Unauthenticated,
+                "wrong or missing admin token",
+            )
+            .into())
         }
     }
 }
@@ -149,7 +156,7 @@ impl Admin for AdminService {
             rate_limit: rate_limit(r.rate_limit)?,
             parent_account_id: Some(r.parent_account_id).filter(|p| !p.is_empty()),
         };
-        let (account, key) = store::create(&self.db, new, self.clock.now()).await?;
+        let (account, key) = crate::onboarding::create(&self.db, new, self.clock.now()).await?;
         tracing::info!(account_id = account.id, plan = account.plan, "account created");
         Ok(Response::new(CreatedAccount {
             account: Some(account_message(account)),
@@ -194,7 +201,7 @@ impl Admin for AdminService {
         let clock = self.test_clock.as_ref().ok_or_else(|| {
             ApiError::new(
                 Code::FailedPrecondition,
-                "test_clock_disabled",
+                Reason::TestClockDisabled,
                 "the test clock is off: start the service with FRONTDESK_TEST_CLOCK=true",
             )
         })?;
@@ -217,12 +224,12 @@ impl Admin for AdminService {
         let limit = if r.limit == 0 { 50 } else { r.limit };
         let now_ms = self.clock.now().timestamp_millis();
         let status = match (r.failed, r.cancelled) {
-            (true, _) => "failed",
-            (_, true) => "cancelled",
-            _ => "pending",
+            (true, _) => JobStatus::Failed,
+            (_, true) => JobStatus::Cancelled,
+            _ => JobStatus::Pending,
         };
         let filter = jobs::admin::Filter {
-            status: status.to_owned(),
+            status,
             kind: r.kind,
             account_id: r.account_id,
             lane: r.lane,
@@ -240,6 +247,12 @@ impl Admin for AdminService {
             oldest_due_age_seconds: stats.oldest_due_age_seconds,
             cancelled: stats.cancelled,
         }))
+    }
+
+    async fn get_backlog(&self, _request: Request<GetBacklogRequest>) -> Result<Response<Backlog>, Status> {
+        let now_ms = self.clock.now().timestamp_millis();
+        let backlog = jobs::admin::backlog(&self.db, now_ms).await.map_err(ApiError::from)?;
+        Ok(Response::new(backlog))
     }
 
     async fn cancel_jobs(&self, request: Request<CancelJobsRequest>) -> Result<Response<CancelJobsResult>, Status> {

@@ -21,15 +21,6 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Subscribes a receiver to `events`; returns the signing secret.
-async fn subscribe(platform: &Platform<'_>, receiver: &Receiver, events: &[&str]) -> String {
-    let body = json!({"name": "hooks", "url": receiver.url, "events": events});
-    platform.ok("POST", "/v1/webhooks", Some(body)).await["secret"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// `(type, data.id, data.status)` of each delivery.
 fn summary(deliveries: &[Delivery]) -> Vec<(String, String, String)> {
     deliveries
@@ -66,7 +57,7 @@ on_both_databases!(round_trip_with_signed_events, |db: Db| async move {
         format!("{}/hooks/twilio/{}", sms::PUBLIC_URL, channel.id)
     );
     let receiver = Receiver::start().await;
-    let secret = subscribe(&platform, &receiver, &["*"]).await;
+    let secret = platform.subscribe(&receiver.url, &["*"]).await;
 
     let accepted = send(
         &platform,
@@ -135,7 +126,7 @@ on_both_databases!(round_trip_with_signed_events, |db: Db| async move {
     let before = receiver.deliveries().len();
     assert_eq!(channel.status(&sid, "delivered", None).await.status, 200);
     assert_eq!(channel.status(&sid, "sent", None).await.status, 200);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(
         platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"]["status"],
         "read"
@@ -216,7 +207,7 @@ on_both_databases!(idempotent_sends_go_out_once, |db: Db| async move {
         .collect();
     assert_eq!(ids.len(), 1, "every repeat answers the first message: {ids:?}");
     twilio.wait_for_created(1, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.created(), 1, "sent once");
 
     // The key in the body works the same; another request under the key is a conflict.
@@ -328,7 +319,7 @@ on_both_databases!(
         }
         assert_eq!(accepted.len(), 50, "each accepted send is its own message");
         let created = twilio.wait_for_created(50, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        frontdesk_tests::admin::quiesce(&server).await;
         assert_eq!(twilio.created(), 50, "the refused sends sent nothing");
 
         // Outcomes are recorded in batches too: each message is `sent` with the sid Twilio gave its own text.
@@ -384,7 +375,7 @@ on_both_databases!(provider_errors_retry_or_fail, |db: Db| async move {
     let platform = Platform::new(&server).await;
     SmsChannel::connect(&platform, &twilio, "sms", None).await;
     let receiver = Receiver::start().await;
-    let secret = subscribe(&platform, &receiver, &["message.failed"]).await;
+    let secret = platform.subscribe(&receiver.url, &["message.failed"]).await;
 
     // A 500 is retried; the next answer creates the message.
     twilio.then(&[500]);
@@ -459,7 +450,7 @@ on_both_databases!(inbound_is_verified_and_stored_once, |db: Db| async move {
     let platform = Platform::new(&server).await;
     let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
     let receiver = Receiver::start().await;
-    let secret = subscribe(&platform, &receiver, &["*"]).await;
+    let secret = platform.subscribe(&receiver.url, &["*"]).await;
 
     let sid = new_message_sid();
     let answer = channel.inbound(&sid, "+15550100010", "Do you open on Sundays?").await;
@@ -477,7 +468,7 @@ on_both_databases!(inbound_is_verified_and_stored_once, |db: Db| async move {
     receiver
         .wait_until(WAIT, |d| summary(d).iter().any(|(t, _, _)| t == "message.received"))
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     let events = receiver.deliveries();
     assert!(events.iter().all(|d| d.verifies(&secret)));
     let received: Vec<&Delivery> = events.iter().filter(|d| d.json["type"] == "message.received").collect();
@@ -537,7 +528,7 @@ on_both_databases!(inbound_is_verified_and_stored_once, |db: Db| async move {
     )
     .await;
     assert_eq!(unknown.status, 404);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(receiver.deliveries().len(), before, "nothing stored, nothing emitted");
     assert!(!server.logs().contains("forged"), "the refused body is never logged");
 
@@ -962,7 +953,9 @@ on_both_databases!(
         let platform = Platform::new(&server).await;
         let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
         let receiver = Receiver::start().await;
-        subscribe(&platform, &receiver, &["message.delivered", "message.failed"]).await;
+        platform
+            .subscribe(&receiver.url, &["message.delivered", "message.failed"])
+            .await;
         let accepted = send(&platform, json!({"phone": "+15550100060", "text": "Guarded"})).await;
         let id = accepted["message_id"].as_str().unwrap();
         let sent = message_when(&platform, id, |m| m["status"] == "sent").await;
@@ -989,7 +982,7 @@ on_both_databases!(
         for (case, answer) in refusals {
             assert_eq!(answer.status, 401, "{case}: {}", answer.body);
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        frontdesk_tests::admin::quiesce(&server).await;
         assert_eq!(
             platform.ok("GET", &format!("/v1/messages/{id}"), None).await["message"],
             sent
@@ -1012,7 +1005,9 @@ on_both_databases!(stop_and_start_emit_contact_updated, |db: Db| async move {
     let platform = Platform::new(&server).await;
     let channel = SmsChannel::connect(&platform, &twilio, "sms", None).await;
     let receiver = Receiver::start().await;
-    let secret = subscribe(&platform, &receiver, &["contact.created", "contact.updated"]).await;
+    let secret = platform
+        .subscribe(&receiver.url, &["contact.created", "contact.updated"])
+        .await;
     let phone = "+15550100070";
     channel.inbound(&new_message_sid(), phone, "Hi").await;
     let created = receiver.wait_for(1, WAIT).await;
@@ -1027,7 +1022,7 @@ on_both_databases!(stop_and_start_emit_contact_updated, |db: Db| async move {
         assert_eq!(shown["contact"]["opted_out"], opted_out, "after {text}");
     }
     receiver.wait_for(3, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     let events = receiver.deliveries();
     assert_eq!(events.len(), 3, "one event per change: {:?}", summary(&events));
     assert!(events.iter().all(|d| d.verifies(&secret)));

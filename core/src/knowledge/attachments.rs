@@ -7,16 +7,22 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, sea_query::OnConflict};
 
-use super::find;
 use crate::{
     error::{ApiError, ApiResult},
     paging::{self, Page},
     store::{
         self,
-        entities::{agent_kb_sources, kb_sources},
+        entities::{agent_kb_sources, agents, kb_sources},
     },
     timestamps,
 };
+
+/// The account's agent, or 404.
+async fn find(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -> ApiResult<agents::Model> {
+    store::owned::<agents::Entity>(db, agents::Column::AccountId, account_id, agent_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("agent"))
+}
 
 fn message(link: &agent_kb_sources::Model, source: Option<&kb_sources::Model>) -> AgentKbSource {
     AgentKbSource {

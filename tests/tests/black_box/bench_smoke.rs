@@ -43,6 +43,8 @@ fn the_benchmark_harness_runs_every_scenario() {
         "engine: POST /hooks/twilio/{channelId}",
         "engine: a quiet tenant's sends (20/s), accept to provider, idle engine",
         "engine: a quiet tenant's sends (20/s), accept to provider, beside another tenant's",
+        "ai: question stored to reply queued",
+        "ai: replies stored per second",
         "compared: webhook fan-out, this build",
         "compared: webhook fan-out, previous build",
         "compared: send pipeline capacity, this build",

@@ -20,14 +20,6 @@ use serde_json::{Value, json};
 
 const SHOP: &str = "https://shop.example";
 
-async fn subscribe(platform: &Platform<'_>, receiver: &Receiver) -> String {
-    let body = json!({"name": "hooks", "url": receiver.url, "events": ["*"]});
-    platform.ok("POST", "/v1/webhooks", Some(body)).await["secret"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 async fn session_of(platform: &Platform<'_>, visitor: &Visitor) -> Value {
     platform
         .ok("GET", &format!("/v1/chat-sessions/{}", visitor.session_id), None)
@@ -55,7 +47,7 @@ on_both_databases!(a_visitor_and_the_business_talk_live, |db: Db| async move {
     let server = start(&db, &[]).await;
     let platform = Platform::new(&server).await;
     let receiver = Receiver::start().await;
-    let secret = subscribe(&platform, &receiver).await;
+    let secret = platform.subscribe(&receiver.url, &["*"]).await;
     let config = json!({"title": "Shop support", "greeting": "Hi!", "color": "#0F766E"});
     let channel = Channel::connect(&platform, "site", config).await;
     assert!(channel.widget_key.starts_with("wk_") && channel.widget_key.len() == 27);
@@ -187,7 +179,7 @@ on_both_databases!(an_arrived_message_is_fanned_out_at_once, |db: Db| async move
     let server = start(&db, &[("FRONTDESK_WEBHOOK_POLL_INTERVAL", "30s")]).await;
     let platform = Platform::new(&server).await;
     let receiver = Receiver::start().await;
-    subscribe(&platform, &receiver).await;
+    platform.subscribe(&receiver.url, &["*"]).await;
     let channel = Channel::connect(&platform, "site", json!({})).await;
     let visitor = Visitor::start(&server, &channel, json!({})).await;
     let mut socket = visitor.socket(&server, "", "").await;
@@ -310,7 +302,7 @@ on_both_databases!(
         let server = start(&db, &[("FRONTDESK_JOB_CONCURRENCY", "0")]).await;
         let platform = Platform::new(&server).await;
         let receiver = Receiver::start().await;
-        subscribe(&platform, &receiver).await;
+        platform.subscribe(&receiver.url, &["*"]).await;
         let channel = Channel::connect(&platform, "site", json!({})).await;
         let visitor = Visitor::start(&server, &channel, json!({})).await;
         let answer = reply(&platform, &visitor, "We open at nine.").await;

@@ -7,7 +7,21 @@ use base64::Engine;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, SerializeOptions, Value};
 use serde::ser::{Error, Serialize, SerializeMap, SerializeSeq, Serializer};
 
-use crate::bindings::Naming;
+/// JSON field naming of a surface: the site API speaks lowerCamelCase, the platform API snake_case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    LowerCamel,
+    Snake,
+}
+
+impl Naming {
+    pub fn field_name(self, field: &FieldDescriptor) -> &str {
+        match self {
+            Self::LowerCamel => field.json_name(),
+            Self::Snake => field.name(),
+        }
+    }
+}
 
 /// The message as a JSON value, exactly as REST responses render it (webhook payloads use this too).
 pub fn to_value(message: &DynamicMessage, naming: Naming) -> serde_json::Value {
@@ -182,7 +196,7 @@ fn rfc3339(seconds: i64, nanos: i32) -> String {
 
 /// Appends `rfc3339(seconds, nanos)` (unquoted) to `out`. Nanos outside 0..1e9, which the core never
 /// writes, are clamped.
-pub(crate) fn write_rfc3339(out: &mut Vec<u8>, seconds: i64, nanos: i32) {
+pub fn write_rfc3339(out: &mut Vec<u8>, seconds: i64, nanos: i32) {
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

@@ -10,32 +10,18 @@ use frontdesk_tests::{
     platform::Platform,
     server::embedding_model,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 async fn with_model(db: &Db) -> Server {
     let model = embedding_model();
     Server::start(db, &[("FRONTDESK_EMBEDDING_MODEL", model.as_str())]).await
 }
 
-async fn search(api: &Platform<'_>, agent: &str, query: &str) -> Vec<Value> {
-    let body = json!({"query": query, "limit": 10});
-    let answer = api.ok("POST", &format!("/v1/agents/{agent}/search"), Some(body)).await;
-    answer["results"].as_array().expect("results").clone()
-}
-
 async fn top(api: &Platform<'_>, agent: &str, query: &str) -> String {
-    let results = search(api, agent, query).await;
+    let results = api.search(agent, query, 10).await;
     results
         .first()
         .map_or_else(String::new, |r| r["faq"]["question"].as_str().unwrap().to_owned())
-}
-
-async fn faq(api: &Platform<'_>, agent: &str, question: &str, answer: &str) -> String {
-    let body = json!({"question": question, "answer": answer});
-    api.ok("POST", &format!("/v1/agents/{agent}/faqs"), Some(body)).await["faq"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 const SHOP: &[(&str, &str)] = &[
@@ -64,7 +50,7 @@ const SHOP: &[(&str, &str)] = &[
 async fn shop(api: &Platform<'_>) -> String {
     let agent = api.agent("Shop").await;
     for (question, answer) in SHOP {
-        faq(api, &agent, question, answer).await;
+        api.faq(&agent, question, answer).await;
     }
     agent
 }
@@ -89,11 +75,11 @@ on_both_databases!(a_question_in_other_words_finds_its_faq, |db: Db| async move 
         assert_eq!(top(&api, &agent, query).await, expected, "{query}");
     }
     // Scores are fused into [0, 1], best first; a question nothing answers scores low.
-    let results = search(&api, &agent, "I want my money back").await;
+    let results = api.search(&agent, "I want my money back", 10).await;
     let scores: Vec<f64> = results.iter().map(|r| r["score"].as_f64().unwrap()).collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     assert!(scores[0] <= 1.0 && scores[0] > 0.3, "{scores:?}");
-    let unrelated = search(&api, &agent, "what is the capital of Mongolia").await;
+    let unrelated = api.search(&agent, "what is the capital of Mongolia", 10).await;
     let best = unrelated.first().map_or(0.0, |r| r["score"].as_f64().unwrap());
     assert!(best < scores[0] / 2.0, "{unrelated:?}");
     assert!(server.logs().contains("embedding model loaded on first use"));
@@ -108,7 +94,9 @@ on_both_databases!(an_edit_is_searchable_by_meaning_at_once, |db: Db| async move
         "How do I get a refund?"
     );
 
-    let id = faq(&api, &agent, "Can I bring my dog?", "Pets on a lead are welcome.").await;
+    let id = api
+        .faq(&agent, "Can I bring my dog?", "Pets on a lead are welcome.")
+        .await;
     assert_eq!(
         top(&api, &agent, "are animals allowed inside").await,
         "Can I bring my dog?"
@@ -171,7 +159,9 @@ async fn another_replicas_edit_is_seen_at_once() {
         top(&other, &agent, "I want my money back").await,
         "How do I get a refund?"
     );
-    let id = faq(&api, &agent, "Can I bring my dog?", "Pets on a lead are welcome.").await;
+    let id = api
+        .faq(&agent, "Can I bring my dog?", "Pets on a lead are welcome.")
+        .await;
     assert_eq!(
         top(&other, &agent, "are animals allowed inside").await,
         "Can I bring my dog?"
@@ -194,7 +184,8 @@ async fn fused_scores(db: &Db) -> Vec<Vec<(String, f64)>> {
         "parking for two hours",
         "weekend hours",
     ] {
-        let mut ranking: Vec<(String, f64)> = search(&api, &agent, query)
+        let mut ranking: Vec<(String, f64)> = api
+            .search(&agent, query, 10)
             .await
             .iter()
             .map(|r| {

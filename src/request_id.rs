@@ -1,7 +1,7 @@
 //! Request ids: a well-formed incoming `X-Request-Id` is kept, anything else is replaced by `req_` + 20
 //! base62 characters. The same id travels to the core as `x-request-id` metadata and back in every answer.
 
-use frontdesk_api::wire;
+use crate::wire;
 use http::HeaderMap;
 use rand::Rng;
 

@@ -556,8 +556,13 @@ async fn a_new_embedded_database_gets_a_first_account_whose_key_is_printed_once(
     let server = Server::start(&db, &[]).await;
     assert_eq!(current_with(&server, &key).await.status, 200, "the printed key works");
     drop(server);
+    // The bootstrap runs before the listeners open: once the second process listens, it has decided.
     let mut second = start();
-    std::thread::sleep(Duration::from_secs(2));
+    let listening = BufReader::new(second.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.contains(" listening"));
+    assert!(listening, "the second process starts serving");
     second.kill().unwrap();
     let out = std::io::read_to_string(second.stdout.take().unwrap()).unwrap();
     assert!(

@@ -1,14 +1,13 @@
 //! The web chat "provider" is this service itself: sending a message is pushing it to the visitor's open
-//! sockets, on whichever replica holds them (`webchat::live`). A visitor with a socket open has it at once
+//! sockets, on whichever replica holds them (`live`). A visitor with a socket open has it at once
 //! (`Delivered`); one without gets it from the thread when they come back (`Accepted`: sent, and delivered
 //! when they read it). The message's own id stands in for a provider's id.
 
-use crate::webchat::{
+use super::{
     frames::{self, Change},
     live::{Live, Push, SessionKey},
 };
-
-use super::{ChannelAdapter, Outbound, SendOutcome};
+use crate::channels::{ChannelAdapter, Outbound, SendOutcome};
 
 pub struct WebChatAdapter {
     live: Live,

@@ -31,25 +31,6 @@ fn env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     env
 }
 
-async fn subscribe(api: &Platform<'_>, url: &str) -> String {
-    let body = api
-        .ok(
-            "POST",
-            "/v1/webhooks",
-            Some(json!({"name": "hook", "url": url, "events": ["deal.created"]})),
-        )
-        .await;
-    body["secret"].as_str().unwrap().to_owned()
-}
-
-async fn deal(api: &Platform<'_>, title: &str) -> String {
-    api.ok("POST", "/v1/deals", Some(json!({"title": title, "stage": "new"})))
-        .await["deal"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// Delivered (2xx) requests per deal id.
 fn delivered(receiver: &Receiver) -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();
@@ -76,18 +57,6 @@ async fn count(db: &Db, sql: &str, arg: &str) -> u64 {
     db.scalar(sql, arg).await.unwrap().parse().unwrap()
 }
 
-async fn poll(api: &Platform<'_>, path: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let started = Instant::now();
-    loop {
-        let body = api.ok("GET", path, None).await;
-        if done(&body) {
-            return body;
-        }
-        assert!(started.elapsed() < WAIT, "{path} never reached the state: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_is_free_only_once_its_result_is_committed() {
     // The result writer is held up (the test holds a share lock on the subscription row, which the writer
@@ -96,7 +65,7 @@ async fn a_slot_is_free_only_once_its_result_is_committed() {
     let server = Server::start(&db, &env(&[("FRONTDESK_WEBHOOK_CONCURRENCY", "4")])).await;
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
-    subscribe(&api, &receiver.url).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
     let conn = db.connect().await;
     #[allow(clippy::disallowed_methods)] // the test's own lock, on PostgreSQL only
     let held = conn.begin().await.unwrap();
@@ -107,7 +76,7 @@ async fn a_slot_is_free_only_once_its_result_is_committed() {
     .await
     .unwrap();
     for n in 0..30 {
-        deal(&api, &format!("deal {n}")).await;
+        api.deal(&format!("deal {n}")).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let sent = receiver.arrived();
@@ -117,7 +86,7 @@ async fn a_slot_is_free_only_once_its_result_is_committed() {
     );
     held.commit().await.unwrap();
     receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 30).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     let twice: Vec<_> = delivered(&receiver).into_iter().filter(|(_, n)| *n > 1).collect();
     assert!(twice.is_empty(), "sent again though in hand: {twice:?}");
 }
@@ -133,16 +102,18 @@ on_both_databases!(a_dead_endpoint_holds_only_its_share, |db: Db| async move {
     .await;
     let hole = Blackhole::start().await;
     let stuck = Platform::new(&server).await;
-    subscribe(&stuck, &format!("http://{}/hook", hole.addr)).await;
+    stuck
+        .subscribe(&format!("http://{}/hook", hole.addr), &["deal.created"])
+        .await;
     for n in 0..20 {
-        deal(&stuck, &format!("backlog {n}")).await;
+        stuck.deal(&format!("backlog {n}")).await;
     }
     let (live, receiver) = (Platform::new(&server).await, Receiver::start().await);
-    subscribe(&live, &receiver.url).await;
+    live.subscribe(&receiver.url, &["deal.created"]).await;
     // The backlog is due first and its attempts each wait out the 5 s timeout.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
-    let id = deal(&live, "another tenant").await;
+    let id = live.deal("another tenant").await;
     receiver
         .wait_until(Duration::from_secs(5), |_| delivered(&receiver).contains_key(&id))
         .await;
@@ -157,9 +128,9 @@ on_both_databases!(a_killed_worker_costs_no_retry_step, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
-    subscribe(&api, &receiver.url).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
     receiver.then_after(Duration::from_secs(30), 200);
-    let id = deal(&api, "in flight at the kill").await;
+    let id = api.deal("in flight at the kill").await;
     first_arrival(&receiver).await;
     let (account_id, key) = (api.account_id.clone(), api.key.clone());
     drop(api);
@@ -175,14 +146,15 @@ on_both_databases!(a_killed_worker_costs_no_retry_step, |db: Db| async move {
         restarted.elapsed()
     );
     let api = Platform::of(&server, &account_id, &key);
-    let log = poll(&api, "/v1/webhooks/hook/deliveries", |b| {
-        b["deliveries"][0]["status"] == "succeeded"
-    })
-    .await;
+    let log = api
+        .poll("/v1/webhooks/hooks/deliveries", |b| {
+            b["deliveries"][0]["status"] == "succeeded"
+        })
+        .await;
     let attempts = log["deliveries"][0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 1, "one attempt on record: {attempts:?}");
     assert_eq!(attempts[0]["attempt"], 1, "the crash spent no attempt");
-    let health = api.ok("GET", "/v1/webhooks/hook/health", None).await["health"].clone();
+    let health = api.ok("GET", "/v1/webhooks/hooks/health", None).await["health"].clone();
     assert_eq!(health["consecutive_failures"], 0);
     assert_eq!(health["failing_since"], Value::Null);
 });
@@ -191,16 +163,17 @@ on_both_databases!(a_re_enable_never_overlaps_a_running_attempt, |db: Db| async 
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
-    subscribe(&api, &receiver.url).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
     // The first delivery's attempt runs for 3 s; meanwhile a 410 disables the subscription, which parks it,
     // and a re-enable queues it again.
     receiver.then_after(Duration::from_secs(3), 200);
-    let slow = deal(&api, "slow").await;
+    let slow = api.deal("slow").await;
     let started = first_arrival(&receiver).await;
     receiver.then(&[410]);
-    deal(&api, "gone").await;
-    poll(&api, "/v1/webhooks/hook", |b| b["webhook"]["status"] == "disabled").await;
-    let answer = api.ok("POST", "/v1/webhooks/hook/re-enable", None).await;
+    api.deal("gone").await;
+    api.poll("/v1/webhooks/hooks", |b| b["webhook"]["status"] == "disabled")
+        .await;
+    let answer = api.ok("POST", "/v1/webhooks/hooks/re-enable", None).await;
     assert_eq!(answer["requeued"], 2, "{answer}");
     receiver.wait_until(WAIT, |_| delivered(&receiver).len() == 2).await;
     // Every request that arrived has its answer (the slow one's comes 3 s after it arrived).
@@ -229,18 +202,19 @@ on_both_databases!(parked_deliveries_outlive_the_retention, |db: Db| async move 
     .await;
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
-    subscribe(&api, &receiver.url).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
     receiver.then(&[410]);
-    let mut deals = vec![deal(&api, "gone").await];
-    poll(&api, "/v1/webhooks/hook", |b| b["webhook"]["status"] == "disabled").await;
+    let mut deals = vec![api.deal("gone").await];
+    api.poll("/v1/webhooks/hooks", |b| b["webhook"]["status"] == "disabled")
+        .await;
     let since = chrono::Utc::now().to_rfc3339();
     for n in 0..3 {
-        deals.push(deal(&api, &format!("parked {n}")).await);
+        deals.push(api.deal(&format!("parked {n}")).await);
     }
     // Two looks of the retention (every 1.5 s) after everything is older than it.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let answer = api
-        .ok("POST", "/v1/webhooks/hook/re-enable", Some(json!({"since": since})))
+        .ok("POST", "/v1/webhooks/hooks/re-enable", Some(json!({"since": since})))
         .await;
     assert_eq!(
         answer["requeued"], 3,
@@ -260,13 +234,13 @@ on_both_databases!(a_deleted_subscription_leaves_no_rows, |db: Db| async move {
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
     // An attempt in flight when its subscription is deleted.
-    subscribe(&api, &receiver.url).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
     receiver.then_after(Duration::from_millis(1500), 200);
-    api.ok("POST", "/v1/webhooks/hook/test", None).await;
+    api.ok("POST", "/v1/webhooks/hooks/test", None).await;
     first_arrival(&receiver).await;
-    api.ok("DELETE", "/v1/webhooks/hook", None).await;
+    api.ok("DELETE", "/v1/webhooks/hooks", None).await;
     receiver.wait_for(1, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(
         count(&db, ORPHAN_ATTEMPTS, "x").await,
         0,
@@ -292,12 +266,13 @@ on_both_databases!(an_account_without_webhooks_gets_no_deliveries, |db: Db| asyn
     let server = Server::start(&db, FAST).await;
     let mut receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
-    subscribe(&api, &receiver.url).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
     receiver.down().await;
     for n in 0..3 {
-        deal(&api, &format!("while off {n}")).await;
+        api.deal(&format!("while off {n}")).await;
     }
-    poll(&api, "/v1/webhooks/hook/health", |b| b["health"]["pending"] == 3).await;
+    api.poll("/v1/webhooks/hooks/health", |b| b["health"]["pending"] == 3)
+        .await;
     admin::set_webhooks(&server, &api.account_id, false).await;
     receiver.up().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -312,7 +287,7 @@ on_both_databases!(an_account_without_webhooks_gets_no_deliveries, |db: Db| asyn
     let answer = api
         .ok(
             "POST",
-            "/v1/webhooks/hook/re-enable",
+            "/v1/webhooks/hooks/re-enable",
             Some(json!({"since": "2020-01-01T00:00:00Z"})),
         )
         .await;
@@ -324,14 +299,14 @@ on_both_databases!(signing_secrets_are_sealed_at_rest, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
     let api = Platform::new(&server).await;
-    let secret = subscribe(&api, &receiver.url).await;
+    let secret = api.subscribe(&receiver.url, &["deal.created"]).await;
     const STORED: &str = "SELECT secret FROM webhooks WHERE account_id = $1";
     let stored = db.scalar(STORED, &api.account_id).await.unwrap();
     assert!(
         !stored.contains(&secret[6..]) && !stored.starts_with("whsec_"),
         "{stored}"
     );
-    deal(&api, "signed").await;
+    api.deal("signed").await;
     let deliveries = receiver.wait_for(1, WAIT).await;
     assert!(deliveries[0].verifies(&secret));
 
@@ -350,7 +325,7 @@ on_both_databases!(signing_secrets_are_sealed_at_rest, |db: Db| async move {
     let stored = db.scalar(STORED, &account_id).await.unwrap();
     assert!(!stored.starts_with("whsec_"), "sealed at start-up: {stored}");
     let api = Platform::of(&server, &account_id, &key);
-    deal(&api, "signed again").await;
+    api.deal("signed again").await;
     let deliveries = receiver.wait_for(2, WAIT).await;
     assert!(deliveries[1].verifies(plaintext));
 });

@@ -36,14 +36,6 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     assert_eq!(healthy.status, 200, "a client that sends its headers is served");
 }
 
-/// A deal of `api`'s account; its id.
-async fn deal(api: &Platform<'_>) -> String {
-    let created = api
-        .ok("POST", "/v1/deals", Some(json!({"title": "Contended", "stage": "new"})))
-        .await;
-    created["deal"]["id"].as_str().unwrap().to_owned()
-}
-
 /// A 504 `deadline_exceeded`, soon after the 1 s request timeout.
 fn assert_past_the_request_timeout(answer: &Answer, took: Duration) {
     assert_eq!(
@@ -89,7 +81,7 @@ async fn a_call_waiting_on_a_locked_row_ends_after_the_lock_timeout() {
     let db = Db::postgres().await;
     let server = Server::start(&db, &[("FRONTDESK_DB_LOCK_TIMEOUT", "1s")]).await;
     let api = Platform::new(&server).await;
-    let deal_id = deal(&api).await;
+    let deal_id = api.deal("Contended").await;
     let conn = db.connect().await;
     let lock = hold_row_lock(&conn, &deal_id).await;
     let (answer, took) = patch(&server.http, &api.key, &deal_id, "Changed").await;
@@ -121,7 +113,7 @@ async fn a_call_past_the_request_timeout_answers_504() {
     // The lock timeout (default 10 s) is longer than the request timeout.
     let server = Server::start(&db, &[("FRONTDESK_REQUEST_TIMEOUT", "1s")]).await;
     let api = Platform::new(&server).await;
-    let deal_id = deal(&api).await;
+    let deal_id = api.deal("Contended").await;
     let conn = db.connect().await;
     let lock = hold_row_lock(&conn, &deal_id).await;
     let (answer, took) = patch(&server.http, &api.key, &deal_id, "Late").await;

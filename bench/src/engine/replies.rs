@@ -1,0 +1,198 @@
+//! AI replies on PostgreSQL + Redis with the local model and words-alone retrieval: an agent of 10,000 FAQs
+//! (300 in a smoke run) routed to the sms channel, replies with no debounce, contacts asking its questions
+//! from 1,000 numbers as signed Twilio inbound sms. First paced at 50 a second, timed from each question's
+//! storage to its reply's (the reply queued, as the database's `created_at` of both say); then closed-loop,
+//! counting replies stored per second. The decision (the context read, the knowledge searched, the rule
+//! applied) is timed in the service (`frontdesk_ai_decision_seconds`), whose buckets say the share under
+//! 10 ms.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use rand::{SeedableRng, rngs::StdRng};
+use sea_orm::{ConnectionTrait, Database, Statement};
+
+use super::{AUTH_TOKEN, Engine, PUBLIC_URL, inbound};
+use crate::{
+    load::{self, Outcome, Pace, Requests, Shape},
+    process::ServerProcess,
+    scenarios::{Measured, Setup, measure},
+};
+
+pub const REPLY_LATENCY: &str =
+    "ai: question stored to reply queued, 50/s from 1,000 numbers, agent of 10,000 FAQs, words alone, debounce 0";
+pub const REPLY_RATE: &str = "ai: replies stored per second, closed-loop questions from 1,000 numbers, same agent";
+
+/// What the decision histogram said: decisions, and how many took at most 10 ms.
+pub struct Decisions {
+    pub count: f64,
+    pub within_10ms: f64,
+}
+
+pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, Decisions)> {
+    let smoke = shape.concurrency <= 2;
+    let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
+    let receiver_addr = receiver.http.expect("receiver address");
+    let postgres = setup.postgres_database().await?;
+    let mut env = setup.env(&postgres, true);
+    env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{receiver_addr}"));
+    env.insert("FRONTDESK_PUBLIC_URL".into(), PUBLIC_URL.into());
+    env.insert("FRONTDESK_REPLY_DEBOUNCE_MS".into(), "0".into());
+    let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
+    let engine = Engine::prepare(&serve, &postgres, 20).await?;
+    let account = engine
+        .db
+        .query_one_raw(Statement::from_string(
+            engine.db.get_database_backend(),
+            "SELECT account_id FROM channels LIMIT 1",
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no channel"))?
+        .try_get_by_index::<String>(0)?;
+    let api = crate::knowledge::rest_client();
+    let base = format!("http://{}", engine.http);
+    let agent: serde_json::Value = api
+        .post(format!("{base}/v1/agents"))
+        .header("x-api-key", &engine.key)
+        .json(&serde_json::json!({"name": "Bench desk", "ai_tier": "mini"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let agent = agent["agent"]["id"].as_str().unwrap_or_default().to_owned();
+    crate::knowledge::seed_faqs(&postgres, &account, &agent, if smoke { 300 } else { 10_000 }).await?;
+    api.put(format!("{base}/v1/entry-points/channel-defaults"))
+        .header("x-api-key", &engine.key)
+        .json(&serde_json::json!({"channel": "sms", "agent_id": agent}))
+        .send()
+        .await?
+        .error_for_status()?;
+    // Plenty of credits for the run, and the agent's index warm.
+    let grant = Statement::from_sql_and_values(
+        engine.db.get_database_backend(),
+        "UPDATE accounts SET credit_milli = 1000000000 WHERE id = $1",
+        [account.clone().into()],
+    );
+    engine.db.execute_raw(grant).await?;
+    api.post(format!("{base}/v1/agents/{agent}/search"))
+        .header("x-api-key", &engine.key)
+        .json(&serde_json::json!({"query": "warm up"}))
+        .send()
+        .await?
+        .error_for_status()?;
+
+    let paced = Shape {
+        concurrency: shape.concurrency.min(16),
+        warmup: Duration::ZERO,
+        ..shape
+    };
+    let started = chrono::Utc::now();
+    let latency = measure(REPLY_LATENCY, &[&serve], async {
+        let asked = load::http_sends(engine.http, questions(&engine), Pace::Open { per_second: 50.0 }, paced).await?;
+        anyhow::ensure!(asked.error_count() == 0, "questions refused: {:?}", asked.errors);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        reply_latency(&postgres, started, asked).await
+    })
+    .await?;
+    let rate_started = chrono::Utc::now();
+    let rate = measure(REPLY_RATE, &[&serve], async {
+        let asked = load::http_sends(engine.http, questions(&engine), Pace::Closed, shape).await?;
+        anyhow::ensure!(asked.error_count() == 0, "questions refused: {:?}", asked.errors);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        replies_per_second(&postgres, rate_started, asked.elapsed).await
+    })
+    .await?;
+    let decisions = decisions(&serve).await?;
+    drop(serve);
+    engine.db.close().await?;
+    setup.drop_database(&postgres).await?;
+    Ok((vec![latency, rate], decisions))
+}
+
+/// Signed inbound sms from 1,000 numbers in turn, each a question in the FAQs' words.
+fn questions(engine: &Engine) -> Requests {
+    let path = format!("/hooks/twilio/{}", engine.channel_id);
+    let url = format!("{PUBLIC_URL}{path}");
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, AUTH_TOKEN.as_bytes());
+    let run = rand::random::<u64>();
+    Requests::each(move |turn| {
+        let mut rng = StdRng::seed_from_u64(turn.number);
+        let sid = format!("SM{run:016x}{:016x}", turn.number);
+        let from = format!("+1777{:07}", turn.number % 1_000);
+        let question = crate::knowledge::query(&mut rng);
+        Some(inbound::signed_inbound(&key, &url, &path, &sid, &from, &question))
+    })
+}
+
+/// Each reply stored since `since`, timed from the latest question of its conversation before it.
+async fn reply_latency(
+    database: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    asked: Outcome,
+) -> anyhow::Result<Outcome> {
+    let db = Database::connect(database).await?;
+    let sql = "SELECT EXTRACT(EPOCH FROM (a.created_at - (SELECT max(i.created_at) FROM messages i \
+               WHERE i.conversation_id = a.conversation_id AND i.direction = 'inbound' \
+               AND i.created_at <= a.created_at))) * 1000000 \
+               FROM messages a WHERE a.author = 'agent' AND a.created_at >= $1";
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            sql,
+            [since.into()],
+        ))
+        .await?;
+    let mut latency_us = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)?;
+    for row in &rows {
+        let us: Option<f64> = row.try_get_by_index(0).ok();
+        latency_us.record(us.unwrap_or(0.0).max(1.0) as u64)?;
+    }
+    db.close().await?;
+    anyhow::ensure!(!rows.is_empty(), "no reply was stored");
+    Ok(Outcome {
+        requests: rows.len() as u64,
+        latency_us,
+        ..asked
+    })
+}
+
+/// Replies stored since `since`, per second of the run.
+async fn replies_per_second(
+    database: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    elapsed: Duration,
+) -> anyhow::Result<Outcome> {
+    let db = Database::connect(database).await?;
+    let row = db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "SELECT count(*) FROM messages WHERE author = 'agent' AND created_at >= $1",
+            [since.into()],
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no count"))?;
+    let count: i64 = row.try_get_by_index(0)?;
+    db.close().await?;
+    let mut outcome = Outcome::new();
+    outcome.requests = u64::try_from(count).unwrap_or(0);
+    outcome.elapsed = elapsed;
+    outcome.latency_us.record(1)?;
+    Ok(outcome)
+}
+
+/// The decision histogram of the service's `/metrics`: decisions in all, and those within 10 ms.
+async fn decisions(serve: &ServerProcess) -> anyhow::Result<Decisions> {
+    let text = reqwest::get(format!("http://{}/metrics", serve.http.expect("http")))
+        .await?
+        .text()
+        .await?;
+    let bucket = |le: &str| {
+        text.lines()
+            .find(|l| l.starts_with("frontdesk_ai_decision_seconds_bucket") && l.contains(&format!("le=\"{le}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(Decisions {
+        count: bucket("+Inf"),
+        within_10ms: bucket("0.01"),
+    })
+}

@@ -1,0 +1,56 @@
+//! The recurring housekeeping job: closes idle conversations (`conversations::idle`) and forgets idempotency
+//! keys past their 24 hours (`messaging::idempotency`), on whichever replica claims it, once a minute (at
+//! once again while it finds full batches).
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{DatabaseConnection, DbErr};
+
+use crate::{
+    clock::Clock,
+    conversations::idle,
+    jobs::{Handler, Job, NewJob, Outcome},
+    messaging::idempotency,
+    recurring,
+};
+
+pub const KIND: &str = "housekeeping";
+/// Conversations closed, and keys forgotten, per transaction.
+const BATCH: u64 = 200;
+/// How often the job runs when it finds nothing more to do.
+const INTERVAL: Duration = Duration::from_secs(60);
+
+/// The recurring job (`recurring`).
+pub fn job(now: DateTime<Utc>) -> NewJob {
+    recurring::job(KIND, now)
+}
+
+pub struct Housekeeping {
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    idle: chrono::Duration,
+}
+
+impl Housekeeping {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, idle_hours: u32) -> Self {
+        Self {
+            db,
+            clock,
+            idle: chrono::Duration::hours(i64::from(idle_hours)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Housekeeping {
+    async fn run(&self, _job: &Job) -> Outcome {
+        let now = self.clock.now();
+        let work = async {
+            let closed = idle::close_idle(&self.db, self.idle, now, BATCH).await?;
+            let forgotten = idempotency::prune(&self.db, now, BATCH).await?;
+            Ok::<_, DbErr>(closed == BATCH || forgotten == BATCH)
+        };
+        recurring::next_turn(now, work.await, INTERVAL)
+    }
+}

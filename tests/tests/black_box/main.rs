@@ -1,0 +1,32 @@
+//! The black-box suite: the real `frontdesk` binary over REST, gRPC, web chat sockets and provider hooks, on
+//! SQLite and PostgreSQL. One test binary with a module per resource, so the whole stack is linked once
+//! (`cargo test -p frontdesk-tests --test black_box MODULE::` runs one resource's tests).
+
+mod agents;
+mod ai_replies;
+mod bench_smoke;
+mod broadcasts_campaigns;
+mod contacts;
+mod conversations;
+mod database_drill;
+mod deals;
+mod deployment;
+mod job_engine;
+mod jobs;
+mod kb_files;
+mod kb_imports;
+mod messaging;
+mod pacing;
+mod platform_access;
+mod razorpay_provider;
+mod routing;
+mod search;
+mod semantic_search;
+mod site_grpc;
+mod site_http;
+mod time_limits;
+mod webchat;
+mod webchat_browser;
+mod webchat_security;
+mod webhook_reliability;
+mod webhooks;
