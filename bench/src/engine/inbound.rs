@@ -54,7 +54,14 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
         counted.fetch_add(1, Ordering::Relaxed);
         let sid = format!("SM{run:016x}{:016x}", turn.number);
         let from = format!("+1666{:07}", turn.number % senders);
-        Some(signed_inbound(&key, &url, &path, &sid, &from, "Hi, is my order on its way?"))
+        Some(signed_inbound(
+            &key,
+            &url,
+            &path,
+            &sid,
+            &from,
+            "Hi, is my order on its way?",
+        ))
     });
     let measured = measure(
         INBOUND,
@@ -145,7 +152,14 @@ mod tests {
 }
 
 /// Twilio's inbound sms request to the hook at `path` (public `url`), signed with `key`.
-pub(super) fn signed_inbound(key: &ring::hmac::Key, url: &str, path: &str, sid: &str, from: &str, text: &str) -> HttpRequest {
+pub(super) fn signed_inbound(
+    key: &ring::hmac::Key,
+    url: &str,
+    path: &str,
+    sid: &str,
+    from: &str,
+    text: &str,
+) -> HttpRequest {
     let form = inbound_form(sid, from, text);
     let signature = sign(key, url, &form);
     let mut body = url::form_urlencoded::Serializer::new(String::new());

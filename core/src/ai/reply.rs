@@ -43,6 +43,8 @@ const PASSAGES: usize = 5;
 /// The most of the question the knowledge is searched with (a 4,000-character message is searched by its
 /// beginning).
 const QUERY_CHARS: usize = 2_000;
+/// The latest messages of a burst that are searched one by one as well as together.
+const BURST_SEARCHES: usize = 5;
 /// Wait before running again after a database error.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 
@@ -140,19 +142,18 @@ impl AgentReply {
             .limit(unanswered)
             .all(&self.db)
             .await?;
-        let question = asked
+        let texts: Vec<&str> = asked
             .iter()
             .rev()
             .filter(|m| !m.removed)
             .map(|m| m.text.trim())
             .filter(|t| !t.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n");
+            .collect();
+        let question = texts.join("\n");
         let attachments_only = question.is_empty()
             && asked
                 .iter()
                 .any(|m| !from_json_text::<Vec<StoredAttachment>>(&m.attachments).is_empty());
-        let mut passages = Vec::new();
         let semantic = self.retrieval.embedder().is_some();
         // Without a model the index scales the words' score by their weight; the provider reads it whole.
         let scale = if semantic {
@@ -160,21 +161,37 @@ impl AgentReply {
         } else {
             1.0 / (1.0 - self.retrieval.dense_weight()).max(1e-9)
         };
-        let query: String = super::intent::read(&question)
-            .question
-            .chars()
-            .take(QUERY_CHARS)
-            .collect();
-        if !query.trim().is_empty() {
+        // A burst is searched whole and message by message ("Hi" / "I have a question" / "When are you
+        // open?": the question is in one of them); each FAQ keeps its best score.
+        let whole = std::iter::once(question.as_str());
+        let each = texts
+            .iter()
+            .rev()
+            .take(BURST_SEARCHES)
+            .copied()
+            .filter(|_| texts.len() > 1);
+        let mut found: Vec<Passage> = Vec::new();
+        for text in whole.chain(each) {
+            let query: String = super::intent::read(text).question.chars().take(QUERY_CHARS).collect();
+            if query.trim().is_empty() {
+                continue;
+            }
             for hit in self.retrieval.search(&self.db, agent, &query, PASSAGES).await? {
-                passages.push(Passage {
-                    faq_id: hit.faq.id,
-                    question: hit.faq.question,
-                    answer: hit.faq.answer,
-                    score: (hit.score * scale).min(1.0),
-                });
+                let score = (hit.score * scale).min(1.0);
+                match found.iter_mut().find(|p| p.faq_id == hit.faq.id) {
+                    Some(seen) => seen.score = seen.score.max(score),
+                    None => found.push(Passage {
+                        faq_id: hit.faq.id,
+                        question: hit.faq.question,
+                        answer: hit.faq.answer,
+                        score,
+                    }),
+                }
             }
         }
+        found.sort_by(|a, b| b.score.total_cmp(&a.score));
+        found.truncate(PASSAGES);
+        let passages = found;
         Ok(Context {
             agent: profile(agent),
             history: latest.iter().rev().map(turn).collect(),

@@ -38,6 +38,8 @@ use crate::{clock::Clock, shutdown::Shutdown};
 const RECORD_BATCH: usize = 500;
 /// Wait before retrying after a database error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+/// Between tries of writing outcomes: short, so a database back from a restart records them at once.
+const OUTCOME_BACKOFF: Duration = Duration::from_millis(250);
 /// After shutdown's grace, how long stopped runs and the recorder get before the claims are released.
 const STOP_WAIT: Duration = Duration::from_secs(5);
 /// The shortest lease: renewals (every third of it) must fit a database round trip with room to spare.
@@ -199,6 +201,7 @@ impl<W: Work> Engine<W> {
             running.clone(),
             self.wake.clone(),
             recorded,
+            self.config.lease,
         ));
         let claimer = tokio::spawn(claim_loop(self, running, outcomes, shutdown));
         Ok(tokio::spawn(async move {
@@ -411,6 +414,7 @@ async fn record_loop<W: Work>(
     running: Arc<Running>,
     wake: Arc<Notify>,
     mut recorded: mpsc::UnboundedReceiver<Finished<W::Done>>,
+    lease: Duration,
 ) {
     let table = work.table().name;
     while let Some(first) = recorded.recv().await {
@@ -427,7 +431,7 @@ async fn record_loop<W: Work>(
             dones.push(finished.done);
             rest.push((finished.id, finished.key, finished.slot));
         }
-        let dropped = write_outcomes(&db, clock.as_ref(), work.as_ref(), &mut dones).await;
+        let dropped = write_outcomes(&db, clock.as_ref(), work.as_ref(), &mut dones, lease).await;
         for (id, key, _) in &rest {
             if dropped.contains(id) {
                 metrics::counter!("frontdesk_job_outcomes_dropped_total", "table" => table, "kind" => key.kind.clone())
@@ -441,22 +445,30 @@ async fn record_loop<W: Work>(
     }
 }
 
-/// Writes a batch of outcomes; a batch that keeps failing is written one outcome at a time, so one whose
-/// effect cannot be written does not hold back the others. An outcome that cannot be written at all runs
-/// again once its lease, no longer renewed, ends: at least once, never lost.
+/// Writes a batch of outcomes. A database that cannot be reached is waited for up to a lease (`patience`):
+/// the rows stay in hand meanwhile, so the renewer extends their leases as soon as it is back, and a run
+/// whose provider call was answered is recorded rather than run, and called, again. A batch that keeps
+/// failing is then written one outcome at a time, so one whose effect cannot be written does not hold back
+/// the others. An outcome that cannot be written at all runs again once its lease, no longer renewed,
+/// ends: at least once, never lost.
 async fn write_outcomes<W: Work>(
     db: &DatabaseConnection,
     clock: &dyn Clock,
     work: &W,
     dones: &mut [W::Done],
+    patience: Duration,
 ) -> HashSet<String> {
     let table = work.table().name;
-    for attempt in 1..=3 {
+    let started = Instant::now();
+    for attempt in 1.. {
         match work.record(db, dones, clock.now()).await {
             Ok(dropped) => return dropped.into_iter().collect(),
             Err(err) => {
                 tracing::warn!(table, error = %err, attempt, batch = dones.len(), "recording outcomes failed");
-                tokio::time::sleep(ERROR_BACKOFF).await;
+                if attempt >= 3 && started.elapsed() + OUTCOME_BACKOFF > patience {
+                    break;
+                }
+                tokio::time::sleep(OUTCOME_BACKOFF).await;
             }
         }
     }

@@ -279,7 +279,9 @@ async fn health_is_degraded_while_postgres_is_unreachable() {
     assert_eq!(answer.status, 503);
     assert_eq!(answer.body, json!({"status": "degraded", "version": "0.1.0"}));
     let order = create_order(&server, growth_inr()).await;
-    assert_eq!((order.status, order.code()), (500, "internal"), "{}", order.body);
+    // A database that cannot be reached is a moment's unavailability: 503 with Retry-After, so clients retry.
+    assert_eq!((order.status, order.code()), (503, "unavailable"), "{}", order.body);
+    assert!(order.header("retry-after").is_some(), "a 503 says when to retry");
     let message = order.body["error"]["message"].as_str().unwrap();
     assert!(
         !message.contains(&name) && !message.contains("connect"),
