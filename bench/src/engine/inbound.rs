@@ -133,24 +133,6 @@ fn sign(key: &ring::hmac::Key, url: &str, form: &[(&'static str, String)]) -> St
     STANDARD.encode(ring::hmac::sign(key, signed.as_bytes()))
 }
 
-#[cfg(test)]
-mod tests {
-    /// The example of Twilio's webhook-security documentation (twilio-python's test vector).
-    #[test]
-    fn signs_as_twilio_does() {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
-        let form = [
-            ("CallSid", "CA1234567890ABCDE".to_owned()),
-            ("Digits", "1234".to_owned()),
-            ("From", "+14158675309".to_owned()),
-            ("To", "+18005551212".to_owned()),
-            ("Caller", "+14158675309".to_owned()),
-        ];
-        let url = "https://mycompany.com/myapp.php?foo=1&bar=2";
-        assert_eq!(super::sign(&key, url, &form), "RSOYDt4T1cUTdK1PDd93/VVr8B8=");
-    }
-}
-
 /// Twilio's inbound sms request to the hook at `path` (public `url`), signed with `key`.
 pub(super) fn signed_inbound(
     key: &ring::hmac::Key,
@@ -175,5 +157,23 @@ pub(super) fn signed_inbound(
             ("x-twilio-signature".to_owned(), signature),
         ],
         body: Bytes::from(body.finish()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The example of Twilio's webhook-security documentation (twilio-python's test vector).
+    #[test]
+    fn signs_as_twilio_does() {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
+        let form = [
+            ("CallSid", "CA1234567890ABCDE".to_owned()),
+            ("Digits", "1234".to_owned()),
+            ("From", "+14158675309".to_owned()),
+            ("To", "+18005551212".to_owned()),
+            ("Caller", "+14158675309".to_owned()),
+        ];
+        let url = "https://mycompany.com/myapp.php?foo=1&bar=2";
+        assert_eq!(super::sign(&key, url, &form), "RSOYDt4T1cUTdK1PDd93/VVr8B8=");
     }
 }
