@@ -321,8 +321,10 @@ on_both_databases!(a_visitor_that_never_reads_is_dropped, |db: Db| async move {
     }
     message_when(&business, &last, |m| m["status"] == "sent").await;
 
+    // Long enough for the edge to fill the connection and give up even on a loaded machine, where making
+    // 6 MB of frames takes seconds: a reader that came back sooner would drain it and hide the time limit.
     let mut stalled = Socket::open_small(&server, &visitor.token, &first, 4096).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
     let mut received = 0;
     let closed = loop {
         match stalled.next(Duration::from_secs(5)).await {
