@@ -54,7 +54,14 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
         counted.fetch_add(1, Ordering::Relaxed);
         let sid = format!("SM{run:016x}{:016x}", turn.number);
         let from = format!("+1666{:07}", turn.number % senders);
-        Some(signed_inbound(&key, &url, &path, &sid, &from, "Hi, is my order on its way?"))
+        Some(signed_inbound(
+            &key,
+            &url,
+            &path,
+            &sid,
+            &from,
+            "Hi, is my order on its way?",
+        ))
     });
     let measured = measure(
         INBOUND,
@@ -126,26 +133,15 @@ fn sign(key: &ring::hmac::Key, url: &str, form: &[(&'static str, String)]) -> St
     STANDARD.encode(ring::hmac::sign(key, signed.as_bytes()))
 }
 
-#[cfg(test)]
-mod tests {
-    /// The example of Twilio's webhook-security documentation (twilio-python's test vector).
-    #[test]
-    fn signs_as_twilio_does() {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
-        let form = [
-            ("CallSid", "CA1234567890ABCDE".to_owned()),
-            ("Digits", "1234".to_owned()),
-            ("From", "+14158675309".to_owned()),
-            ("To", "+18005551212".to_owned()),
-            ("Caller", "+14158675309".to_owned()),
-        ];
-        let url = "https://mycompany.com/myapp.php?foo=1&bar=2";
-        assert_eq!(super::sign(&key, url, &form), "RSOYDt4T1cUTdK1PDd93/VVr8B8=");
-    }
-}
-
 /// Twilio's inbound sms request to the hook at `path` (public `url`), signed with `key`.
-pub(super) fn signed_inbound(key: &ring::hmac::Key, url: &str, path: &str, sid: &str, from: &str, text: &str) -> HttpRequest {
+pub(super) fn signed_inbound(
+    key: &ring::hmac::Key,
+    url: &str,
+    path: &str,
+    sid: &str,
+    from: &str,
+    text: &str,
+) -> HttpRequest {
     let form = inbound_form(sid, from, text);
     let signature = sign(key, url, &form);
     let mut body = url::form_urlencoded::Serializer::new(String::new());
@@ -161,5 +157,23 @@ pub(super) fn signed_inbound(key: &ring::hmac::Key, url: &str, path: &str, sid: 
             ("x-twilio-signature".to_owned(), signature),
         ],
         body: Bytes::from(body.finish()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The example of Twilio's webhook-security documentation (twilio-python's test vector).
+    #[test]
+    fn signs_as_twilio_does() {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
+        let form = [
+            ("CallSid", "CA1234567890ABCDE".to_owned()),
+            ("Digits", "1234".to_owned()),
+            ("From", "+14158675309".to_owned()),
+            ("To", "+18005551212".to_owned()),
+            ("Caller", "+14158675309".to_owned()),
+        ];
+        let url = "https://mycompany.com/myapp.php?foo=1&bar=2";
+        assert_eq!(super::sign(&key, url, &form), "RSOYDt4T1cUTdK1PDd93/VVr8B8=");
     }
 }
