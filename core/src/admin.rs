@@ -15,7 +15,7 @@ use tonic::{Code, Request, Response, Status};
 
 use crate::error::Reason;
 use crate::{
-    access::{key_store, scopes::Scopes},
+    access::{AccountId, key_store, scopes::Scopes},
     accounts::{
         DEFAULT_RATE_LIMIT, credits,
         store::{self, AccountChanges, NewAccount},
@@ -287,10 +287,11 @@ impl Admin for AdminService {
         let r = request.into_inner();
         let scopes = Scopes::parse(&r.scopes)?;
         let account = store::find_live(&self.db, &r.account_id).await?;
-        let (key, _) = key_store::issue(&self.db, &account.id, &scopes, self.clock.now())
+        let account_id = AccountId::checked_by_operator(account.id);
+        let (key, _) = key_store::issue(&self.db, &account_id, &scopes, self.clock.now())
             .await
             .map_err(ApiError::from)?;
-        tracing::info!(account_id = account.id, "api key issued");
+        tracing::info!(%account_id, "api key issued");
         Ok(Response::new(IssuedApiKey {
             api_key: key.reveal().to_owned(),
             api_key_masked: key.masked(),
@@ -307,8 +308,11 @@ impl AdminService {
         } else {
             r.reason.as_str()
         };
+        // A missing or deleted account is a 404, as the adjustment's own check would answer.
+        let account = store::find_live(&self.db, &r.account_id).await?;
+        let account_id = AccountId::checked_by_operator(account.id);
         let (balance, entry) =
-            store::adjust_credits(&self.db, &r.account_id, sign * milli, reason, self.clock.now()).await?;
+            store::adjust_credits(&self.db, &account_id, sign * milli, reason, self.clock.now()).await?;
         Ok(Response::new(CreditsResult {
             credit_balance: credits::to_decimal(balance),
             ledger_entry_id: entry,

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
 
 use crate::{
+    access::AccountId,
     accounts, agents,
     clock::Clock,
     contacts::E164Phone,
@@ -97,7 +98,7 @@ impl BroadcastFields {
     pub async fn check(
         &self,
         db: &impl ConnectionTrait,
-        account_id: &str,
+        account_id: &AccountId,
         creating: bool,
         now: DateTime<Utc>,
     ) -> ApiResult<()> {
@@ -203,7 +204,7 @@ pub fn message(m: &broadcasts::Model) -> Broadcast {
     }
 }
 
-pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<broadcasts::Model> {
+pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {
     store::owned::<broadcasts::Entity>(db, broadcasts::Column::AccountId, account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("broadcast"))
@@ -212,14 +213,14 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiR
 /// Creates a broadcast (fields checked here). Shared with the campaigns facade.
 pub async fn create(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     fields: BroadcastFields,
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
     fields.check(db, account_id, true, now).await?;
     let mut row = broadcasts::Model {
         id: format!("brd_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         name: String::new(),
         agent_id: String::new(),
         channel: String::new(),
@@ -246,7 +247,7 @@ pub async fn create(
 /// Changes a draft or scheduled broadcast. Shared with the campaigns facade.
 pub async fn update(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     id: &str,
     fields: BroadcastFields,
     now: DateTime<Utc>,
@@ -322,7 +323,7 @@ impl BroadcastsService {
         Self { db, clock }
     }
 
-    async fn cancel(&self, account_id: &str, id: &str) -> ApiResult<broadcasts::Model> {
+    async fn cancel(&self, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {
         let mut row = find(&self.db, account_id, id).await?;
         if row.status == "cancelled" {
             return Ok(row);

@@ -41,8 +41,8 @@ impl credits_server::Credits for CreditsService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let page = Page::checked(r.limit, &r.cursor, "led_")?;
-        let account = crate::accounts::store::find_live(&self.db, &account_id).await?;
-        let select = credit_ledger::Entity::find().filter(credit_ledger::Column::AccountId.eq(account_id.as_str()));
+        let account = crate::accounts::store::find_live(&self.db, account_id.as_str()).await?;
+        let select = credit_ledger::Entity::find().filter(credit_ledger::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(
             &self.db,
             select,

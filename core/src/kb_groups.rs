@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tonic::{Request, Response, Status};
 
 use crate::{
+    access::AccountId,
     accounts,
     agents::{
         self,
@@ -106,7 +107,7 @@ fn checked_faqs(v: &mut Violations, faqs: Vec<GroupFaq>) -> Vec<StoredFaq> {
         .collect()
 }
 
-async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<kb_groups::Model> {
+async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<kb_groups::Model> {
     store::owned::<kb_groups::Entity>(db, kb_groups::Column::AccountId, account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("knowledge group"))
@@ -121,7 +122,7 @@ struct Applied {
 }
 
 impl KbGroupsService {
-    async fn create(&self, account_id: &str, r: CreateKbGroupRequest) -> ApiResult<kb_groups::Model> {
+    async fn create(&self, account_id: &AccountId, r: CreateKbGroupRequest) -> ApiResult<kb_groups::Model> {
         let mut v = Violations::new();
         v.text("name", &r.name, true, 200);
         v.text("description", &r.description, false, 2_000);
@@ -130,7 +131,7 @@ impl KbGroupsService {
         let now = self.clock.now();
         let row = kb_groups::Model {
             id: format!("kbg_{}", crate::ids::base62(16)),
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             name: r.name.trim().to_owned(),
             description: r.description,
             faqs: to_json_text(&faqs),
@@ -143,7 +144,7 @@ impl KbGroupsService {
         Ok(row)
     }
 
-    async fn update(&self, account_id: &str, r: UpdateKbGroupRequest) -> ApiResult<kb_groups::Model> {
+    async fn update(&self, account_id: &AccountId, r: UpdateKbGroupRequest) -> ApiResult<kb_groups::Model> {
         let (mut name, mut description, mut faqs) = (None, None, None);
         apply_mask(r.update_mask.as_ref(), "a knowledge group", |path| {
             match path {
@@ -185,7 +186,7 @@ impl KbGroupsService {
 
     /// Adds the group's FAQs to the agent in one transaction (under the account lock, so two applies of the
     /// same group cannot both add a FAQ).
-    async fn apply(&self, account_id: &str, r: ApplyKbGroupRequest) -> ApiResult<(String, Applied)> {
+    async fn apply(&self, account_id: &AccountId, r: ApplyKbGroupRequest) -> ApiResult<(String, Applied)> {
         if r.agent_id.is_empty() == r.campaign_id.is_empty() {
             return Err(ApiError::invalid(vec![
                 FieldViolation::new("agent_id", "give exactly one of agent_id and campaign_id"),

@@ -44,6 +44,8 @@ pub mod site;
 pub mod store;
 pub mod tally;
 pub mod telemetry;
+// Public as `access::AccountId`.
+mod tenant;
 pub mod timestamps;
 pub mod validate;
 pub mod webchat;

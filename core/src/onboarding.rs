@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::DatabaseConnection;
 
 use crate::{
-    access::{api_key::ApiKey, key_store, scopes::Scopes},
+    access::{AccountId, api_key::ApiKey, key_store, scopes::Scopes},
     accounts::store::{self as account_store, NewAccount},
     error::ApiResult,
     store::entities::accounts,
@@ -19,8 +19,10 @@ pub async fn create(
 ) -> ApiResult<(accounts::Model, ApiKey)> {
     let txn = crate::store::begin_write(db).await?;
     let account = account_store::insert(&txn, new, now).await?;
-    crate::deals::pipelines::create_default(&txn, &account.id, now).await?;
-    let (key, _) = key_store::issue(&txn, &account.id, &Scopes::All, now).await?;
+    // The account row just written is the tenant of its first pipeline and key.
+    let account_id = AccountId::of_row(&account.id);
+    crate::deals::pipelines::create_default(&txn, &account_id, now).await?;
+    let (key, _) = key_store::issue(&txn, &account_id, &Scopes::All, now).await?;
     txn.commit().await?;
     Ok((account, key))
 }

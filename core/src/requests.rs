@@ -5,12 +5,12 @@ use frontdesk_api::v1::Deleted;
 use tonic::{Request, Response};
 
 use crate::{
-    access::caller::Caller,
+    access::{AccountId, caller::Caller},
     error::{ApiError, ApiResult, FieldViolation},
 };
 
 /// The account the call acts on (an agency's sub-account when it names one).
-pub fn account_of<T>(request: &Request<T>) -> ApiResult<String> {
+pub fn account_of<T>(request: &Request<T>) -> ApiResult<AccountId> {
     Ok(Caller::of(request)?.account_id.clone())
 }
 

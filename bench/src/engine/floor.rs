@@ -111,7 +111,7 @@ impl BatchWriter for RowsWriter {
             .collect();
         let jobs = messages
             .iter()
-            .map(|m| deliver::job(&m.account_id, m, &m.channel_id, self.send_attempts, now))
+            .map(|m| deliver::job(m, &m.channel_id, self.send_attempts, now))
             .collect();
         let written = self.db.execute_raw(queued_writes(&messages, jobs, now)).await;
         let answer = written.map(|_| ()).map_err(|e| e.to_string());

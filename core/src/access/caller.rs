@@ -3,7 +3,7 @@
 
 use tonic::Code;
 
-use super::rate_limit::Decision;
+use super::{AccountId, rate_limit::Decision};
 use crate::error::Reason;
 use crate::{
     error::{ApiError, ApiResult},
@@ -13,7 +13,7 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct Caller {
     /// The account the call acts on.
-    pub account_id: String,
+    pub account_id: AccountId,
     /// The account that owns the key (the agency when acting on a sub-account).
     pub key_account: accounts::Model,
     /// The key the call was made with (its hash, never the key).

@@ -12,6 +12,7 @@ use sea_orm::DatabaseConnection;
 use tonic::Code;
 
 use super::{
+    AccountId,
     caller::Caller,
     credentials::{presented_key, unauthenticated},
     key_store,
@@ -91,7 +92,7 @@ impl Guard {
         service: &str,
         key_row: &api_keys::Model,
         account: &accounts::Model,
-    ) -> Result<String, ApiError> {
+    ) -> Result<AccountId, ApiError> {
         let section = self.sections.get(service).and_then(Option::as_deref);
         account_flags(account, section)?;
         if let Some(section) = section
@@ -104,7 +105,7 @@ impl Guard {
             ));
         }
         let Some(child_id) = sub_account(headers) else {
-            return Ok(account.id.clone());
+            return Ok(AccountId::authenticated(account.id.clone()));
         };
         // Not found and not a child both answer 403, so the answer reveals nothing; a database failure stays
         // a 500.
@@ -117,7 +118,7 @@ impl Guard {
             Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => {
                 // The agency's flags let the key in; the sub-account's decide what it may do there.
                 account_flags(&child, section)?;
-                Ok(child.id)
+                Ok(AccountId::authenticated(child.id))
             }
             _ => Err(ApiError::new(
                 Code::PermissionDenied,
@@ -284,7 +285,7 @@ mod tests {
 
     use super::{Guard, RateLimiter};
     use crate::{
-        access::{key_store, scopes::Scopes},
+        access::{AccountId, key_store, scopes::Scopes},
         accounts::store::{self, AccountChanges, NewAccount},
         clock::{Clock, SystemClock},
         plan::Plan,
@@ -344,7 +345,7 @@ mod tests {
         let (guard, db) = guard().await;
         let (account_id, _) = account(&db, Plan::Growth, None).await;
         let scopes = Scopes::parse(&["agents".to_owned()]).unwrap();
-        let (key, _) = key_store::issue(&db, &account_id, &scopes, SystemClock.now())
+        let (key, _) = key_store::issue(&db, &AccountId::of_row(account_id), &scopes, SystemClock.now())
             .await
             .unwrap();
         let key = key.reveal();
@@ -401,7 +402,10 @@ mod tests {
             .admit(request(&key, Some(&child)).headers(), "frontdesk.v1.Deals")
             .await
             .unwrap();
-        assert_eq!((caller.account_id, caller.key_account.id), (child, agency.clone()));
+        assert_eq!(
+            (caller.account_id.as_str(), caller.key_account.id),
+            (child.as_str(), agency.clone())
+        );
         let refused = guard
             .admit(request(&key, Some(&stranger)).headers(), "frontdesk.v1.Deals")
             .await;
@@ -410,7 +414,7 @@ mod tests {
             .admit(request(&key, None).headers(), "frontdesk.v1.Deals")
             .await
             .unwrap();
-        assert_eq!(caller.account_id, agency);
+        assert_eq!(caller.account_id.as_str(), agency);
     }
 
     #[tokio::test]

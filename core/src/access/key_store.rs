@@ -7,7 +7,7 @@ use sea_orm::{
     Statement,
 };
 
-use super::{api_key::ApiKey, scopes::Scopes};
+use super::{AccountId, api_key::ApiKey, scopes::Scopes};
 use crate::store::{
     column,
     entities::{accounts, api_keys},
@@ -16,14 +16,14 @@ use crate::store::{
 /// Issues a new key for `account_id` and stores its hash.
 pub async fn issue(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     scopes: &Scopes,
     now: DateTime<Utc>,
 ) -> Result<(ApiKey, api_keys::Model), DbErr> {
     let key = ApiKey::generate();
     let row = api_keys::Model {
         id: format!("key_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
+        account_id: account_id.as_str().to_owned(),
         key_hash: key.hash(),
         masked: key.masked(),
         scopes: scopes.to_stored(),
@@ -117,7 +117,8 @@ pub async fn rotate(
     if !revoke(&txn, &current.id, now).await? {
         return Ok(None);
     }
-    let issued = issue(&txn, &current.account_id, &Scopes::from_stored(&current.scopes), now).await?;
+    let account_id = AccountId::of_row(&current.account_id);
+    let issued = issue(&txn, &account_id, &Scopes::from_stored(&current.scopes), now).await?;
     txn.commit().await?;
     Ok(Some(issued))
 }

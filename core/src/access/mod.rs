@@ -9,3 +9,5 @@ pub mod key_store;
 pub mod rate_limit;
 pub mod scopes;
 pub mod service;
+
+pub use crate::tenant::AccountId;

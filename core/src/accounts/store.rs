@@ -14,6 +14,7 @@ use crate::{
     error::{ApiError, ApiResult},
     plan::Plan,
     store::entities::{accounts, credit_ledger},
+    tenant::AccountId,
 };
 
 pub struct NewAccount {
@@ -56,7 +57,7 @@ pub async fn insert(txn: &DatabaseTransaction, new: NewAccount, now: DateTime<Ut
     if account.credit_milli > 0 {
         write_ledger(
             txn,
-            &account.id,
+            &AccountId::of_row(&account.id),
             account.credit_milli,
             account.credit_milli,
             "opening balance",
@@ -68,7 +69,8 @@ pub async fn insert(txn: &DatabaseTransaction, new: NewAccount, now: DateTime<Ut
     Ok(account)
 }
 
-/// The account, unless it does not exist or was deleted (both 404).
+/// The account, unless it does not exist or was deleted (both 404). Takes a string: this is where an id that
+/// is not yet a tenant (an operator's, a sub-account a key names) is checked.
 pub async fn find_live(db: &impl ConnectionTrait, account_id: &str) -> ApiResult<accounts::Model> {
     accounts::Entity::find_by_id(account_id)
         .filter(accounts::Column::DeletedAt.is_null())
@@ -127,7 +129,7 @@ pub async fn delete(db: &impl ConnectionTrait, account_id: &str, now: DateTime<U
 /// Returns the new balance and the ledger entry id.
 pub async fn adjust_credits(
     db: &DatabaseConnection,
-    account_id: &str,
+    account_id: &AccountId,
     delta_milli: i64,
     reason: &str,
     now: DateTime<Utc>,
@@ -142,7 +144,7 @@ pub async fn adjust_credits(
 /// entry names `conversation_id` when the charge was for one.
 pub async fn adjust_credits_in(
     txn: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     delta_milli: i64,
     reason: &str,
     conversation_id: Option<&str>,
@@ -158,21 +160,21 @@ pub async fn adjust_credits_in(
         .exec(txn)
         .await?;
     if updated.rows_affected == 0 {
-        find_live(txn, account_id).await?;
+        find_live(txn, account_id.as_str()).await?;
         return Err(ApiError::new(
             Code::FailedPrecondition,
             Reason::InsufficientCredits,
             "the credit balance does not cover this debit",
         ));
     }
-    let balance = find_live(txn, account_id).await?.credit_milli;
+    let balance = find_live(txn, account_id.as_str()).await?.credit_milli;
     let entry = write_ledger(txn, account_id, delta_milli, balance, reason, conversation_id, now).await?;
     Ok((balance, entry))
 }
 
 async fn write_ledger(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     delta_milli: i64,
     balance_after_milli: i64,
     reason: &str,
@@ -182,7 +184,7 @@ async fn write_ledger(
     let id = format!("led_{}", crate::ids::base62(16));
     credit_ledger::Entity::insert(credit_ledger::ActiveModel {
         id: Set(id.clone()),
-        account_id: Set(account_id.to_owned()),
+        account_id: Set(account_id.as_str().to_owned()),
         delta_milli: Set(delta_milli),
         balance_after_milli: Set(balance_after_milli),
         reason: Set(reason.to_owned()),
@@ -199,7 +201,7 @@ async fn write_ledger(
 /// row (finer row locks deadlocked, since shifting positions locks other deals' rows). SQLite: nothing more to
 /// take, as every write transaction began IMMEDIATE (`store::begin_write`) and so holds the database's one
 /// write lock already.
-pub async fn lock(db: &impl ConnectionTrait, account_id: &str) -> Result<(), DbErr> {
+pub async fn lock(db: &impl ConnectionTrait, account_id: &AccountId) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     if backend != DbBackend::Postgres {
         return Ok(());

@@ -7,11 +7,12 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoA
 
 use super::find;
 use crate::{
+    access::AccountId,
     error::{ApiError, ApiResult},
     knowledge::agent_faqs::faq_message,
     paging::{self, Page},
     requests::apply_mask,
-    store::entities::agent_faqs,
+    store::{self, entities::agent_faqs},
     validate::Violations,
 };
 
@@ -33,7 +34,7 @@ pub fn check(v: &mut Violations, question: &str, answer: &str) {
 
 /// A new FAQ row on `agent_id`.
 pub fn new_faq(
-    account_id: &str,
+    account_id: &AccountId,
     agent_id: &str,
     question: &str,
     answer: &str,
@@ -42,7 +43,7 @@ pub fn new_faq(
 ) -> agent_faqs::Model {
     agent_faqs::Model {
         id: format!("faq_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         agent_id: agent_id.to_owned(),
         question: question.trim().to_owned(),
         answer: answer.trim().to_owned(),
@@ -54,19 +55,17 @@ pub fn new_faq(
 
 async fn find_faq(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     agent_id: &str,
     faq_id: &str,
 ) -> ApiResult<agent_faqs::Model> {
-    agent_faqs::Entity::find_by_id(faq_id)
-        .filter(agent_faqs::Column::AccountId.eq(account_id))
-        .filter(agent_faqs::Column::AgentId.eq(agent_id))
-        .one(db)
+    store::owned::<agent_faqs::Entity>(db, agent_faqs::Column::AccountId, account_id, faq_id)
         .await?
+        .filter(|faq| faq.agent_id == agent_id)
         .ok_or_else(|| ApiError::not_found("FAQ"))
 }
 
-pub async fn list(db: &impl ConnectionTrait, account_id: &str, r: ListFaqsRequest) -> ApiResult<FaqList> {
+pub async fn list(db: &impl ConnectionTrait, account_id: &AccountId, r: ListFaqsRequest) -> ApiResult<FaqList> {
     let page = Page::checked(r.limit, &r.cursor, "faq_")?;
     let agent = find(db, account_id, &r.agent_id).await?;
     let select = agent_faqs::Entity::find().filter(agent_faqs::Column::AgentId.eq(&agent.id));
@@ -81,7 +80,7 @@ pub async fn list(db: &impl ConnectionTrait, account_id: &str, r: ListFaqsReques
 
 pub async fn create(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     r: CreateFaqRequest,
     now: DateTime<Utc>,
 ) -> ApiResult<FaqAnswer> {
@@ -100,7 +99,7 @@ pub async fn create(
 
 pub async fn update(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     r: UpdateFaqRequest,
     now: DateTime<Utc>,
 ) -> ApiResult<FaqAnswer> {
@@ -137,7 +136,7 @@ pub async fn update(
     Ok(answer(&faq))
 }
 
-pub async fn delete(db: &impl ConnectionTrait, account_id: &str, agent_id: &str, faq_id: &str) -> ApiResult<()> {
+pub async fn delete(db: &impl ConnectionTrait, account_id: &AccountId, agent_id: &str, faq_id: &str) -> ApiResult<()> {
     let faq = find_faq(db, account_id, agent_id, faq_id).await?;
     agent_faqs::Entity::delete_by_id(&faq.id).exec(db).await?;
     Ok(())

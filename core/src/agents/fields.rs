@@ -7,6 +7,7 @@ use frontdesk_api::v1::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    access::AccountId,
     error::ApiResult,
     requests::apply_mask,
     store::{entities::agents, from_json_text, to_json_text},
@@ -184,10 +185,10 @@ impl AgentFields {
     }
 
     /// A new agent's fields: what `self` sets, defaults for the rest.
-    pub fn into_new(self, id: String, account_id: &str, now: chrono::DateTime<chrono::Utc>) -> agents::Model {
+    pub fn into_new(self, id: String, account_id: &AccountId, now: chrono::DateTime<chrono::Utc>) -> agents::Model {
         let mut agent = agents::Model {
             id,
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             name: String::new(),
             instructions: String::new(),
             rules: "[]".to_owned(),

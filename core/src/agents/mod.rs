@@ -9,12 +9,13 @@ pub mod tools;
 use sea_orm::ConnectionTrait;
 
 use crate::{
+    access::AccountId,
     error::{ApiError, ApiResult},
     store::{self, entities::agents},
 };
 
 /// The account's agent, or 404.
-pub async fn find(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -> ApiResult<agents::Model> {
+pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, agent_id: &str) -> ApiResult<agents::Model> {
     store::owned::<agents::Entity>(db, agents::Column::AccountId, account_id, agent_id)
         .await?
         .ok_or_else(|| ApiError::not_found("agent"))
@@ -24,7 +25,7 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -
 /// resource of the path).
 pub async fn require(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     agent_id: &str,
     field: &str,
 ) -> ApiResult<agents::Model> {

@@ -6,7 +6,7 @@ use sea_orm::DatabaseConnection;
 use crate::knowledge::retrieval::Retrieval;
 
 use super::find;
-use crate::{error::ApiResult, validate::Violations};
+use crate::{access::AccountId, error::ApiResult, validate::Violations};
 
 /// Longest query, in characters (a FAQ question's own bound).
 const MAX_QUERY: usize = super::faqs::MAX_QUESTION;
@@ -16,7 +16,7 @@ const MAX_LIMIT: i32 = 50;
 pub async fn search(
     db: &DatabaseConnection,
     retrieval: &Retrieval,
-    account_id: &str,
+    account_id: &AccountId,
     r: SearchFaqsRequest,
 ) -> ApiResult<SearchFaqsAnswer> {
     let mut v = Violations::new();

@@ -24,6 +24,7 @@ use super::{
     find, search, tools,
 };
 use crate::{
+    access::AccountId,
     clock::Clock,
     error::{ApiError, ApiResult},
     integrations::outbound::OutboundPolicy,
@@ -66,7 +67,7 @@ impl AgentsService {
 /// Creates an agent from checked-or-not fields (they are checked here). Shared with the campaigns facade.
 pub async fn create(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     fields: AgentFields,
     now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<agents::Model> {
@@ -81,7 +82,7 @@ pub async fn create(
 /// Applies `fields` to the account's agent. Shared with the campaigns facade.
 pub async fn update(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     agent_id: &str,
     fields: AgentFields,
     now: chrono::DateTime<chrono::Utc>,
@@ -97,7 +98,7 @@ pub async fn update(
 }
 
 impl AgentsService {
-    async fn update(&self, account_id: &str, agent_id: &str, fields: AgentFields) -> ApiResult<agents::Model> {
+    async fn update(&self, account_id: &AccountId, agent_id: &str, fields: AgentFields) -> ApiResult<agents::Model> {
         let txn = crate::store::begin_write(&self.db).await?;
         let agent = update(&txn, account_id, agent_id, fields, self.clock.now()).await?;
         txn.commit().await?;
@@ -105,7 +106,7 @@ impl AgentsService {
     }
 
     /// Deletes the agent and everything that belongs to it, unless a broadcast still needs it.
-    async fn delete(&self, account_id: &str, agent_id: &str) -> ApiResult<()> {
+    async fn delete(&self, account_id: &AccountId, agent_id: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
         crate::accounts::store::lock(&txn, account_id).await?;
         let agent = find(&txn, account_id, agent_id).await?;
@@ -320,8 +321,8 @@ impl Agents for AgentsService {
             custom_functions::Column::AccountId,
             custom_functions::Column::AgentId,
         ];
-        let ids = [r.function_id.as_str(), &account_id, &r.agent_id];
-        tools::delete::<custom_functions::Entity>(&self.db, columns, ids, "custom function").await?;
+        let ids = [r.function_id.as_str(), &r.agent_id];
+        tools::delete::<custom_functions::Entity>(&self.db, &account_id, columns, ids, "custom function").await?;
         Ok(deleted(r.function_id))
     }
 
@@ -353,8 +354,8 @@ impl Agents for AgentsService {
             mcp_servers::Column::AccountId,
             mcp_servers::Column::AgentId,
         ];
-        let ids = [r.server_id.as_str(), &account_id, &r.agent_id];
-        tools::delete::<mcp_servers::Entity>(&self.db, columns, ids, "MCP server").await?;
+        let ids = [r.server_id.as_str(), &r.agent_id];
+        tools::delete::<mcp_servers::Entity>(&self.db, &account_id, columns, ids, "MCP server").await?;
         Ok(deleted(r.server_id))
     }
 }

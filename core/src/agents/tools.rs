@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{find, service::AgentsService};
 use crate::{
+    access::AccountId,
     accounts,
     error::{ApiError, ApiResult},
     paging::{self, Page},
@@ -117,7 +118,7 @@ fn answered_headers(stored: &str) -> HashMap<String, String> {
 /// tool of this kind named `name` (409).
 async fn admit_tool<E: EntityTrait>(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     agent_id: &str,
     [agent_column, name_column]: [E::Column; 2],
     (name, max, what): (&str, u64, &str),
@@ -172,7 +173,7 @@ fn server_message(m: &mcp_servers::Model) -> McpServer {
 
 pub async fn list_functions(
     service: &AgentsService,
-    account_id: &str,
+    account_id: &AccountId,
     r: ListCustomFunctionsRequest,
 ) -> ApiResult<CustomFunctionList> {
     let page = Page::checked(r.limit, &r.cursor, "fn_")?;
@@ -197,7 +198,7 @@ pub async fn list_functions(
 
 pub async fn create_function(
     service: &AgentsService,
-    account_id: &str,
+    account_id: &AccountId,
     r: CreateCustomFunctionRequest,
 ) -> ApiResult<CustomFunctionAnswer> {
     let method = if r.method.is_empty() {
@@ -231,7 +232,7 @@ pub async fn create_function(
     let row = custom_functions::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
         id,
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         agent_id: agent.id,
         name: r.name,
         description: r.description.trim().to_owned(),
@@ -252,7 +253,7 @@ pub async fn create_function(
 
 pub async fn list_servers(
     service: &AgentsService,
-    account_id: &str,
+    account_id: &AccountId,
     r: ListMcpServersRequest,
 ) -> ApiResult<McpServerList> {
     let page = Page::checked(r.limit, &r.cursor, "mcp_")?;
@@ -276,7 +277,7 @@ pub async fn list_servers(
 
 pub async fn create_server(
     service: &AgentsService,
-    account_id: &str,
+    account_id: &AccountId,
     r: CreateMcpServerRequest,
 ) -> ApiResult<McpServerAnswer> {
     let transport = if r.transport.is_empty() {
@@ -312,7 +313,7 @@ pub async fn create_server(
     let row = mcp_servers::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
         id,
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         agent_id: agent.id,
         name: r.name,
         url: r.url.trim().to_owned(),
@@ -333,8 +334,9 @@ pub async fn create_server(
 /// Deletes the tool row `id` of the account's agent: `columns` are the table's id, account and agent columns.
 pub async fn delete<E: EntityTrait>(
     db: &impl ConnectionTrait,
+    account_id: &AccountId,
     columns: [E::Column; 3],
-    [id, account_id, agent_id]: [&str; 3],
+    [id, agent_id]: [&str; 2],
     what: &str,
 ) -> ApiResult<()> {
     let agent = find(db, account_id, agent_id).await?;

@@ -18,6 +18,7 @@ use sea_orm::{
 use super::provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Passage, Profile, Speaker, Turn};
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     agents::fields::BookingSettings,
     clock::Clock,
     conversations::{
@@ -31,6 +32,7 @@ use crate::{
     knowledge::retrieval::Retrieval,
     messaging::deliver,
     store::{
+        self,
         entities::{agents, conversations, messages},
         from_json_text,
     },
@@ -81,7 +83,7 @@ impl Handler for AgentReply {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };
-        match self.reply(&job.account_id, &payload.conversation_id).await {
+        match self.reply(&job.account(), &payload.conversation_id).await {
             Ok(()) => Outcome::Done(None),
             Err(err) => Outcome::Retry {
                 error: err.message,
@@ -92,7 +94,7 @@ impl Handler for AgentReply {
 }
 
 impl AgentReply {
-    async fn reply(&self, account_id: &str, conversation_id: &str) -> ApiResult<()> {
+    async fn reply(&self, account_id: &AccountId, conversation_id: &str) -> ApiResult<()> {
         let Some(read) = self.read(account_id, conversation_id).await? else {
             return Ok(());
         };
@@ -105,21 +107,23 @@ impl AgentReply {
     }
 
     /// The conversation and its agent, when it has messages the agent must answer.
-    async fn read(&self, account_id: &str, conversation_id: &str) -> ApiResult<Option<Read>> {
-        let conversation = conversations::Entity::find_by_id(conversation_id)
-            .filter(conversations::Column::AccountId.eq(account_id))
-            .one(&self.db)
-            .await?;
+    async fn read(&self, account_id: &AccountId, conversation_id: &str) -> ApiResult<Option<Read>> {
+        let conversation = store::owned::<conversations::Entity>(
+            &self.db,
+            conversations::Column::AccountId,
+            account_id,
+            conversation_id,
+        )
+        .await?;
         let Some(conversation) = conversation.filter(|c| replies::answers(c) && c.inbound_seq > c.ai_answered_seq)
         else {
             return Ok(None);
         };
         // A deleted agent, or one paused, answers nothing.
-        let agent = agents::Entity::find_by_id(conversation.agent_id.as_str())
-            .filter(agents::Column::AccountId.eq(account_id))
-            .one(&self.db)
-            .await?
-            .filter(|agent| agent.status == "active");
+        let agent =
+            store::owned::<agents::Entity>(&self.db, agents::Column::AccountId, account_id, &conversation.agent_id)
+                .await?
+                .filter(|agent| agent.status == "active");
         Ok(agent.map(|agent| Read { conversation, agent }))
     }
 
@@ -276,7 +280,7 @@ async fn charge(
     };
     let debit = crate::accounts::store::adjust_credits_in(
         txn,
-        &conversation.account_id,
+        &AccountId::of_row(&conversation.account_id),
         -cost,
         &reason,
         Some(&conversation.id),
@@ -296,7 +300,7 @@ async fn hand_off(
     reason: HandoffReason,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
-    let which = state::one_of(&conversation.account_id, &conversation.id);
+    let which = state::one_of(&AccountId::of_row(&conversation.account_id), &conversation.id);
     state::apply(txn, which, Change::hand_off(reason.as_str()), now).await?;
     Ok(())
 }
@@ -324,13 +328,7 @@ async fn send(
         now,
     );
     new_message::store_all(txn, std::slice::from_ref(&row), now).await?;
-    let job = deliver::job(
-        &conversation.account_id,
-        &row,
-        &conversation.channel_id,
-        send_attempts,
-        now,
-    );
+    let job = deliver::job(&row, &conversation.channel_id, send_attempts, now);
     jobs::enqueue(txn, job, now).await?;
     Ok(())
 }

@@ -17,6 +17,7 @@ use sea_orm::{
 use tonic::{Request, Response, Status};
 
 use crate::{
+    access::AccountId,
     accounts,
     agents::{self, fields::AgentFields, service as agent_ops},
     broadcasts::{self, AudienceSpec, BroadcastFields},
@@ -62,7 +63,7 @@ impl CampaignsService {
 async fn by_id<E: EntityTrait>(
     db: &impl ConnectionTrait,
     [id_column, account_column]: [E::Column; 2],
-    account_id: &str,
+    account_id: &AccountId,
     ids: impl IntoIterator<Item = String>,
     id_of: impl Fn(&E::Model) -> String,
 ) -> ApiResult<HashMap<String, E::Model>> {
@@ -79,7 +80,7 @@ async fn by_id<E: EntityTrait>(
 /// The campaigns with these ids, in their order (unknown ids left out), read with a fixed number of
 /// queries however many there are. Each id is a facade record, else an agent (Incoming), else a broadcast
 /// (Outgoing).
-async fn load(db: &impl ConnectionTrait, account_id: &str, ids: &[String]) -> ApiResult<Vec<Parts>> {
+async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String]) -> ApiResult<Vec<Parts>> {
     let records = by_id::<campaigns::Entity>(
         db,
         [campaigns::Column::Id, campaigns::Column::AccountId],
@@ -173,7 +174,7 @@ async fn load(db: &impl ConnectionTrait, account_id: &str, ids: &[String]) -> Ap
 }
 
 /// The one campaign with this id, or 404.
-async fn parts(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Parts> {
+async fn parts(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<Parts> {
     load(db, account_id, &[id.to_owned()])
         .await?
         .pop()
@@ -181,7 +182,7 @@ async fn parts(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResu
 }
 
 /// The agent behind a campaign (for knowledge groups' `apply`).
-pub async fn agent_of(db: &impl ConnectionTrait, account_id: &str, campaign_id: &str) -> ApiResult<String> {
+pub async fn agent_of(db: &impl ConnectionTrait, account_id: &AccountId, campaign_id: &str) -> ApiResult<String> {
     parts(db, account_id, campaign_id)
         .await?
         .agent
@@ -222,7 +223,7 @@ fn render(p: Parts) -> Campaign {
 impl CampaignsService {
     /// Agents (but those answering an Outgoing campaign, which its broadcast shows) and broadcasts (but
     /// those inside a Combined campaign), merged newest first.
-    async fn list(&self, account_id: &str, page: &Page) -> ApiResult<(Vec<Campaign>, Option<String>)> {
+    async fn list(&self, account_id: &AccountId, page: &Page) -> ApiResult<(Vec<Campaign>, Option<String>)> {
         let records = campaigns::Entity::find()
             .filter(campaigns::Column::AccountId.eq(account_id))
             .all(&self.db)
@@ -280,7 +281,7 @@ impl CampaignsService {
         ))
     }
 
-    async fn create(&self, account_id: &str, r: CreateCampaignRequest) -> ApiResult<Campaign> {
+    async fn create(&self, account_id: &AccountId, r: CreateCampaignRequest) -> ApiResult<Campaign> {
         let mut v = Violations::new();
         v.one_of("type", &r.r#type, TYPES);
         v.text("name", &r.name, true, 200);
@@ -338,7 +339,7 @@ impl CampaignsService {
                 (Some(b), "Outgoing") => b.id.clone(),
                 _ => agent.id.clone(),
             },
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             kind: r.r#type.clone(),
             agent_id: agent.id.clone(),
             owns_agent,
@@ -354,7 +355,7 @@ impl CampaignsService {
         Ok(campaign)
     }
 
-    async fn update(&self, account_id: &str, r: UpdateCampaignRequest) -> ApiResult<Campaign> {
+    async fn update(&self, account_id: &AccountId, r: UpdateCampaignRequest) -> ApiResult<Campaign> {
         let (mut name, mut channel, mut instructions) = (None, None, None);
         let mut send_fields = BroadcastFields::default();
         // Read only when the mask names it: a field outside the mask is ignored, however it is filled.

@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use crate::store::entities::{conversations, messages};
+use crate::{
+    store::entities::{conversations, messages},
+    tenant::AccountId,
+};
 
 /// Why a message is shown to the visitor (again).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +41,7 @@ pub trait LiveFeed: Send + Sync {
     /// The channel was disconnected: its visitors' sockets close.
     async fn channel_disconnected(&self, channel_id: &str);
     /// The account's sessions were erased with their contact: their sockets close.
-    async fn sessions_erased(&self, account_id: &str, sessions: &[ErasedSession]);
+    async fn sessions_erased(&self, account_id: &AccountId, sessions: &[ErasedSession]);
 }
 
 pub type Feed = Arc<dyn LiveFeed>;

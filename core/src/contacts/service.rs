@@ -17,6 +17,7 @@ use super::{
     store::{self, Clash, CreateError, Filters},
 };
 use crate::{
+    access::AccountId,
     channels::live_feed::Feed,
     clock::Clock,
     error::{ApiError, ApiResult},
@@ -83,7 +84,7 @@ fn write_error(err: DbErr) -> ApiError {
 }
 
 impl ContactsService {
-    async fn create(&self, account_id: &str, fields: ContactFields) -> ApiResult<Loaded> {
+    async fn create(&self, account_id: &AccountId, fields: ContactFields) -> ApiResult<Loaded> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         let contact = store::create(&txn, account_id, fields.into_new(), now).await?;
@@ -93,7 +94,7 @@ impl ContactsService {
     }
 
     /// Applies `fields`; writes and emits `contact.updated` only when that changes the contact.
-    async fn change(&self, account_id: &str, contact_id: &str, fields: ContactFields) -> ApiResult<Loaded> {
+    async fn change(&self, account_id: &AccountId, contact_id: &str, fields: ContactFields) -> ApiResult<Loaded> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         let before = store::lock(&txn, account_id, contact_id).await?.ok_or_else(not_found)?;
@@ -152,7 +153,7 @@ impl ContactsService {
         Ok((after, identities))
     }
 
-    async fn erase(&self, account_id: &str, contact_id: &str) -> ApiResult<()> {
+    async fn erase(&self, account_id: &AccountId, contact_id: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
         // Its web chat sessions go with it (a foreign key); their open sockets are told after the commit.
         let sessions = store::sessions_of(&txn, account_id, contact_id).await?;

@@ -19,10 +19,12 @@ use super::{
     message::contact_message,
 };
 use crate::{
+    access::AccountId,
     channels::live_feed::ErasedSession,
     events::{self, EventType},
     paging::{self, Page},
     store::{
+        self,
         entities::{chat_sessions, contact_identities, contacts, conversations, idempotency_keys, messages},
         search, to_json_text,
     },
@@ -78,14 +80,14 @@ pub enum CreateError {
 const CREATE_ATTEMPTS: usize = 3;
 
 /// The account's contacts: where every lookup of contacts here starts, so none can forget the account.
-fn of_account(account_id: &str) -> Select<contacts::Entity> {
+fn of_account(account_id: &AccountId) -> Select<contacts::Entity> {
     contacts::Entity::find().filter(contacts::Column::AccountId.eq(account_id))
 }
 
 /// The account's contact that `condition` picks out (it names a unique key).
 async fn one(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     condition: impl IntoCondition,
 ) -> Result<Option<contacts::Model>, DbErr> {
     of_account(account_id).filter(condition).one(db).await
@@ -94,10 +96,10 @@ async fn one(
 /// The contact with this id on the account (another account's contact is as absent as a missing one).
 pub async fn find(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
 ) -> Result<Option<contacts::Model>, DbErr> {
-    one(db, account_id, contacts::Column::Id.eq(contact_id)).await
+    store::owned::<contacts::Entity>(db, contacts::Column::AccountId, account_id, contact_id).await
 }
 
 /// `find`, and on PostgreSQL the row locked until the transaction ends, so that changes to one contact (an
@@ -105,7 +107,7 @@ pub async fn find(
 /// hold the database's one write lock already.
 pub async fn lock(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
 ) -> Result<Option<contacts::Model>, DbErr> {
     of_account(account_id)
@@ -117,7 +119,7 @@ pub async fn lock(
 
 pub async fn find_by_phone(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     phone: &E164Phone,
 ) -> Result<Option<contacts::Model>, DbErr> {
     one(db, account_id, contacts::Column::Phone.eq(phone.as_str())).await
@@ -126,7 +128,7 @@ pub async fn find_by_phone(
 /// The contact with this e-mail address, in any letter case.
 pub async fn find_by_email(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     email: &Email,
 ) -> Result<Option<contacts::Model>, DbErr> {
     one(db, account_id, contacts::Column::Email.eq(email.folded().as_str())).await
@@ -134,12 +136,12 @@ pub async fn find_by_email(
 
 pub async fn find_by_identity(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     kind: IdentityKind,
     external_id: &str,
 ) -> Result<Option<contacts::Model>, DbErr> {
     let identity = contact_identities::Entity::find_by_id((
-        account_id.to_owned(),
+        account_id.to_string(),
         kind.as_str().to_owned(),
         external_id.to_owned(),
     ))
@@ -154,7 +156,7 @@ pub async fn find_by_identity(
 /// The identities of these contacts of the account, by contact id, oldest first.
 pub async fn identities_of(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_ids: &[&str],
 ) -> Result<HashMap<String, Vec<contact_identities::Model>>, DbErr> {
     let mut by_contact: HashMap<String, Vec<contact_identities::Model>> = HashMap::new();
@@ -178,7 +180,7 @@ pub async fn identities_of(
 /// The identities of one contact of the account, oldest first.
 pub async fn identities(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
 ) -> Result<Vec<contact_identities::Model>, DbErr> {
     Ok(identities_of(db, account_id, &[contact_id])
@@ -197,7 +199,7 @@ pub struct Filters {
 /// One page of the account's contacts, newest first, and whether another follows.
 pub async fn list(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<contacts::Model>, bool), DbErr> {
@@ -218,7 +220,7 @@ pub async fn list(
 /// `ON CONFLICT DO NOTHING`, which fails no transaction), so the caller can read the winner of a race.
 pub async fn create(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     new: NewContact,
     now: DateTime<Utc>,
 ) -> Result<contacts::Model, CreateError> {
@@ -226,7 +228,7 @@ pub async fn create(
     for _ in 0..CREATE_ATTEMPTS {
         let contact = contacts::Model {
             id: format!("ct_{}", crate::ids::base62(16)),
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             name: new.name.clone(),
             phone: new.phone.as_ref().map(|p| p.as_str().to_owned()),
             email: new.email.as_ref().map(|e| e.folded().as_str().to_owned()),
@@ -262,7 +264,7 @@ fn keys_kept_changing_hands() -> DbErr {
 /// no phone, e-mail or identity is always created.
 pub async fn find_or_create(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     new: NewContact,
     now: DateTime<Utc>,
 ) -> Result<(contacts::Model, bool), DbErr> {
@@ -285,7 +287,7 @@ pub async fn find_or_create(
 /// now, or `None` when the account has no such contact.
 pub async fn set_opted_out(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
     opted_out: bool,
     now: DateTime<Utc>,
@@ -312,7 +314,7 @@ pub async fn set_opted_out(
 /// Which contact other than `except` holds one of `keys`, the first found in their order.
 pub async fn holder(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     keys: &[UniqueKey],
     except: Option<&str>,
 ) -> Result<Option<Clash>, DbErr> {
@@ -325,7 +327,7 @@ pub async fn holder(
 /// The first of `keys` that a contact other than `except` holds, with that contact.
 async fn holding(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     keys: &[UniqueKey],
     except: Option<&str>,
 ) -> Result<Option<(UniqueKey, contacts::Model)>, DbErr> {
@@ -398,7 +400,7 @@ async fn insert_new(
     if inserted == identities.len() as u64 {
         return Ok(true);
     }
-    erase_rows(db, &contact.account_id, &contact.id).await?;
+    erase_rows(db, &AccountId::of_row(&contact.account_id), &contact.id).await?;
     Ok(false)
 }
 
@@ -440,7 +442,7 @@ pub async fn change_identities(
 /// The contact's web chat sessions, which go with it when it is erased (a foreign key).
 pub async fn sessions_of(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
 ) -> Result<Vec<ErasedSession>, DbErr> {
     let rows: Vec<(String, String)> = chat_sessions::Entity::find()
@@ -460,7 +462,7 @@ pub async fn sessions_of(
 
 /// Erases the contact of the account with its identities, conversations and messages (a right-to-erasure
 /// request). Whether there was such a contact.
-pub async fn erase(db: &impl ConnectionTrait, account_id: &str, contact_id: &str) -> Result<bool, DbErr> {
+pub async fn erase(db: &impl ConnectionTrait, account_id: &AccountId, contact_id: &str) -> Result<bool, DbErr> {
     if lock(db, account_id, contact_id).await?.is_none() {
         return Ok(false);
     }
@@ -485,7 +487,7 @@ pub async fn erase(db: &impl ConnectionTrait, account_id: &str, contact_id: &str
 }
 
 /// Deletes the contact's row and its identities.
-async fn erase_rows(db: &impl ConnectionTrait, account_id: &str, contact_id: &str) -> Result<(), DbErr> {
+async fn erase_rows(db: &impl ConnectionTrait, account_id: &AccountId, contact_id: &str) -> Result<(), DbErr> {
     contact_identities::Entity::delete_many()
         .filter(contact_identities::Column::AccountId.eq(account_id))
         .filter(contact_identities::Column::ContactId.eq(contact_id))
@@ -508,7 +510,7 @@ pub async fn record(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let data = events::payload(&contact_message(contact.clone(), identities), "frontdesk.v1.Contact");
-    events::record(db, &contact.account_id, event, data, now).await?;
+    events::record(db, &AccountId::of_row(&contact.account_id), event, data, now).await?;
     Ok(())
 }
 
@@ -525,6 +527,10 @@ mod tests {
             .unwrap();
         crate::store::migrate(&db).await.unwrap();
         db
+    }
+
+    fn acc(id: &str) -> AccountId {
+        AccountId::of_row(id)
     }
 
     fn now() -> DateTime<Utc> {
@@ -558,27 +564,27 @@ mod tests {
     #[tokio::test]
     async fn a_created_contact_is_found_by_each_key() {
         let db = db().await;
-        let created = create(&db, "acc_1", asha(), now()).await.unwrap();
+        let created = create(&db, &acc("acc_1"), asha(), now()).await.unwrap();
         assert_eq!(created.email.as_deref(), Some("asha@example.com"), "stored folded");
         let phone = E164Phone::parse("+919812345678").unwrap();
         let email = Email::parse("ASHA@example.COM").unwrap();
         for found in [
-            find_by_phone(&db, "acc_1", &phone).await.unwrap(),
-            find_by_email(&db, "acc_1", &email).await.unwrap(),
-            find_by_identity(&db, "acc_1", IdentityKind::Whatsapp, "919812345678")
+            find_by_phone(&db, &acc("acc_1"), &phone).await.unwrap(),
+            find_by_email(&db, &acc("acc_1"), &email).await.unwrap(),
+            find_by_identity(&db, &acc("acc_1"), IdentityKind::Whatsapp, "919812345678")
                 .await
                 .unwrap(),
-            find(&db, "acc_1", &created.id).await.unwrap(),
+            find(&db, &acc("acc_1"), &created.id).await.unwrap(),
         ] {
             assert_eq!(found.as_ref().map(|c| c.id.as_str()), Some(created.id.as_str()));
         }
         assert_eq!(
-            find_by_phone(&db, "acc_2", &phone).await.unwrap(),
+            find_by_phone(&db, &acc("acc_2"), &phone).await.unwrap(),
             None,
             "scoped by account"
         );
-        assert_eq!(find(&db, "acc_2", &created.id).await.unwrap(), None);
-        let held = identities(&db, "acc_1", &created.id).await.unwrap();
+        assert_eq!(find(&db, &acc("acc_2"), &created.id).await.unwrap(), None);
+        let held = identities(&db, &acc("acc_1"), &created.id).await.unwrap();
         assert_eq!((held.len(), held[0].channel.as_str()), (1, "wa-main"));
         assert_eq!(events(&db).await, ["contact.created"]);
         let message = contact_message(created, &held);
@@ -588,7 +594,7 @@ mod tests {
     #[tokio::test]
     async fn a_taken_key_names_its_holder_and_leaves_the_transaction_usable() {
         let db = db().await;
-        let first = create(&db, "acc_1", asha(), now()).await.unwrap();
+        let first = create(&db, &acc("acc_1"), asha(), now()).await.unwrap();
         let txn = crate::store::begin_write(&db).await.unwrap();
         // Same identity, new phone and e-mail: nothing of the second contact may stay behind.
         let second = NewContact {
@@ -597,7 +603,7 @@ mod tests {
             email: None,
             ..asha()
         };
-        let Err(CreateError::Taken(clash)) = create(&txn, "acc_1", second, now()).await else {
+        let Err(CreateError::Taken(clash)) = create(&txn, &acc("acc_1"), second, now()).await else {
             panic!("the identity is taken");
         };
         assert_eq!(clash.contact_id, first.id);
@@ -605,10 +611,10 @@ mod tests {
             clash.key,
             UniqueKey::Identity(IdentityKind::Whatsapp, "919812345678".into())
         );
-        let winner = find(&txn, "acc_1", &clash.contact_id).await.unwrap();
+        let winner = find(&txn, &acc("acc_1"), &clash.contact_id).await.unwrap();
         assert_eq!(winner.map(|c| c.name), Some("Asha".to_owned()));
         let other = E164Phone::parse("+14155550123").unwrap();
-        assert_eq!(find_by_phone(&txn, "acc_1", &other).await.unwrap(), None);
+        assert_eq!(find_by_phone(&txn, &acc("acc_1"), &other).await.unwrap(), None);
         txn.commit().await.unwrap();
         let by_email = NewContact {
             email: Email::parse("asha@EXAMPLE.com"),
@@ -616,7 +622,7 @@ mod tests {
             identities: Vec::new(),
             ..asha()
         };
-        let Err(CreateError::Taken(clash)) = create(&db, "acc_1", by_email, now()).await else {
+        let Err(CreateError::Taken(clash)) = create(&db, &acc("acc_1"), by_email, now()).await else {
             panic!("the e-mail is taken in any case");
         };
         assert_eq!(
@@ -624,7 +630,7 @@ mod tests {
             format!("the e-mail asha@example.com belongs to contact {}", first.id)
         );
         assert!(
-            create(&db, "acc_2", asha(), now()).await.is_ok(),
+            create(&db, &acc("acc_2"), asha(), now()).await.is_ok(),
             "another account may hold the same keys"
         );
         assert_eq!(contacts::Entity::find().count(&db).await.unwrap(), 2);
@@ -634,7 +640,7 @@ mod tests {
     #[tokio::test]
     async fn find_or_create_creates_once_and_then_finds_by_any_key() {
         let db = db().await;
-        let (created, fresh) = find_or_create(&db, "acc_1", asha(), now()).await.unwrap();
+        let (created, fresh) = find_or_create(&db, &acc("acc_1"), asha(), now()).await.unwrap();
         assert!(fresh);
         let lookups = [
             NewContact {
@@ -651,10 +657,10 @@ mod tests {
             },
         ];
         for lookup in lookups {
-            let (found, fresh) = find_or_create(&db, "acc_1", lookup.clone(), now()).await.unwrap();
+            let (found, fresh) = find_or_create(&db, &acc("acc_1"), lookup.clone(), now()).await.unwrap();
             assert_eq!((found.id.as_str(), fresh), (created.id.as_str(), false), "{lookup:?}");
         }
-        let (elsewhere, fresh) = find_or_create(&db, "acc_2", asha(), now()).await.unwrap();
+        let (elsewhere, fresh) = find_or_create(&db, &acc("acc_2"), asha(), now()).await.unwrap();
         assert!(fresh && elsewhere.id != created.id, "each account has its own contacts");
         assert_eq!(events(&db).await, ["contact.created", "contact.created"]);
     }
@@ -662,21 +668,29 @@ mod tests {
     #[tokio::test]
     async fn opting_out_writes_an_event_only_when_it_changes() {
         let db = db().await;
-        let contact = create(&db, "acc_1", asha(), now()).await.unwrap();
+        let contact = create(&db, &acc("acc_1"), asha(), now()).await.unwrap();
         let later = now() + chrono::Duration::minutes(5);
-        let out = set_opted_out(&db, "acc_1", &contact.id, true, later)
+        let out = set_opted_out(&db, &acc("acc_1"), &contact.id, true, later)
             .await
             .unwrap()
             .unwrap();
         assert!(out.opted_out);
         assert_eq!(out.updated_at, later);
-        let again = set_opted_out(&db, "acc_1", &contact.id, true, later + chrono::Duration::minutes(1))
-            .await
-            .unwrap()
-            .unwrap();
+        let again = set_opted_out(
+            &db,
+            &acc("acc_1"),
+            &contact.id,
+            true,
+            later + chrono::Duration::minutes(1),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(again.updated_at, later, "no change, no write");
         assert_eq!(
-            set_opted_out(&db, "acc_2", &contact.id, false, later).await.unwrap(),
+            set_opted_out(&db, &acc("acc_2"), &contact.id, false, later)
+                .await
+                .unwrap(),
             None
         );
         assert_eq!(events(&db).await, ["contact.created", "contact.updated"]);
@@ -685,8 +699,8 @@ mod tests {
     #[tokio::test]
     async fn erasing_takes_conversations_and_messages_along() {
         let db = db().await;
-        let contact = create(&db, "acc_1", asha(), now()).await.unwrap();
-        let kept = create(&db, "acc_1", NewContact::default(), now()).await.unwrap();
+        let contact = create(&db, &acc("acc_1"), asha(), now()).await.unwrap();
+        let kept = create(&db, &acc("acc_1"), NewContact::default(), now()).await.unwrap();
         for owner in [&contact.id, &kept.id] {
             db.execute_unprepared(&format!(
                 "INSERT INTO conversations (id, account_id, contact_id, channel, channel_id, channel_type, agent_id, \
@@ -706,13 +720,13 @@ mod tests {
             .unwrap();
         }
         assert!(
-            !erase(&db, "acc_2", &contact.id).await.unwrap(),
+            !erase(&db, &acc("acc_2"), &contact.id).await.unwrap(),
             "another account's contact is not erased"
         );
-        assert!(erase(&db, "acc_1", &contact.id).await.unwrap());
-        assert!(!erase(&db, "acc_1", &contact.id).await.unwrap());
-        assert_eq!(find(&db, "acc_1", &contact.id).await.unwrap(), None);
-        assert!(identities(&db, "acc_1", &contact.id).await.unwrap().is_empty());
+        assert!(erase(&db, &acc("acc_1"), &contact.id).await.unwrap());
+        assert!(!erase(&db, &acc("acc_1"), &contact.id).await.unwrap());
+        assert_eq!(find(&db, &acc("acc_1"), &contact.id).await.unwrap(), None);
+        assert!(identities(&db, &acc("acc_1"), &contact.id).await.unwrap().is_empty());
         let left: Vec<String> = messages::Entity::find()
             .all(&db)
             .await
@@ -723,7 +737,7 @@ mod tests {
         assert_eq!(left, [kept.id.as_str()]);
         assert_eq!(conversations::Entity::find().count(&db).await.unwrap(), 1);
         assert!(
-            create(&db, "acc_1", asha(), now()).await.is_ok(),
+            create(&db, &acc("acc_1"), asha(), now()).await.is_ok(),
             "the keys are free again"
         );
     }

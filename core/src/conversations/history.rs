@@ -3,9 +3,9 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 
-use crate::store::entities::messages;
+use crate::{access::AccountId, store::entities::messages};
 
-fn of(account_id: &str, conversation_id: &str) -> Select<messages::Entity> {
+fn of(account_id: &AccountId, conversation_id: &str) -> Select<messages::Entity> {
     messages::Entity::find()
         .filter(messages::Column::AccountId.eq(account_id))
         .filter(messages::Column::ConversationId.eq(conversation_id))
@@ -15,7 +15,7 @@ fn of(account_id: &str, conversation_id: &str) -> Select<messages::Entity> {
 /// first; and whether older ones remain.
 pub async fn latest(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     conversation_id: &str,
     before_seq: Option<i64>,
     limit: u64,
@@ -39,7 +39,7 @@ pub async fn latest(
 /// `None`), oldest first: a batch of a read through the whole conversation.
 pub async fn after(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     conversation_id: &str,
     after_seq: Option<i64>,
     limit: u64,

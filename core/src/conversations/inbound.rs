@@ -25,6 +25,7 @@ use super::{
 };
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     channels::{InboundMessage, Sender},
     clock::Clock,
     contacts::{
@@ -138,30 +139,30 @@ struct Known {
 
 impl Known {
     /// The sender's contact, when the batch read it.
-    fn contact(&self, account_id: &str, sender: &Sender) -> Option<&contact_rows::Model> {
+    fn contact(&self, account_id: &AccountId, sender: &Sender) -> Option<&contact_rows::Model> {
         match sender {
             Sender::Phone(phone) => {
                 let phone = E164Phone::parse(phone)?;
-                self.by_phone.get(&(account_id.to_owned(), phone.as_str().to_owned()))
+                self.by_phone.get(&(account_id.to_string(), phone.as_str().to_owned()))
             }
             Sender::Identity { kind, external_id } => {
                 self.by_identity
-                    .get(&(account_id.to_owned(), *kind, external_id.clone()))
+                    .get(&(account_id.to_string(), *kind, external_id.clone()))
             }
         }
     }
 
     /// Remembers the sender's contact for the rest of the batch.
-    fn remember(&mut self, account_id: &str, sender: &Sender, contact: &contact_rows::Model) {
+    fn remember(&mut self, account_id: &AccountId, sender: &Sender, contact: &contact_rows::Model) {
         match sender {
             Sender::Phone(_) => {
                 if let Some(phone) = &contact.phone {
                     self.by_phone
-                        .insert((account_id.to_owned(), phone.clone()), contact.clone());
+                        .insert((account_id.to_string(), phone.clone()), contact.clone());
                 }
             }
             Sender::Identity { kind, external_id } => {
-                let key = (account_id.to_owned(), *kind, external_id.clone());
+                let key = (account_id.to_string(), *kind, external_id.clone());
                 self.by_identity.insert(key, contact.clone());
             }
         }
@@ -245,7 +246,8 @@ impl ArrivalWriter {
         now: DateTime<Utc>,
     ) -> ApiResult<ApiResult<(messages::Model, conversations::Model)>> {
         let (channel, inbound) = (&arrival.channel, &arrival.message);
-        let account_id = channel.account_id.as_str();
+        // The channel's row says whose the arrival is.
+        let account_id = &AccountId::of_row(&channel.account_id);
         let new = match new_contact(channel, inbound) {
             Ok(new) => new,
             Err(refusal) => return Ok(Err(refusal)),
@@ -270,7 +272,7 @@ impl ArrivalWriter {
             if let Some(opted_out) = opt_out.filter(|wanted| *wanted != contact.opted_out) {
                 let changed = contacts::set_opted_out(txn, account_id, &contact.id, opted_out, now).await?;
                 if let (Some(changed), Some(phone)) = (changed, &contact.phone) {
-                    known.by_phone.insert((account_id.to_owned(), phone.clone()), changed);
+                    known.by_phone.insert((account_id.to_string(), phone.clone()), changed);
                 }
             }
         }

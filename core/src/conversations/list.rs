@@ -10,6 +10,7 @@ use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, Query
 
 use super::activity;
 use crate::{
+    access::AccountId,
     error::ApiResult,
     paging::{self, Page},
     store::entities::conversations::{self, Column},
@@ -50,7 +51,7 @@ impl Filters {
         Ok((filters, page))
     }
 
-    fn condition(&self, account_id: &str) -> Condition {
+    fn condition(&self, account_id: &AccountId) -> Condition {
         let mut condition = Condition::all().add(Column::AccountId.eq(account_id));
         for (column, value) in [
             (Column::Status, &self.status),
@@ -77,7 +78,7 @@ impl Filters {
 /// One page of the account's conversations, latest activity first, and whether another follows.
 pub async fn page(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<conversations::Model>, bool), DbErr> {

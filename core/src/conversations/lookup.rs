@@ -6,28 +6,36 @@ use sea_orm::{
     QuerySelect, Select,
 };
 
-use crate::store::{
-    self,
-    entities::{conversations, messages},
+use crate::{
+    access::AccountId,
+    store::{
+        self,
+        entities::{conversations, messages},
+    },
 };
 
 /// The account's conversation with this id.
 pub async fn conversation(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     id: &str,
 ) -> Result<Option<conversations::Model>, DbErr> {
     store::owned::<conversations::Entity>(db, conversations::Column::AccountId, account_id, id).await
 }
 
-fn account_message(account_id: &str, id: &str) -> Select<messages::Entity> {
+// Not `store::owned`: a message's primary key is its `seq`, and the API names it by `id`.
+fn account_message(account_id: &AccountId, id: &str) -> Select<messages::Entity> {
     messages::Entity::find()
         .filter(messages::Column::Id.eq(id))
         .filter(messages::Column::AccountId.eq(account_id))
 }
 
 /// The account's message with this id.
-pub async fn message(db: &impl ConnectionTrait, account_id: &str, id: &str) -> Result<Option<messages::Model>, DbErr> {
+pub async fn message(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    id: &str,
+) -> Result<Option<messages::Model>, DbErr> {
     account_message(account_id, id).one(db).await
 }
 
@@ -35,7 +43,7 @@ pub async fn message(db: &impl ConnectionTrait, account_id: &str, id: &str) -> R
 /// row; an SQLite write transaction holds the whole database already.
 pub async fn message_for_update(
     txn: &DatabaseTransaction,
-    account_id: &str,
+    account_id: &AccountId,
     id: &str,
 ) -> Result<Option<messages::Model>, DbErr> {
     let mut select = account_message(account_id, id);
@@ -48,7 +56,7 @@ pub async fn message_for_update(
 /// Whether `message_id` is a message of the account's contact.
 pub async fn belongs_to(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     message_id: &str,
     contact_id: &str,
 ) -> Result<bool, DbErr> {

@@ -15,9 +15,10 @@ use super::{
     status::{Status, steps},
 };
 use crate::{
+    access::AccountId,
     channels::{ProviderStatus, StatusUpdate},
     events,
-    store::entities::messages,
+    store::entities::{channels, messages},
 };
 
 /// What a report did.
@@ -104,7 +105,8 @@ async fn report(
             Status::Queued => {}
         }
         if let Some(event) = step.event() {
-            events::record(&txn, &message.account_id, event, render::message_data(&message), now).await?;
+            let account_id = AccountId::of_row(&message.account_id);
+            events::record(&txn, &account_id, event, render::message_data(&message), now).await?;
         }
     }
     message.clone().into_active_model().reset_all().update(&txn).await?;
@@ -171,12 +173,15 @@ impl LateReport {
     }
 }
 
-/// The job that applies `update` later.
-pub fn late_job(account_id: &str, channel_id: &str, update: &StatusUpdate, now: DateTime<Utc>) -> crate::jobs::NewJob {
+/// The job that applies `update`, which came through `channel`, later.
+pub fn late_job(channel: &channels::Model, update: &StatusUpdate, now: DateTime<Utc>) -> crate::jobs::NewJob {
     crate::jobs::NewJob {
         run_at_ms: now.timestamp_millis() + 1_000,
         max_attempts: i32::try_from(LATE_WAITS.len()).unwrap_or(1) + 1,
-        ..crate::jobs::NewJob::new(account_id, &LateReport::new(channel_id, update))
+        ..crate::jobs::NewJob::new(
+            &AccountId::of_row(&channel.account_id),
+            &LateReport::new(&channel.id, update),
+        )
     }
 }
 

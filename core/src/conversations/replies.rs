@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    access::AccountId,
     jobs::{Class, JobArgs, NewJob, OnConflict},
     store::entities::conversations,
 };
@@ -55,6 +56,6 @@ pub fn job(conversation: &conversations::Model, policy: ReplyPolicy, now: DateTi
         max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("reply:{}", conversation.id)),
         on_conflict: OnConflict::Reschedule,
-        ..NewJob::new(&conversation.account_id, &args)
+        ..NewJob::new(&AccountId::of_row(&conversation.account_id), &args)
     }
 }

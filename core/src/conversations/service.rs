@@ -21,6 +21,7 @@ use super::{
     transcript::{Format, Transcript},
 };
 use crate::{
+    access::AccountId,
     channels::live_feed::Feed,
     clock::Clock,
     error::{ApiError, ApiResult},
@@ -54,7 +55,7 @@ impl ConversationsService {
     }
 
     /// The account's conversation, or 404.
-    async fn conversation(&self, account_id: &str, conversation_id: &str) -> ApiResult<conversations::Model> {
+    async fn conversation(&self, account_id: &AccountId, conversation_id: &str) -> ApiResult<conversations::Model> {
         lookup::conversation(&self.db, account_id, conversation_id)
             .await?
             .ok_or_else(|| ApiError::not_found("conversation"))
@@ -63,7 +64,7 @@ impl ConversationsService {
     /// Applies `change` to the account's conversation (nothing when it is in that state already).
     async fn change(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         conversation_id: &str,
         change: Change,
     ) -> ApiResult<Response<ConversationAnswer>> {
@@ -94,7 +95,7 @@ impl ConversationsService {
     }
 
     /// The whole conversation as a document in `format`.
-    async fn transcript(&self, account_id: &str, conversation_id: &str, format: Format) -> ApiResult<HttpBody> {
+    async fn transcript(&self, account_id: &AccountId, conversation_id: &str, format: Format) -> ApiResult<HttpBody> {
         let conversation = self.conversation(account_id, conversation_id).await?;
         let mut transcript = Transcript::new(format, &conversation);
         let mut after = None;

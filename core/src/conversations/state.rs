@@ -11,6 +11,7 @@ use sea_orm::{
 
 use super::render;
 use crate::{
+    access::AccountId,
     events::{self, EventType},
     store::entities::conversations::{self, Column},
 };
@@ -108,14 +109,14 @@ pub async fn apply(
     if let Some(event) = change.event {
         for conversation in &changed {
             let data = render::conversation_data(conversation);
-            events::record(db, &conversation.account_id, event, data, now).await?;
+            events::record(db, &AccountId::of_row(&conversation.account_id), event, data, now).await?;
         }
     }
     Ok(changed)
 }
 
 /// The account's conversation with this id, as `apply` selects it.
-pub fn one_of(account_id: &str, conversation_id: &str) -> Condition {
+pub fn one_of(account_id: &AccountId, conversation_id: &str) -> Condition {
     Condition::all()
         .add(Column::AccountId.eq(account_id))
         .add(Column::Id.eq(conversation_id))

@@ -12,6 +12,7 @@ use sea_orm::{
 
 use super::{activity, render};
 use crate::{
+    access::AccountId,
     error::ApiResult,
     events::{self, EventType},
     routing::{entry_points, resolver::Inbound},
@@ -21,7 +22,7 @@ use crate::{
 /// The open conversation of `contact_id` on `channel`, if any.
 pub async fn open_on(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
     channel: &str,
 ) -> Result<Option<conversations::Model>, DbErr> {
@@ -47,7 +48,7 @@ pub struct Opening<'a> {
 /// picks) when there is none. Returns it and whether it is new.
 pub async fn open_or_start(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
     channel: &channels::Model,
     opening: Opening<'_>,
@@ -66,7 +67,7 @@ pub async fn open_or_start(
     };
     let row = conversations::Model {
         id: format!("cv_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         contact_id: contact_id.to_owned(),
         channel: channel.name.clone(),
         channel_id: channel.id.clone(),

@@ -21,6 +21,7 @@ use super::service::deal_message;
 use crate::accounts::store::lock as lock_account;
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
@@ -41,9 +42,13 @@ const DEFAULT_STAGES: [(&str, &str); 6] = [
 ];
 
 /// Creates the main pipeline and its stages for a new account.
-pub async fn create_default(db: &impl ConnectionTrait, account_id: &str, now: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn create_default(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     pipelines::Entity::insert(pipelines::ActiveModel {
-        account_id: Set(account_id.to_owned()),
+        account_id: Set(account_id.to_string()),
         id: Set(DEFAULT_PIPELINE.to_owned()),
         name: Set("Main pipeline".to_owned()),
         created_at: Set(now),
@@ -54,7 +59,7 @@ pub async fn create_default(db: &impl ConnectionTrait, account_id: &str, now: Da
         .iter()
         .zip(0..)
         .map(|((id, name), position)| stages::ActiveModel {
-            account_id: Set(account_id.to_owned()),
+            account_id: Set(account_id.to_string()),
             id: Set((*id).to_owned()),
             pipeline_id: Set(DEFAULT_PIPELINE.to_owned()),
             name: Set((*name).to_owned()),
@@ -148,15 +153,15 @@ async fn pipeline_message(db: &impl ConnectionTrait, p: pipelines::Model) -> Api
     })
 }
 
-async fn find_pipeline(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<pipelines::Model> {
-    pipelines::Entity::find_by_id((account_id.to_owned(), id.to_owned()))
+async fn find_pipeline(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<pipelines::Model> {
+    pipelines::Entity::find_by_id((account_id.to_string(), id.to_owned()))
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found("pipeline"))
 }
 
-async fn find_stage(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<stages::Model> {
-    stages::Entity::find_by_id((account_id.to_owned(), id.to_owned()))
+async fn find_stage(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<stages::Model> {
+    stages::Entity::find_by_id((account_id.to_string(), id.to_owned()))
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found("stage"))
@@ -165,7 +170,7 @@ async fn find_stage(db: &impl ConnectionTrait, account_id: &str, id: &str) -> Ap
 /// Shifts the stage positions at or after `from` in a pipeline by `delta`.
 async fn shift_stages(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     pipeline_id: &str,
     from: i32,
     delta: i32,
@@ -180,7 +185,7 @@ async fn shift_stages(
     Ok(())
 }
 
-async fn stage_count(db: &impl ConnectionTrait, account_id: &str, pipeline_id: &str) -> ApiResult<i32> {
+async fn stage_count(db: &impl ConnectionTrait, account_id: &AccountId, pipeline_id: &str) -> ApiResult<i32> {
     use sea_orm::PaginatorTrait;
     let n = stages::Entity::find()
         .filter(stages::Column::AccountId.eq(account_id))
@@ -194,7 +199,7 @@ async fn stage_count(db: &impl ConnectionTrait, account_id: &str, pipeline_id: &
 /// deal whose `pipeline_id` changes.
 async fn relink_deals(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     stage_id: &str,
     pipeline_id: Option<&str>,
     now: DateTime<Utc>,
@@ -220,14 +225,14 @@ async fn relink_deals(
 
 async fn insert_stage(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     pipeline_id: &str,
     id: String,
     name: String,
     position: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<stages::Model> {
-    if stages::Entity::find_by_id((account_id.to_owned(), id.clone()))
+    if stages::Entity::find_by_id((account_id.to_string(), id.clone()))
         .one(db)
         .await?
         .is_some()
@@ -235,7 +240,7 @@ async fn insert_stage(
         return Err(taken("stage", &id));
     }
     let stage = stages::Model {
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         id,
         pipeline_id: pipeline_id.to_owned(),
         name,
@@ -285,7 +290,7 @@ impl Pipelines for PipelinesService {
         }
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
-        if pipelines::Entity::find_by_id((account_id.clone(), id.clone()))
+        if pipelines::Entity::find_by_id((account_id.to_string(), id.clone()))
             .one(&txn)
             .await
             .map_err(ApiError::from)?
@@ -294,7 +299,7 @@ impl Pipelines for PipelinesService {
             return Err(taken("pipeline", &id).into());
         }
         let pipeline = pipelines::Model {
-            account_id: account_id.clone(),
+            account_id: account_id.to_string(),
             id: id.clone(),
             name,
             created_at: self.clock.now(),
@@ -370,7 +375,7 @@ impl Pipelines for PipelinesService {
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;
-        pipelines::Entity::delete_by_id((account_id, id.clone()))
+        pipelines::Entity::delete_by_id((account_id.to_string(), id.clone()))
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;
@@ -434,7 +439,7 @@ impl Pipelines for PipelinesService {
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         let stage = find_stage(&txn, &account_id, &id).await?;
-        stages::Entity::delete_by_id((account_id.clone(), id.clone()))
+        stages::Entity::delete_by_id((account_id.to_string(), id.clone()))
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;

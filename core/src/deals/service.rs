@@ -16,6 +16,7 @@ use super::{
     store::{self, Filters},
 };
 use crate::{
+    access::AccountId,
     accounts,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
@@ -78,7 +79,11 @@ fn unknown_stage(id: &str) -> ApiError {
 }
 
 /// The stage, or 400 naming `stage` when the account has no such stage.
-async fn existing_stage(db: &impl sea_orm::ConnectionTrait, account_id: &str, id: &str) -> ApiResult<stages::Model> {
+async fn existing_stage(
+    db: &impl sea_orm::ConnectionTrait,
+    account_id: &AccountId,
+    id: &str,
+) -> ApiResult<stages::Model> {
     store::stage(db, account_id, id).await?.ok_or_else(|| unknown_stage(id))
 }
 
@@ -94,18 +99,19 @@ async fn record_change(
         None => EventType::DealCreated,
         Some(_) => EventType::DealUpdated,
     };
-    events::record(db, &after.account_id, event, data.clone(), now).await?;
+    let account_id = AccountId::of_row(&after.account_id);
+    events::record(db, &account_id, event, data.clone(), now).await?;
     if let Some(before) = before
         && before.stage != after.stage
     {
         let moved = serde_json::json!({"deal": data, "from_stage": before.stage, "to_stage": after.stage});
-        events::record(db, &after.account_id, EventType::DealStageChanged, moved, now).await?;
+        events::record(db, &account_id, EventType::DealStageChanged, moved, now).await?;
     }
     Ok(())
 }
 
 impl DealsService {
-    async fn create(&self, account_id: &str, fields: DealFields) -> ApiResult<deals::Model> {
+    async fn create(&self, account_id: &AccountId, fields: DealFields) -> ApiResult<deals::Model> {
         fields.validate(true)?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
@@ -115,7 +121,7 @@ impl DealsService {
         let position = store::stage_size(&txn, account_id, &stage.id).await?;
         let deal = deals::Model {
             id: format!("deal_{}", crate::ids::base62(16)),
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             title: fields.title.unwrap_or_default().trim().to_owned(),
             description: fields.description.unwrap_or_default(),
             company: fields.company.unwrap_or_default(),
@@ -147,7 +153,7 @@ impl DealsService {
     /// `fields` names a stage other than its own (to the end of it).
     async fn change(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         deal_id: &str,
         fields: DealFields,
         explicit: Option<(String, Option<i32>)>,
@@ -183,7 +189,7 @@ impl DealsService {
         Ok(after)
     }
 
-    async fn delete(&self, account_id: &str, deal_id: &str) -> ApiResult<()> {
+    async fn delete(&self, account_id: &AccountId, deal_id: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let deal = store::deal(&txn, account_id, deal_id).await?.ok_or_else(not_found)?;

@@ -8,9 +8,10 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait},
 };
 
+use crate::access::AccountId;
 use crate::paging::Page;
 use crate::store::{
-    column,
+    self, column,
     entities::{deals, stages},
     search,
 };
@@ -18,24 +19,25 @@ use crate::store::{
 /// The stage with this id on the account.
 pub async fn stage(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     stage_id: &str,
 ) -> Result<Option<stages::Model>, DbErr> {
-    stages::Entity::find_by_id((account_id.to_owned(), stage_id.to_owned()))
+    stages::Entity::find_by_id((account_id.to_string(), stage_id.to_owned()))
         .one(db)
         .await
 }
 
 /// The deal with this id on the account (another account's deal is as absent as a missing one).
-pub async fn deal(db: &impl ConnectionTrait, account_id: &str, deal_id: &str) -> Result<Option<deals::Model>, DbErr> {
-    deals::Entity::find_by_id(deal_id)
-        .filter(deals::Column::AccountId.eq(account_id))
-        .one(db)
-        .await
+pub async fn deal(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    deal_id: &str,
+) -> Result<Option<deals::Model>, DbErr> {
+    store::owned::<deals::Entity>(db, deals::Column::AccountId, account_id, deal_id).await
 }
 
 /// How many deals the stage holds: the position after its last.
-pub async fn stage_size(db: &impl ConnectionTrait, account_id: &str, stage_id: &str) -> Result<i32, DbErr> {
+pub async fn stage_size(db: &impl ConnectionTrait, account_id: &AccountId, stage_id: &str) -> Result<i32, DbErr> {
     let count = deals::Entity::find()
         .filter(deals::Column::AccountId.eq(account_id))
         .filter(deals::Column::Stage.eq(stage_id))
@@ -47,7 +49,7 @@ pub async fn stage_size(db: &impl ConnectionTrait, account_id: &str, stage_id: &
 /// Shifts the positions at or after `from` in a stage by `delta` (+1 opens a gap, -1 closes one).
 pub async fn shift(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     stage_id: &str,
     from: i32,
     delta: i32,
@@ -81,11 +83,11 @@ pub struct Filters {
 /// One page, newest first, and whether another follows.
 pub async fn list(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<deals::Model>, bool), DbErr> {
-    let statement = list_statement(db.get_database_backend(), account_id, filters, page);
+    let statement = list_statement(db.get_database_backend(), account_id.as_str(), filters, page);
     // Decoded by column index: SeaORM's by-name decoding formats every column name of every row.
     let rows = db
         .query_all_raw(statement)
@@ -96,7 +98,8 @@ pub async fn list(
     Ok(page.split(rows))
 }
 
-/// The statement `list` sends (public so that the benchmark can show its plan).
+/// The statement `list` sends (public so that the benchmark can show its plan; the account is a string
+/// because the benchmark, outside the crate, cannot make an `AccountId`).
 pub fn list_statement(backend: DbBackend, account_id: &str, filters: &Filters, page: &Page) -> Statement {
     let mut condition = Condition::all().add(deals::Column::AccountId.eq(account_id));
     for (column, value) in [

@@ -10,7 +10,7 @@ use frontdesk_api::json_out::{self, Naming};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement, Value};
 
-use crate::store::entities::event_outbox;
+use crate::{store::entities::event_outbox, tenant::AccountId};
 
 /// The contract's descriptors, for rendering payloads exactly as the REST API renders the same message.
 static DESCRIPTORS: LazyLock<Option<DescriptorPool>> =
@@ -97,7 +97,7 @@ impl Committed {
 /// dispatcher fans it out to the account's subscriptions. Returns the event id.
 pub async fn record(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     event: EventType,
     data: serde_json::Value,
     now: DateTime<Utc>,
@@ -109,7 +109,7 @@ pub async fn record(
 /// transaction) rather than fanned out, such as `webhook.test` to one subscription.
 pub async fn record_directed(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     event: EventType,
     data: serde_json::Value,
     now: DateTime<Utc>,
@@ -162,14 +162,14 @@ pub async fn record_all(
 
 async fn insert(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     event: EventType,
     data: serde_json::Value,
     now: DateTime<Utc>,
     dispatched_at: Option<DateTime<Utc>>,
 ) -> Result<String, DbErr> {
     let id = new_id();
-    event_outbox::Entity::insert(row(id.clone(), account_id, event, data, now, dispatched_at))
+    event_outbox::Entity::insert(row(id.clone(), account_id.as_str(), event, data, now, dispatched_at))
         .exec_without_returning(db)
         .await?;
     Ok(id)

@@ -177,7 +177,7 @@ impl ChannelHooksService {
                 .await
                 .map_err(crate::error::ApiError::from)?;
             if applied == receipts::Applied::Unknown {
-                let job = receipts::late_job(&channel.account_id, &channel.id, update, now);
+                let job = receipts::late_job(&channel, update, now);
                 jobs::enqueue(&self.db, job, now)
                     .await
                     .map_err(crate::error::ApiError::from)?;

@@ -31,6 +31,8 @@ use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseTransaction, DbErr};
 use tokio::sync::Notify;
 
+use crate::tenant::AccountId;
+
 pub use config::JobConfig;
 pub use enqueue::{Enqueued, enqueue, enqueue_all, insert_statement};
 pub use fair::Caps;
@@ -125,9 +127,9 @@ pub trait JobArgs: serde::Serialize + serde::de::DeserializeOwned {
 impl NewJob {
     /// A job of `A::KIND` for `account_id` carrying `args`, due now (`run_at_ms` 0: the past); the other
     /// fields at their defaults.
-    pub fn new<A: JobArgs>(account_id: &str, args: &A) -> Self {
+    pub fn new<A: JobArgs>(account_id: &AccountId, args: &A) -> Self {
         Self {
-            account_id: account_id.to_owned(),
+            account_id: account_id.as_str().to_owned(),
             kind: A::KIND,
             payload: serde_json::to_value(args).unwrap_or_default(),
             ..Self::default()
@@ -162,6 +164,11 @@ impl Job {
             error: format!("unreadable payload: {err}"),
             effect: None,
         })
+    }
+
+    /// The account the job was enqueued for (`NewJob::new` took it as a tenant).
+    pub fn account(&self) -> AccountId {
+        AccountId::of_row(&self.account_id)
     }
 
     /// No try is left after this one.

@@ -8,6 +8,7 @@ use frontdesk_api::v1::{
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, sea_query::OnConflict};
 
 use crate::{
+    access::AccountId,
     error::{ApiError, ApiResult},
     paging::{self, Page},
     store::{
@@ -18,7 +19,7 @@ use crate::{
 };
 
 /// The account's agent, or 404.
-async fn find(db: &impl ConnectionTrait, account_id: &str, agent_id: &str) -> ApiResult<agents::Model> {
+async fn find(db: &impl ConnectionTrait, account_id: &AccountId, agent_id: &str) -> ApiResult<agents::Model> {
     store::owned::<agents::Entity>(db, agents::Column::AccountId, account_id, agent_id)
         .await?
         .ok_or_else(|| ApiError::not_found("agent"))
@@ -36,7 +37,7 @@ fn message(link: &agent_kb_sources::Model, source: Option<&kb_sources::Model>) -
 
 pub async fn list(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     r: ListAgentKbSourcesRequest,
 ) -> ApiResult<AgentKbSourceList> {
     let page = Page::checked(r.limit, &r.cursor, "aks_")?;
@@ -70,7 +71,7 @@ pub async fn list(
 
 pub async fn attach(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     r: AttachKbSourceRequest,
     now: DateTime<Utc>,
 ) -> ApiResult<AgentKbSourceAnswer> {
@@ -86,7 +87,7 @@ pub async fn attach(
     // Insert unless attached already (also when a concurrent attach of the pair wins), then read the pair.
     let link = agent_kb_sources::Model {
         id: format!("aks_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         agent_id: agent.id.clone(),
         source_id: source.id.clone(),
         created_at: now,
@@ -108,7 +109,12 @@ pub async fn attach(
     })
 }
 
-pub async fn detach(db: &impl ConnectionTrait, account_id: &str, agent_id: &str, source_id: &str) -> ApiResult<()> {
+pub async fn detach(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    agent_id: &str,
+    source_id: &str,
+) -> ApiResult<()> {
     let agent = find(db, account_id, agent_id).await?;
     let removed = agent_kb_sources::Entity::delete_many()
         .filter(agent_kb_sources::Column::AgentId.eq(&agent.id))

@@ -24,6 +24,7 @@ use super::{
 };
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     clock::Clock,
     error::{ApiError, ApiResult},
     integrations::outbound::OutboundPolicy,
@@ -134,7 +135,7 @@ impl KbSourcesService {
         Ok(url.to_string())
     }
 
-    async fn accept(&self, account_id: &str, new: NewSource) -> ApiResult<Response<ImportAccepted>> {
+    async fn accept(&self, account_id: &AccountId, new: NewSource) -> ApiResult<Response<ImportAccepted>> {
         let now = self.clock.now();
         let txn = store::begin_write(&self.db).await?;
         let source_id = sources::create(&txn, account_id, new, now).await?;

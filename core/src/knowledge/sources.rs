@@ -9,6 +9,7 @@ use sea_orm::{
 
 use super::import::{self, documents::Format};
 use crate::{
+    access::AccountId,
     error::{ApiError, ApiResult},
     store::{
         self,
@@ -41,7 +42,7 @@ pub struct NewSource {
     pub file: Option<NewFile>,
 }
 
-pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<kb_sources::Model> {
+pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<kb_sources::Model> {
     store::owned::<kb_sources::Entity>(db, kb_sources::Column::AccountId, account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("knowledge source"))
@@ -50,14 +51,14 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiR
 /// Writes the source, its pages (or its document), its attachment and its job; the source's id.
 pub async fn create(
     txn: &DatabaseTransaction,
-    account_id: &str,
+    account_id: &AccountId,
     new: NewSource,
     now: DateTime<Utc>,
 ) -> ApiResult<String> {
     let id = format!("{ID_PREFIX}{}", crate::ids::base62(16));
     let source = kb_sources::Model {
         id: id.clone(),
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         kind: new.kind.to_owned(),
         status: "queued".to_owned(),
         pages_total: i32::try_from(new.pages.len()).unwrap_or(i32::MAX),

@@ -35,6 +35,7 @@ use super::{
 };
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     clock::Clock,
     conversations::{
         lookup,
@@ -98,9 +99,9 @@ impl Sender {
     }
 
     /// Accepts `outgoing` for the account: the message's answer (`message_id`, `contact_id`).
-    pub async fn accept(&self, account_id: &str, outgoing: Outgoing, author: Author) -> ApiResult<Answered> {
+    pub async fn accept(&self, account_id: &AccountId, outgoing: Outgoing, author: Author) -> ApiResult<Answered> {
         let send = PendingSend {
-            account_id: account_id.to_owned(),
+            account_id: account_id.clone(),
             outgoing,
             author,
         };
@@ -116,7 +117,7 @@ impl Sender {
 
 /// One send waiting for a batch.
 pub struct PendingSend {
-    account_id: String,
+    account_id: AccountId,
     outgoing: Outgoing,
     author: Author,
 }
@@ -226,10 +227,10 @@ impl AcceptWriter {
 
     /// The answer of a send whose key a concurrent writer committed first.
     async fn answer_taken(&self, send: &PendingSend, now: DateTime<Utc>) -> ApiResult<Answered> {
-        let (account, key) = send
+        let (_, key) = send
             .key()
             .ok_or_else(|| ApiError::internal("a send without a key lost its key"))?;
-        idempotency::earlier(&self.db, account, key, &send.outgoing.fingerprint, now)
+        idempotency::earlier(&self.db, &send.account_id, key, &send.outgoing.fingerprint, now)
             .await?
             .ok_or_else(|| {
                 ApiError::new(
@@ -308,7 +309,7 @@ impl AcceptWriter {
         facts: &mut Facts,
         now: DateTime<Utc>,
     ) -> ApiResult<ApiResult<Plan>> {
-        let account_id = send.account_id.as_str();
+        let account_id = &send.account_id;
         let outgoing = &send.outgoing;
         let known = match &outgoing.recipient {
             Recipient::Contact(id) => facts.contact(account_id, id).cloned(),
@@ -395,7 +396,7 @@ impl AcceptWriter {
             created_at: now,
         });
         Ok(Ok(Plan {
-            job: deliver::job(account_id, &message, &channel.id, self.send_attempts, now),
+            job: deliver::job(&message, &channel.id, self.send_attempts, now),
             message,
             key,
             answered,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::channels::pacing::{MAX_WAIT, Pacer, Slot};
 use crate::{
+    access::AccountId,
     channels::{Outbound, SendOutcome, registry::Adapters},
     clock::Clock,
     conversations::{
@@ -42,15 +43,9 @@ impl JobArgs for Payload {
     const KIND: &'static str = KIND;
 }
 
-/// The job that delivers `message` on the channel `channel_id` (its lane, so one channel's provider holds
-/// only its lane's share of the workers).
-pub fn job(
-    account_id: &str,
-    message: &messages::Model,
-    channel_id: &str,
-    max_attempts: i32,
-    now: DateTime<Utc>,
-) -> NewJob {
+/// The job that delivers `message` (for its account) on the channel `channel_id` (its lane, so one channel's
+/// provider holds only its lane's share of the workers).
+pub fn job(message: &messages::Model, channel_id: &str, max_attempts: i32, now: DateTime<Utc>) -> NewJob {
     let args = Payload {
         message_id: message.id.clone(),
     };
@@ -58,7 +53,7 @@ pub fn job(
         lane: channel_id.to_owned(),
         run_at_ms: now.timestamp_millis(),
         max_attempts,
-        ..NewJob::new(account_id, &args)
+        ..NewJob::new(&AccountId::of_row(&message.account_id), &args)
     }
 }
 

@@ -17,6 +17,7 @@ use super::{
     outgoing::Outgoing,
 };
 use crate::{
+    access::AccountId,
     channels::live_feed::{Change, Feed},
     clock::Clock,
     conversations::{
@@ -56,7 +57,7 @@ impl Edits {
     /// `PATCH /v1/messages/{id}`: the message with its new text. The correction message, when one is due, is
     /// accepted first: a send that cannot go out (an opted-out contact, a disconnected channel) changes
     /// nothing.
-    pub async fn correct(&self, account_id: &str, r: CorrectMessageRequest) -> ApiResult<messages::Model> {
+    pub async fn correct(&self, account_id: &AccountId, r: CorrectMessageRequest) -> ApiResult<messages::Model> {
         let message = lookup::message(&self.db, account_id, &r.message_id)
             .await?
             .ok_or_else(not_found)?;
@@ -85,7 +86,7 @@ impl Edits {
     }
 
     /// Replaces the message's text with `text`, the old one going to `edits`.
-    async fn rewrite(&self, account_id: &str, message_id: &str, text: String) -> ApiResult<messages::Model> {
+    async fn rewrite(&self, account_id: &AccountId, message_id: &str, text: String) -> ApiResult<messages::Model> {
         let (txn, mut message) = self.locked(account_id, message_id).await?;
         // Removed while the correction was being sent.
         correctable(&message)?;
@@ -105,7 +106,7 @@ impl Edits {
     /// `DELETE /v1/messages/{id}`: text and attachments erased (earlier texts too), `removed` true. An
     /// outbound message still queued fails as `cancelled` (`message.failed`) instead of going out empty.
     /// Removing it again changes nothing.
-    pub async fn remove(&self, account_id: &str, message_id: &str) -> ApiResult<messages::Model> {
+    pub async fn remove(&self, account_id: &AccountId, message_id: &str) -> ApiResult<messages::Model> {
         let (txn, mut message) = self.locked(account_id, message_id).await?;
         if message.removed {
             return Ok(message);
@@ -128,7 +129,7 @@ impl Edits {
     }
 
     /// `POST /v1/messages/{id}/reactions`: the API's reaction becomes `emoji` (`""` removes it).
-    pub async fn react(&self, account_id: &str, message_id: &str, emoji: &str) -> ApiResult<messages::Model> {
+    pub async fn react(&self, account_id: &AccountId, message_id: &str, emoji: &str) -> ApiResult<messages::Model> {
         let emoji = match emoji {
             "" => None,
             text => Some(Emoji::parse(text).ok_or_else(|| {
@@ -169,7 +170,11 @@ impl Edits {
     }
 
     /// The account's message in a write transaction that keeps it from other writers, or 404.
-    async fn locked(&self, account_id: &str, message_id: &str) -> ApiResult<(DatabaseTransaction, messages::Model)> {
+    async fn locked(
+        &self,
+        account_id: &AccountId,
+        message_id: &str,
+    ) -> ApiResult<(DatabaseTransaction, messages::Model)> {
         let txn = crate::store::begin_write(&self.db).await?;
         let message = lookup::message_for_update(&txn, account_id, message_id)
             .await?

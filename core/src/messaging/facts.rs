@@ -10,9 +10,12 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait},
 };
 
-use crate::store::{
-    entities::{channels, contact_identities, contacts, conversations},
-    sql::one_of,
+use crate::{
+    access::AccountId,
+    store::{
+        entities::{channels, contact_identities, contacts, conversations},
+        sql::one_of,
+    },
 };
 
 #[derive(Default)]
@@ -82,16 +85,18 @@ impl Facts {
     }
 
     /// The account's contact with this id (another account's is as absent as a missing one).
-    pub fn contact(&self, account_id: &str, contact_id: &str) -> Option<&contacts::Model> {
-        self.contacts.get(contact_id).filter(|c| c.account_id == account_id)
+    pub fn contact(&self, account_id: &AccountId, contact_id: &str) -> Option<&contacts::Model> {
+        self.contacts
+            .get(contact_id)
+            .filter(|c| c.account_id == account_id.as_str())
     }
 
     pub fn identities(&self, contact_id: &str) -> &[contact_identities::Model] {
         self.identities.get(contact_id).map_or(&[], Vec::as_slice)
     }
 
-    pub fn channels(&self, account_id: &str) -> &[channels::Model] {
-        self.channels.get(account_id).map_or(&[], Vec::as_slice)
+    pub fn channels(&self, account_id: &AccountId) -> &[channels::Model] {
+        self.channels.get(account_id.as_str()).map_or(&[], Vec::as_slice)
     }
 
     pub fn latest_channel(&self, contact_id: &str) -> Option<&str> {

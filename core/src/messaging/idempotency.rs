@@ -9,6 +9,7 @@ use tonic::Code;
 
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     error::ApiError,
     store::{entities::idempotency_keys, sql::placeholders},
 };
@@ -27,12 +28,12 @@ pub struct Answered {
 /// used the key.
 pub async fn earlier(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     fingerprint: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Answered>, ApiError> {
-    let row = idempotency_keys::Entity::find_by_id((account_id.to_owned(), key.to_owned()))
+    let row = idempotency_keys::Entity::find_by_id((account_id.to_string(), key.to_owned()))
         .filter(idempotency_keys::Column::CreatedAt.gt(now - KEPT))
         .one(db)
         .await?;

@@ -7,6 +7,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelec
 
 use super::outgoing::Recipient;
 use crate::{
+    access::AccountId,
     contacts::{
         IdentityKind, NewIdentity,
         store::{self as contacts, NewContact},
@@ -24,7 +25,7 @@ pub struct Resolved {
 
 pub async fn resolve(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     recipient: &Recipient,
     name: &str,
     now: DateTime<Utc>,
@@ -75,7 +76,7 @@ pub async fn resolve(
 }
 
 /// The account's contact with this id; 404 when it has none.
-async fn by_id(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<Resolved> {
+async fn by_id(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<Resolved> {
     let contact = contacts::find(db, account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("contact"))?;

@@ -11,6 +11,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection
 use tonic::{Request, Response, Status};
 
 use crate::{
+    access::AccountId,
     accounts,
     channels::{live_feed::Feed, widget::Widget},
     clock::Clock,
@@ -78,7 +79,11 @@ pub fn webhook_url(public_url: &str, channel: &channels::Model) -> String {
 }
 
 /// The account's connected channel of this name.
-pub async fn connected(db: &impl ConnectionTrait, account_id: &str, name: &str) -> ApiResult<Option<channels::Model>> {
+pub async fn connected(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    name: &str,
+) -> ApiResult<Option<channels::Model>> {
     Ok(channels::Entity::find()
         .filter(channels::Column::AccountId.eq(account_id))
         .filter(channels::Column::Name.eq(name))
@@ -87,7 +92,12 @@ pub async fn connected(db: &impl ConnectionTrait, account_id: &str, name: &str) 
 }
 
 /// 400 naming `field` unless `name` is a connected channel of the account.
-pub async fn require_connected(db: &impl ConnectionTrait, account_id: &str, name: &str, field: &str) -> ApiResult<()> {
+pub async fn require_connected(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    name: &str,
+    field: &str,
+) -> ApiResult<()> {
     if name.is_empty() {
         return Err(ApiError::field(field, "is required"));
     }
@@ -189,7 +199,7 @@ fn provider_of(kind: &str) -> Option<&'static str> {
 }
 
 impl ChannelsService {
-    async fn connect(&self, account_id: &str, r: ConnectChannelRequest) -> ApiResult<channels::Model> {
+    async fn connect(&self, account_id: &AccountId, r: ConnectChannelRequest) -> ApiResult<channels::Model> {
         let provider = check(&r)?;
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
@@ -218,7 +228,7 @@ impl ChannelsService {
             config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
             configured_keys: to_json_text(&config.keys().collect::<Vec<_>>()),
             id,
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             name: r.name.clone(),
             kind: r.r#type.clone(),
             provider,
@@ -228,11 +238,11 @@ impl ChannelsService {
             .exec_without_returning(&txn)
             .await?;
         txn.commit().await?;
-        tracing::info!(account_id, channel = row.name, kind = row.kind, "channel connected");
+        tracing::info!(%account_id, channel = row.name, kind = row.kind, "channel connected");
         Ok(row)
     }
 
-    async fn disconnect(&self, account_id: &str, name: &str) -> ApiResult<()> {
+    async fn disconnect(&self, account_id: &AccountId, name: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let channel = connected(&txn, account_id, name)

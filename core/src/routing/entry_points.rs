@@ -20,6 +20,7 @@ use super::{
     resolver::{self, Inbound, Route, Rule},
 };
 use crate::{
+    access::AccountId,
     accounts,
     agents::{self},
     clock::Clock,
@@ -95,7 +96,7 @@ fn check_priority(v: &mut Violations, priority: i32) {
     );
 }
 
-async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResult<entry_points::Model> {
+async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<entry_points::Model> {
     store::owned::<entry_points::Entity>(db, entry_points::Column::AccountId, account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("entry point"))
@@ -104,7 +105,7 @@ async fn find(db: &impl ConnectionTrait, account_id: &str, id: &str) -> ApiResul
 /// Makes `agent_id` the default of `channel` (both checked). Shared with the campaigns facade.
 pub async fn set_default(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     channel: &str,
     agent_id: &str,
     now: DateTime<Utc>,
@@ -115,7 +116,7 @@ pub async fn set_default(
     agents::require(db, account_id, agent_id, "agent_id").await?;
     let row = channel_defaults::Model {
         id: format!("cd_{}", crate::ids::base62(16)),
-        account_id: account_id.to_owned(),
+        account_id: account_id.to_string(),
         channel: channel.to_owned(),
         agent_id: agent_id.to_owned(),
         created_at: now,
@@ -137,7 +138,7 @@ pub async fn set_default(
 /// The channel's default row.
 pub async fn default_of(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     channel: &str,
 ) -> ApiResult<Option<channel_defaults::Model>> {
     Ok(channel_defaults::Entity::find()
@@ -150,7 +151,7 @@ pub async fn default_of(
 /// Which agent answers a conversation on `channel`: rules and default of agents that are active.
 pub async fn route(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     channel: &str,
     inbound: &Inbound<'_>,
 ) -> ApiResult<Route> {
@@ -193,7 +194,7 @@ pub async fn route(
 }
 
 impl EntryPointsService {
-    async fn create(&self, account_id: &str, r: CreateEntryPointRequest) -> ApiResult<entry_points::Model> {
+    async fn create(&self, account_id: &AccountId, r: CreateEntryPointRequest) -> ApiResult<entry_points::Model> {
         let matching = r.r#match.unwrap_or_default();
         let mut v = Violations::new();
         check_match(&mut v, &matching);
@@ -206,7 +207,7 @@ impl EntryPointsService {
         let agent = agents::find(&txn, account_id, &r.agent_id).await?;
         let row = entry_points::Model {
             id: format!("ep_{}", crate::ids::base62(16)),
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             agent_id: agent.id,
             channel: r.channel,
             keywords: to_json_text(&trimmed(matching.keywords)),
@@ -226,7 +227,7 @@ impl EntryPointsService {
 
     /// Checks the fields the mask names, then (under the account lock) that the agent and channel exist and
     /// the rule does, and writes it.
-    async fn update(&self, account_id: &str, r: UpdateEntryPointRequest) -> ApiResult<entry_points::Model> {
+    async fn update(&self, account_id: &AccountId, r: UpdateEntryPointRequest) -> ApiResult<entry_points::Model> {
         let (mut agent, mut channel, mut matching, mut priority, mut enabled) = (None, None, None, None, None);
         apply_mask(r.update_mask.as_ref(), "an entry point", |path| {
             match path {

@@ -18,6 +18,8 @@ use sea_orm::{
     TransactionTrait, TryGetable, sqlx,
 };
 
+use crate::tenant::AccountId;
+
 /// Time limits of every PostgreSQL session of a pool, so that a call waiting on a lock another transaction
 /// holds, or a runaway statement, ends with an error instead of holding its request (and connection)
 /// forever. Zero is no limit. SQLite has neither: its writers wait at most the busy timeout.
@@ -146,7 +148,7 @@ pub async fn savepoint(txn: &DatabaseTransaction) -> Result<DatabaseTransaction,
 pub async fn owned<E>(
     db: &impl ConnectionTrait,
     account: E::Column,
-    account_id: &str,
+    account_id: &AccountId,
     id: &str,
 ) -> Result<Option<E::Model>, sea_orm::DbErr>
 where

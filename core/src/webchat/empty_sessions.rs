@@ -15,6 +15,7 @@ use sea_orm::{
 };
 
 use crate::{
+    access::AccountId,
     clock::Clock,
     contacts::store as contacts,
     jobs::{Handler, Job, NewJob, Outcome},
@@ -73,7 +74,7 @@ impl EmptySessions {
             let txn = crate::store::begin_write(&self.db).await?;
             if untouched(&txn, session).await? {
                 // Its conversations, identities and this session go with it.
-                contacts::erase(&txn, &session.account_id, &session.contact_id).await?;
+                contacts::erase(&txn, &AccountId::of_row(&session.account_id), &session.contact_id).await?;
             } else {
                 chat_sessions::Entity::delete_by_id(session.id.clone())
                     .exec(&txn)
@@ -88,19 +89,20 @@ impl EmptySessions {
 /// Whether the session's contact holds nothing but the session: no message on any channel, no deal, no
 /// other session, and nothing the business gave it (it was never updated).
 async fn untouched(db: &impl ConnectionTrait, session: &chat_sessions::Model) -> Result<bool, DbErr> {
-    let Some(contact) = contacts::lock(db, &session.account_id, &session.contact_id).await? else {
+    let account_id = AccountId::of_row(&session.account_id);
+    let Some(contact) = contacts::lock(db, &account_id, &session.contact_id).await? else {
         return Ok(false);
     };
     if contact.updated_at != contact.created_at || contact.phone.is_some() || contact.email.is_some() {
         return Ok(false);
     }
     let messages = messages::Entity::find()
-        .filter(messages::Column::AccountId.eq(&contact.account_id))
+        .filter(messages::Column::AccountId.eq(&account_id))
         .filter(messages::Column::ContactId.eq(&contact.id))
         .count(db)
         .await?;
     let deals = deals::Entity::find()
-        .filter(deals::Column::AccountId.eq(&contact.account_id))
+        .filter(deals::Column::AccountId.eq(&account_id))
         .filter(deals::Column::ContactId.eq(&contact.id))
         .count(db)
         .await?;

@@ -13,6 +13,7 @@ use super::{
     sessions,
 };
 use crate::{
+    access::AccountId,
     channels::live_feed::{Change, ErasedSession, LiveFeed},
     store::entities::{conversations, messages},
 };
@@ -28,7 +29,7 @@ impl Pushes {
         Self { db, live }
     }
 
-    async fn to_sessions_of(&self, account_id: &str, contact_id: &str, channel_id: &str, push: Push) {
+    async fn to_sessions_of(&self, account_id: &AccountId, contact_id: &str, channel_id: &str, push: Push) {
         let sessions = match sessions::of_contact(&self.db, account_id, contact_id, channel_id).await {
             Ok(sessions) => sessions,
             Err(err) => {
@@ -53,7 +54,7 @@ impl LiveFeed for Pushes {
         }
         let frame = frames::message(change, message, None);
         self.to_sessions_of(
-            &message.account_id,
+            &AccountId::of_row(&message.account_id),
             &message.contact_id,
             &message.channel_id,
             Push::Frame(frame),
@@ -64,8 +65,8 @@ impl LiveFeed for Pushes {
     async fn typing(&self, conversation: &conversations::Model, on: bool) {
         if conversation.channel_type == "webchat" {
             let frame = Push::Frame(frames::typing(on));
-            let (account, contact) = (&conversation.account_id, &conversation.contact_id);
-            self.to_sessions_of(account, contact, &conversation.channel_id, frame)
+            let (account, contact) = (AccountId::of_row(&conversation.account_id), &conversation.contact_id);
+            self.to_sessions_of(&account, contact, &conversation.channel_id, frame)
                 .await;
         }
     }
@@ -78,10 +79,10 @@ impl LiveFeed for Pushes {
     }
 
     /// Closes with 4401.
-    async fn sessions_erased(&self, account_id: &str, sessions: &[ErasedSession]) {
+    async fn sessions_erased(&self, account_id: &AccountId, sessions: &[ErasedSession]) {
         let push = Push::Close(close::REVOKED, "the session was erased".to_owned());
         for session in sessions {
-            let key = SessionKey::new(account_id, &session.channel_id, &session.session_id);
+            let key = SessionKey::new(account_id.as_str(), &session.channel_id, &session.session_id);
             if let Err(err) = self.live.publish(&key, push.clone()).await {
                 tracing::warn!(error = %err, "the socket of an erased web chat session was not told");
             }

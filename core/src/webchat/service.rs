@@ -19,6 +19,7 @@ use super::{
     visitor_api,
 };
 use crate::{
+    access::AccountId,
     conversations::render,
     error::{ApiError, ApiResult},
     requests::account_of,
@@ -76,7 +77,7 @@ impl ChatSessionsService {
         Self { chat }
     }
 
-    async fn thread(&self, account_id: &str, session_id: &str) -> ApiResult<ChatSessionThread> {
+    async fn thread(&self, account_id: &AccountId, session_id: &str) -> ApiResult<ChatSessionThread> {
         let db = &self.chat.db;
         let (session, channel) = chat_sessions::Entity::find()
             .filter(chat_sessions::Column::AccountId.eq(account_id))

@@ -13,6 +13,7 @@ use tonic::Code;
 use super::{live::SessionKey, token};
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     contacts::{
         Email, IdentityKind, NewIdentity,
         store::{self as contacts, CreateError, NewContact},
@@ -98,7 +99,9 @@ pub async fn start(
         identities: vec![identity],
         ..NewContact::default()
     };
-    let contact = contacts::create(&txn, &channel.account_id, person, now)
+    // The channel's row says whose the visitor is.
+    let account_id = AccountId::of_row(&channel.account_id);
+    let contact = contacts::create(&txn, &account_id, person, now)
         .await
         .map_err(|err| match err {
             CreateError::Db(err) => ApiError::from(err),
@@ -113,7 +116,7 @@ pub async fn start(
         broadcast_id: "",
         agent_id: None,
     };
-    threads::open_or_start(&txn, &channel.account_id, &contact.id, channel, opening, now).await?;
+    threads::open_or_start(&txn, &account_id, &contact.id, channel, opening, now).await?;
     let session = chat_sessions::Model {
         id,
         account_id: channel.account_id.clone(),
@@ -286,7 +289,7 @@ async fn keys(
 /// The sessions of a contact of the account on a channel: whom a change to one of its messages is pushed to.
 pub async fn of_contact(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     contact_id: &str,
     channel_id: &str,
 ) -> Result<Vec<SessionKey>, DbErr> {

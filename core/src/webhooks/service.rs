@@ -17,6 +17,7 @@ use tonic::{Code, Request, Response, Status};
 use super::{signing, store, subscription};
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     accounts,
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
@@ -177,13 +178,13 @@ impl WebhooksService {
         }
     }
 
-    async fn find(&self, account_id: &str, reference: &str) -> ApiResult<(usize, webhooks::Model)> {
+    async fn find(&self, account_id: &AccountId, reference: &str) -> ApiResult<(usize, webhooks::Model)> {
         store::find(&self.db, account_id, reference)
             .await?
             .ok_or_else(|| not_found(reference))
     }
 
-    async fn create(&self, account_id: &str, r: CreateWebhookRequest) -> ApiResult<CreatedWebhook> {
+    async fn create(&self, account_id: &AccountId, r: CreateWebhookRequest) -> ApiResult<CreatedWebhook> {
         if r.url.is_empty() {
             return Err(invalid(FieldViolation::new("url", "is required")));
         }
@@ -215,7 +216,7 @@ impl WebhooksService {
         let row = webhooks::Model {
             secret: super::secret::seal(&self.sealer, &id, &secret),
             id,
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             name,
             url: fields.url.unwrap_or_default(),
             description: fields.description.unwrap_or_default(),
@@ -242,7 +243,7 @@ impl WebhooksService {
         })
     }
 
-    async fn update(&self, account_id: &str, r: UpdateWebhookRequest) -> ApiResult<WebhookAnswer> {
+    async fn update(&self, account_id: &AccountId, r: UpdateWebhookRequest) -> ApiResult<WebhookAnswer> {
         let known = ["name", "url", "events", "description", "webhook_id"];
         apply_mask(r.update_mask.as_ref(), "a webhook", |path| known.contains(&path))?;
         let mask = r.update_mask.clone().map(|m| m.paths).unwrap_or_default();
@@ -288,7 +289,7 @@ impl WebhooksService {
         })
     }
 
-    async fn delete(&self, account_id: &str, reference: &str) -> ApiResult<()> {
+    async fn delete(&self, account_id: &AccountId, reference: &str) -> ApiResult<()> {
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let (_, webhook) = store::find(&txn, account_id, reference)
@@ -299,7 +300,7 @@ impl WebhooksService {
         Ok(())
     }
 
-    async fn test(&self, account_id: &str, reference: &str) -> ApiResult<WebhookDelivery> {
+    async fn test(&self, account_id: &AccountId, reference: &str) -> ApiResult<WebhookDelivery> {
         // Under the account's lock, as delete is: the subscription cannot go between the read and the insert.
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
@@ -319,7 +320,7 @@ impl WebhooksService {
         let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
         let delivery = webhook_deliveries::Model {
             id: new_delivery_id(),
-            account_id: account_id.to_owned(),
+            account_id: account_id.to_string(),
             webhook_id: webhook.id.clone(),
             event_id,
             event_type: EventType::WebhookTest.as_str().to_owned(),
@@ -339,7 +340,7 @@ impl WebhooksService {
         Ok(delivery_message(&delivery, &[]))
     }
 
-    async fn health(&self, account_id: &str, reference: &str) -> ApiResult<WebhookHealth> {
+    async fn health(&self, account_id: &AccountId, reference: &str) -> ApiResult<WebhookHealth> {
         let (_, w) = self.find(account_id, reference).await?;
         let pending = store::pending_count(&self.db, &w.id).await?;
         let since = self.clock.now() - ChronoDuration::hours(24);
@@ -359,7 +360,7 @@ impl WebhooksService {
         })
     }
 
-    async fn re_enable(&self, account_id: &str, r: ReEnableWebhookRequest) -> ApiResult<ReEnabledWebhook> {
+    async fn re_enable(&self, account_id: &AccountId, r: ReEnableWebhookRequest) -> ApiResult<ReEnabledWebhook> {
         let since = timestamps::from_proto("since", r.since)?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
@@ -389,7 +390,11 @@ impl WebhooksService {
         })
     }
 
-    async fn deliveries(&self, account_id: &str, r: ListWebhookDeliveriesRequest) -> ApiResult<WebhookDeliveryList> {
+    async fn deliveries(
+        &self,
+        account_id: &AccountId,
+        r: ListWebhookDeliveriesRequest,
+    ) -> ApiResult<WebhookDeliveryList> {
         let mut violations = Vec::new();
         if !r.status.is_empty() && !DELIVERY_STATUSES.contains(&r.status.as_str()) {
             violations.push(FieldViolation::new("status", "must be pending, succeeded or failed"));

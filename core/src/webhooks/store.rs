@@ -7,12 +7,13 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Statement};
 
 use crate::{
+    access::AccountId,
     paging::{self, Page},
     store::entities::{webhook_attempts, webhook_deliveries, webhooks},
 };
 
 /// The account's subscriptions in creation order: index + 1 is the positional id.
-pub async fn list(db: &impl ConnectionTrait, account_id: &str) -> Result<Vec<webhooks::Model>, DbErr> {
+pub async fn list(db: &impl ConnectionTrait, account_id: &AccountId) -> Result<Vec<webhooks::Model>, DbErr> {
     webhooks::Entity::find()
         .filter(webhooks::Column::AccountId.eq(account_id))
         .order_by_asc(webhooks::Column::CreatedAt)
@@ -24,7 +25,7 @@ pub async fn list(db: &impl ConnectionTrait, account_id: &str) -> Result<Vec<web
 /// The subscription `reference` names: a 1-based position (all digits) or a name. With its position.
 pub async fn find(
     db: &impl ConnectionTrait,
-    account_id: &str,
+    account_id: &AccountId,
     reference: &str,
 ) -> Result<Option<(usize, webhooks::Model)>, DbErr> {
     Ok(locate(&list(db, account_id).await?, reference))

@@ -28,6 +28,7 @@ use self::{
     robots::RobotsRules,
 };
 use crate::{
+    access::AccountId,
     clock::Clock,
     jobs::{Handler, Job, NewJob, Outcome},
     knowledge::{
@@ -58,7 +59,7 @@ impl crate::jobs::JobArgs for Payload {
     const KIND: &'static str = KIND;
 }
 
-pub fn job(account_id: &str, source_id: &str, now: DateTime<Utc>) -> NewJob {
+pub fn job(account_id: &AccountId, source_id: &str, now: DateTime<Utc>) -> NewJob {
     let args = Payload {
         source_id: source_id.to_owned(),
     };
@@ -115,10 +116,11 @@ impl Import {
     async fn embed(&self, source: &kb_sources::Model, mut pages: watch::Receiver<()>) {
         let Some(embedder) = &self.embedder else { return };
         let owner = Owner::Source(source.id.clone());
+        let account_id = AccountId::of_row(&source.account_id);
         loop {
             let all_read = pages.changed().await.is_err();
             let take = if all_read { Take::All } else { Take::WholeBatches };
-            if let Err(err) = vectors::embed_owner(&self.db, embedder, &source.account_id, &owner, take).await {
+            if let Err(err) = vectors::embed_owner(&self.db, embedder, &account_id, &owner, take).await {
                 tracing::warn!(source = source.id, error = %err, "the source's FAQ vectors could not be made");
                 return;
             }

@@ -12,6 +12,7 @@ use sea_orm::{
 use super::{extract::Extracted, fetch::PageError};
 use crate::error::Reason;
 use crate::{
+    access::AccountId,
     accounts,
     error::ApiError,
     events::{self, EventType},
@@ -54,7 +55,8 @@ pub async fn page_read(
     }
     if cost > 0 {
         let reason = format!("knowledge import {}", source.id);
-        match accounts::store::adjust_credits_in(&txn, &source.account_id, -cost, &reason, None, now).await {
+        let account_id = AccountId::of_row(&source.account_id);
+        match accounts::store::adjust_credits_in(&txn, &account_id, -cost, &reason, None, now).await {
             Ok(_) => {}
             Err(ApiError {
                 reason: Reason::InsufficientCredits,
@@ -241,7 +243,7 @@ pub async fn finished(
         && let Some(source) = kb_sources::Entity::find_by_id(source_id).one(&txn).await?
     {
         let data = events::payload(&sources::render(&txn, &source).await?, "frontdesk.v1.KbSource");
-        events::record(&txn, &source.account_id, event, data, now).await?;
+        events::record(&txn, &AccountId::of_row(&source.account_id), event, data, now).await?;
     }
     txn.commit().await
 }

@@ -5,10 +5,13 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use super::analyzer::Analyzer;
-use crate::store::entities::{agent_kb_sources, agents};
+use crate::{
+    access::AccountId,
+    store::entities::{agent_kb_sources, agents},
+};
 
 pub struct Scope {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub agent_id: String,
     pub source_ids: Vec<String>,
     pub analyzer: Analyzer,
@@ -43,7 +46,7 @@ impl Scope {
             .all(db)
             .await?;
         Ok(Self {
-            account_id: agent.account_id.clone(),
+            account_id: AccountId::of_row(&agent.account_id),
             agent_id: agent.id.clone(),
             source_ids,
             analyzer: Analyzer::for_language(&agent.language),

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{memory::embedding_text, scope::Owner};
 use crate::{
+    access::AccountId,
     jobs::{Handler, Job, NewJob, Outcome},
     knowledge::embeddings::{self, Embedder},
     store::entities::{agent_faqs, faq_vectors, source_faqs},
@@ -42,7 +43,7 @@ pub struct Pending {
 pub async fn embed_and_store(
     db: &impl ConnectionTrait,
     embedder: &Arc<dyn Embedder>,
-    account_id: &str,
+    account_id: &AccountId,
     mut pending: Vec<Pending>,
 ) -> anyhow::Result<()> {
     // Similar lengths together: less padding.
@@ -60,7 +61,7 @@ pub async fn embed_and_store(
             let row = faq_vectors::Model {
                 faq_id: p.faq_id.clone(),
                 model: embedder.name().to_owned(),
-                account_id: account_id.to_owned(),
+                account_id: account_id.to_string(),
                 agent_id,
                 source_id,
                 faq_updated_at: p.updated_at,
@@ -94,7 +95,7 @@ pub enum Take {
 pub async fn embed_owner(
     db: &DatabaseConnection,
     embedder: &Arc<dyn Embedder>,
-    account_id: &str,
+    account_id: &AccountId,
     owner: &Owner,
     take: Take,
 ) -> anyhow::Result<usize> {
@@ -186,7 +187,7 @@ impl crate::jobs::JobArgs for Payload {
 }
 
 /// The job that embeds an owner's FAQs lacking a vector (one pending job per owner).
-pub fn job(account_id: &str, owner: &Owner, now: DateTime<Utc>) -> NewJob {
+pub fn job(account_id: &AccountId, owner: &Owner, now: DateTime<Utc>) -> NewJob {
     let (agent_id, source_id) = owner.columns();
     let key = match owner {
         Owner::Agent(agent) => format!("{KIND}:a:{agent}"),
@@ -237,7 +238,7 @@ impl Handler for EmbedJob {
             tracing::warn!("a faq_embed job reached a process without an embedding model");
             return Outcome::Done(None);
         };
-        match embed_owner(&self.db, embedder, &job.account_id, &owner, Take::All).await {
+        match embed_owner(&self.db, embedder, &job.account(), &owner, Take::All).await {
             Ok(count) => {
                 tracing::info!(count, "FAQ vectors made");
                 Outcome::Done(None)
