@@ -45,6 +45,8 @@ const PASSAGES: usize = 5;
 /// The most of the question the knowledge is searched with (a 4,000-character message is searched by its
 /// beginning).
 const QUERY_CHARS: usize = 2_000;
+/// The most unanswered messages a reply reads.
+const MAX_ASKED: u64 = 50;
 /// The latest messages of a burst that are searched one by one as well as together.
 const BURST_SEARCHES: usize = 5;
 /// Wait before running again after a database error.
@@ -138,7 +140,11 @@ impl AgentReply {
             .limit(HISTORY)
             .all(&self.db)
             .await?;
-        let unanswered = u64::try_from(conversation.inbound_seq - conversation.ai_answered_seq).unwrap_or(0);
+        // The latest of them at most: the question is cut at QUERY_CHARS anyway, and a long silence (a
+        // reply job failing for hours) must not load a whole history into memory.
+        let unanswered = u64::try_from(conversation.inbound_seq - conversation.ai_answered_seq)
+            .unwrap_or(0)
+            .min(MAX_ASKED);
         let asked = messages::Entity::find()
             .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
             .filter(messages::Column::Direction.eq("inbound"))
