@@ -36,6 +36,7 @@ pub mod plan;
 pub mod raw_http;
 pub mod recurring;
 pub mod requests;
+pub mod resource_id;
 pub mod retry;
 pub mod routing;
 pub mod secrets;

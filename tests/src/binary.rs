@@ -11,9 +11,10 @@ pub fn path() -> PathBuf {
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-        // `--workspace` unifies features as `cargo test --workspace` does, so nothing is rebuilt twice.
+        // Built as `cargo test --workspace` builds: `--tests` unifies the dev-dependencies' features too, so
+        // the binaries link against the dependencies the test run compiled instead of compiling them again.
         let output = Command::new(cargo)
-            .args(["build", "--workspace", "--bins", "--manifest-path", manifest])
+            .args(["build", "--workspace", "--bins", "--tests", "--manifest-path", manifest])
             .output()
             .expect("cargo runs");
         assert!(

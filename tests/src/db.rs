@@ -1,8 +1,15 @@
 //! A database of the test's own: an SQLite file in a temporary directory, or a PostgreSQL database created
 //! for the test (server from `FRONTDESK_TEST_POSTGRES`, default `postgres://postgres@127.0.0.1:5432`) and
 //! dropped when the test ends.
+//!
+//! Each starts as a copy of a database migrated once per test process by `frontdesk migrate` (a file copy,
+//! or a clone of a PostgreSQL template): migrating every test's database cost more than half a second of
+//! start-up each. `Db::empty_sqlite` and `Db::empty_postgres` give a database that was never migrated.
 
-use std::path::PathBuf;
+use std::{
+    path::{Path, PathBuf},
+    sync::OnceLock,
+};
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 
@@ -21,23 +28,149 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{n:016x}", std::process::id())
 }
 
+/// Runs `work` to completion on a runtime of its own, on a thread of its own: callers may be inside a test's
+/// runtime, which cannot block on another.
+fn on_own_runtime<T: Send + 'static, F: Future<Output = T> + 'static>(work: impl FnOnce() -> F + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(work())
+    })
+    .join()
+    .expect("the database set-up thread")
+}
+
+/// Applies every migration to the database at `url` as an operator would.
+fn migrate(url: &str) {
+    let output = std::process::Command::new(crate::binary::path())
+        .arg("migrate")
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("frontdesk migrate runs");
+    assert!(
+        output.status.success(),
+        "frontdesk migrate failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Whether the test process that named something after its pid (`<prefix>_<pid>...`) is gone.
+fn of_a_process_gone(name: &str, prefix: &str) -> bool {
+    let pid = name.strip_prefix(prefix).and_then(|rest| rest.split('_').next());
+    pid.is_some_and(|pid| pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists())
+}
+
+/// The migrated SQLite file every SQLite test's database is copied from.
+fn sqlite_template() -> &'static Path {
+    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let temp = std::env::temp_dir();
+        for entry in std::fs::read_dir(&temp).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if of_a_process_gone(&name, "frontdesk-template_") {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = temp.join(format!("frontdesk-template_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("template dir");
+        let file = dir.join("frontdesk.db");
+        migrate(&format!("sqlite://{}?mode=rwc", file.display()));
+        file
+    })
+}
+
+/// The migrated PostgreSQL database every PostgreSQL test's database is cloned from. Databases left by test
+/// processes that are gone (killed before their drops ran) are dropped on the way.
+fn postgres_template(server: &str) -> &'static str {
+    static TEMPLATE: OnceLock<String> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let name = format!("fd_template_{}", std::process::id());
+        let (admin_url, template) = (format!("{server}/postgres"), name.clone());
+        on_own_runtime(move || async move {
+            let admin = Database::connect(&admin_url)
+                .await
+                .unwrap_or_else(|e| panic!("PostgreSQL at {admin_url} is needed for this test: {e}"));
+            let backend = admin.get_database_backend();
+            let rows = admin
+                .query_all_raw(Statement::from_string(
+                    backend,
+                    "SELECT datname FROM pg_database WHERE datname LIKE 'fd\\_%'",
+                ))
+                .await
+                .expect("list databases");
+            for row in rows {
+                let existing: String = row.try_get_by_index(0).expect("a name");
+                if of_a_process_gone(&existing, "fd_template_") || of_a_process_gone(&existing, "fd_test_") {
+                    let _ = admin
+                        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {existing} WITH (FORCE)"))
+                        .await;
+                }
+            }
+            admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {template} WITH (FORCE)"))
+                .await
+                .expect("drop an old template");
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {template}"))
+                .await
+                .expect("create the template database");
+        });
+        migrate(&format!("{server}/{name}"));
+        name
+    })
+}
+
 impl Db {
+    /// A migrated SQLite database.
     pub fn sqlite() -> Self {
+        let db = Self::empty_sqlite();
+        if let Self::Sqlite { dir } = &db {
+            std::fs::copy(sqlite_template(), dir.join("frontdesk.db")).expect("copy the migrated database");
+        }
+        db
+    }
+
+    /// An SQLite database that was never migrated (its file does not exist yet).
+    pub fn empty_sqlite() -> Self {
         let dir = std::env::temp_dir().join(unique("frontdesk-test"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         Self::Sqlite { dir }
     }
 
+    /// A migrated PostgreSQL database.
     pub async fn postgres() -> Self {
+        let template = postgres_template(&postgres_server());
+        Self::create_postgres(&format!("TEMPLATE {template}")).await
+    }
+
+    /// A PostgreSQL database that was never migrated.
+    pub async fn empty_postgres() -> Self {
+        Self::create_postgres("").await
+    }
+
+    async fn create_postgres(options: &str) -> Self {
         let server = postgres_server();
         let name = unique("fd_test");
         let admin = Database::connect(format!("{server}/postgres"))
             .await
             .unwrap_or_else(|e| panic!("PostgreSQL at {server} is needed for this test: {e}"));
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        // A clone waits for the template's last session to end; the migration's may still be closing.
+        let mut tries = 0;
+        while let Err(err) = admin
+            .execute_unprepared(&format!("CREATE DATABASE {name} {options}"))
             .await
-            .expect("create test database");
+        {
+            tries += 1;
+            assert!(
+                tries < 20 && err.to_string().contains("being accessed by other users"),
+                "create test database: {err}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        admin.close().await.ok();
         Self::Postgres { server, name }
     }
 
@@ -123,21 +256,13 @@ impl Drop for Db {
             }
             Self::Postgres { server, name } => {
                 let (server, name) = (server.clone(), name.clone());
-                // Drop runs inside the test's runtime; a thread of its own may block on a runtime of its own.
-                let _ = std::thread::spawn(move || {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .ok()?;
-                    runtime.block_on(async {
-                        let admin = Database::connect(format!("{server}/postgres")).await.ok()?;
-                        admin
-                            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                            .await
-                            .ok()
-                    })
-                })
-                .join();
+                on_own_runtime(move || async move {
+                    let admin = Database::connect(format!("{server}/postgres")).await.ok()?;
+                    admin
+                        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await
+                        .ok()
+                });
             }
         }
     }

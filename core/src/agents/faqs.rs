@@ -6,6 +6,7 @@ use frontdesk_api::v1::{CreateFaqRequest, FaqAnswer, FaqList, ListFaqsRequest, U
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
 use super::find;
+use crate::resource_id::{AgentId, FaqId};
 use crate::{
     access::AccountId,
     error::{ApiError, ApiResult},
@@ -56,12 +57,12 @@ pub fn new_faq(
 async fn find_faq(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    agent_id: &str,
-    faq_id: &str,
+    agent: &AgentId,
+    faq: &FaqId,
 ) -> ApiResult<agent_faqs::Model> {
-    store::owned::<agent_faqs::Entity>(db, agent_faqs::Column::AccountId, account_id, faq_id)
+    store::owned::<agent_faqs::Entity>(db, agent_faqs::Column::AccountId, account_id, faq.as_str())
         .await?
-        .filter(|faq| faq.agent_id == agent_id)
+        .filter(|found| *agent == *found.agent_id)
         .ok_or_else(|| ApiError::not_found("FAQ"))
 }
 
@@ -124,7 +125,7 @@ pub async fn update(
     v.finish()?;
     // Under the account lock, as agent deletion: nothing is added to an agent being deleted.
     crate::accounts::store::lock(db, account_id).await?;
-    let mut faq = find_faq(db, account_id, &r.agent_id, &r.faq_id).await?;
+    let mut faq = find_faq(db, account_id, &AgentId::new(r.agent_id), &FaqId::new(r.faq_id)).await?;
     if let Some(q) = question {
         faq.question = q.trim().to_owned();
     }
@@ -136,8 +137,8 @@ pub async fn update(
     Ok(answer(&faq))
 }
 
-pub async fn delete(db: &impl ConnectionTrait, account_id: &AccountId, agent_id: &str, faq_id: &str) -> ApiResult<()> {
-    let faq = find_faq(db, account_id, agent_id, faq_id).await?;
+pub async fn delete(db: &impl ConnectionTrait, account_id: &AccountId, agent: &AgentId, faq: &FaqId) -> ApiResult<()> {
+    let faq = find_faq(db, account_id, agent, faq).await?;
     agent_faqs::Entity::delete_by_id(&faq.id).exec(db).await?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! tools in their own modules.
 
 use crate::knowledge::{attachments, retrieval::Retrieval};
+use crate::resource_id::{AgentId, FaqId, SourceId};
 use std::sync::Arc;
 
 use frontdesk_api::v1::{
@@ -251,8 +252,9 @@ impl Agents for AgentsService {
     async fn delete_faq(&self, request: Request<DeleteFaqRequest>) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        faqs::delete(&self.db, &account_id, &r.agent_id, &r.faq_id).await?;
-        Ok(deleted(r.faq_id))
+        let faq = FaqId::new(r.faq_id);
+        faqs::delete(&self.db, &account_id, &AgentId::new(r.agent_id), &faq).await?;
+        Ok(deleted(faq.to_string()))
     }
 
     async fn search_faqs(&self, request: Request<SearchFaqsRequest>) -> Result<Response<SearchFaqsAnswer>, Status> {
@@ -286,8 +288,9 @@ impl Agents for AgentsService {
     async fn detach_kb_source(&self, request: Request<DetachKbSourceRequest>) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        attachments::detach(&self.db, &account_id, &r.agent_id, &r.source_id).await?;
-        Ok(deleted(r.source_id))
+        let source = SourceId::new(r.source_id);
+        attachments::detach(&self.db, &account_id, &AgentId::new(r.agent_id), &source).await?;
+        Ok(deleted(source.to_string()))
     }
 
     async fn list_custom_functions(

@@ -6,6 +6,7 @@ use sea_orm::{
     QuerySelect, Select,
 };
 
+use crate::resource_id::{ContactId, MessageId};
 use crate::{
     access::AccountId,
     store::{
@@ -53,17 +54,17 @@ pub async fn message_for_update(
     select.one(txn).await
 }
 
-/// Whether `message_id` is a message of the account's contact.
+/// Whether `message` is a message of the account's contact.
 pub async fn belongs_to(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    message_id: &str,
-    contact_id: &str,
+    message: &MessageId,
+    contact: &ContactId,
 ) -> Result<bool, DbErr> {
     let count = messages::Entity::find()
-        .filter(messages::Column::Id.eq(message_id))
+        .filter(messages::Column::Id.eq(message))
         .filter(messages::Column::AccountId.eq(account_id))
-        .filter(messages::Column::ContactId.eq(contact_id))
+        .filter(messages::Column::ContactId.eq(contact))
         .count(db)
         .await?;
     Ok(count > 0)

@@ -20,6 +20,7 @@ use tonic::{Code, Request, Response, Status};
 use super::service::deal_message;
 use crate::accounts::store::lock as lock_account;
 use crate::error::Reason;
+use crate::resource_id::PipelineId;
 use crate::{
     access::AccountId,
     clock::Clock,
@@ -226,7 +227,7 @@ async fn relink_deals(
 async fn insert_stage(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    pipeline_id: &str,
+    pipeline: &PipelineId,
     id: String,
     name: String,
     position: i32,
@@ -242,14 +243,14 @@ async fn insert_stage(
     let stage = stages::Model {
         account_id: account_id.to_string(),
         id,
-        pipeline_id: pipeline_id.to_owned(),
+        pipeline_id: pipeline.to_string(),
         name,
         position,
     };
     stages::Entity::insert(stages::ActiveModel::from(stage.clone()).reset_all())
         .exec_without_returning(db)
         .await?;
-    relink_deals(db, account_id, &stage.id, Some(pipeline_id), now).await?;
+    relink_deals(db, account_id, &stage.id, Some(pipeline.as_str()), now).await?;
     Ok(stage)
 }
 
@@ -312,7 +313,7 @@ impl Pipelines for PipelinesService {
             insert_stage(
                 &txn,
                 &account_id,
-                &id,
+                &PipelineId::new(&id),
                 stage_id,
                 stage_name,
                 position,
@@ -394,7 +395,8 @@ impl Pipelines for PipelinesService {
         let count = stage_count(&txn, &account_id, &r.pipeline_id).await?;
         let position = r.position.map_or(count, |p| p.clamp(0, count));
         shift_stages(&txn, &account_id, &r.pipeline_id, position, 1).await?;
-        let stage = insert_stage(&txn, &account_id, &r.pipeline_id, id, name, position, self.clock.now()).await?;
+        let pipeline = PipelineId::new(&r.pipeline_id);
+        let stage = insert_stage(&txn, &account_id, &pipeline, id, name, position, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(StageAnswer {
             success: true,

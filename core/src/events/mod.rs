@@ -131,7 +131,7 @@ pub async fn record_all(
     if db.get_database_backend() != DbBackend::Postgres {
         let rows = events
             .into_iter()
-            .map(|(account_id, event, data)| row(new_id(), &account_id, event, data, now, None));
+            .map(|(account_id, event, data)| row(new_id(), &AccountId::of_row(account_id), event, data, now, None));
         event_outbox::Entity::insert_many(rows)
             .exec_without_returning(db)
             .await?;
@@ -169,7 +169,7 @@ async fn insert(
     dispatched_at: Option<DateTime<Utc>>,
 ) -> Result<String, DbErr> {
     let id = new_id();
-    event_outbox::Entity::insert(row(id.clone(), account_id.as_str(), event, data, now, dispatched_at))
+    event_outbox::Entity::insert(row(id.clone(), account_id, event, data, now, dispatched_at))
         .exec_without_returning(db)
         .await?;
     Ok(id)
@@ -181,7 +181,7 @@ fn new_id() -> String {
 
 fn row(
     id: String,
-    account_id: &str,
+    account_id: &AccountId,
     event: EventType,
     data: serde_json::Value,
     now: DateTime<Utc>,
@@ -190,7 +190,7 @@ fn row(
     event_outbox::ActiveModel {
         seq: NotSet,
         id: Set(id),
-        account_id: Set(account_id.to_owned()),
+        account_id: Set(account_id.to_string()),
         event_type: Set(event.as_str().to_owned()),
         payload: Set(data.to_string()),
         created_at: Set(now),

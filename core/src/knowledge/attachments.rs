@@ -7,6 +7,7 @@ use frontdesk_api::v1::{
 };
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, sea_query::OnConflict};
 
+use crate::resource_id::{AgentId, SourceId};
 use crate::{
     access::AccountId,
     error::{ApiError, ApiResult},
@@ -112,13 +113,13 @@ pub async fn attach(
 pub async fn detach(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    agent_id: &str,
-    source_id: &str,
+    agent: &AgentId,
+    source: &SourceId,
 ) -> ApiResult<()> {
-    let agent = find(db, account_id, agent_id).await?;
+    let agent = find(db, account_id, agent.as_str()).await?;
     let removed = agent_kb_sources::Entity::delete_many()
         .filter(agent_kb_sources::Column::AgentId.eq(&agent.id))
-        .filter(agent_kb_sources::Column::SourceId.eq(source_id))
+        .filter(agent_kb_sources::Column::SourceId.eq(source))
         .exec(db)
         .await?;
     if removed.rows_affected == 0 {

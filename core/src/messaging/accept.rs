@@ -34,6 +34,7 @@ use super::{
     recipient::{self, Resolved},
 };
 use crate::error::Reason;
+use crate::resource_id::{ContactId, MessageId};
 use crate::{
     access::AccountId,
     clock::Clock,
@@ -346,10 +347,11 @@ impl AcceptWriter {
             )));
         }
         if !outgoing.reply_to.is_empty() {
+            let (replied, to) = (MessageId::new(&outgoing.reply_to), ContactId::new(&contact.id));
             // On the transaction's connection when there is one: the pool may hold no other.
             let belongs = match &txn.txn {
-                Some(txn) => lookup::belongs_to(txn, account_id, &outgoing.reply_to, &contact.id).await?,
-                None => lookup::belongs_to(&self.db, account_id, &outgoing.reply_to, &contact.id).await?,
+                Some(txn) => lookup::belongs_to(txn, account_id, &replied, &to).await?,
+                None => lookup::belongs_to(&self.db, account_id, &replied, &to).await?,
             };
             if !belongs {
                 return Ok(Err(ApiError::field("reply_to", "is not a message of this contact")));

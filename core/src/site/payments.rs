@@ -12,7 +12,7 @@ use tonic::{Code, Request, Response, Status};
 use super::{
     checkout::{Checkout, CheckoutInput},
     prices::PriceTable,
-    signature,
+    signature::{self, OrderPayment},
 };
 use crate::error::Reason;
 use crate::{
@@ -96,12 +96,11 @@ impl PaymentsService {
             .one(&self.db)
             .await?
             .ok_or_else(|| ApiError::new(Code::InvalidArgument, Reason::UnknownOrder, "no order has this orderId"))?;
-        if !signature::verify(
-            self.provider.key_secret(),
-            &order.id,
-            &input.payment_id,
-            &input.signature,
-        ) {
+        let paid = OrderPayment {
+            order_id: &order.id,
+            payment_id: &input.payment_id,
+        };
+        if !signature::verify(self.provider.key_secret(), &paid, &input.signature) {
             return Err(ApiError::new(
                 Code::InvalidArgument,
                 Reason::InvalidSignature,
@@ -166,14 +165,14 @@ impl PaymentsService {
             plan = order.plan,
             "payment verified, subscriber active"
         );
-        Ok(verified(&order.id, &input.payment_id, &order.plan))
+        Ok(verified(&order, &input.payment_id))
     }
 }
 
 /// The answer for an order that is already paid: the same success for the same payment, else a conflict.
 fn settled(order: &orders::Model, payment_id: &str) -> ApiResult<VerifyPaymentResponse> {
     if order.payment_id.as_deref() == Some(payment_id) {
-        Ok(verified(&order.id, payment_id, &order.plan))
+        Ok(verified(order, payment_id))
     } else {
         Err(ApiError::new(
             Code::FailedPrecondition,
@@ -183,13 +182,13 @@ fn settled(order: &orders::Model, payment_id: &str) -> ApiResult<VerifyPaymentRe
     }
 }
 
-fn verified(order_id: &str, payment_id: &str, plan: &str) -> VerifyPaymentResponse {
+fn verified(order: &orders::Model, payment_id: &str) -> VerifyPaymentResponse {
     VerifyPaymentResponse {
         success: true,
         status: subscribers::STATUS_ACTIVE.to_owned(),
-        order_id: order_id.to_owned(),
+        order_id: order.id.clone(),
         payment_id: payment_id.to_owned(),
-        plan: plan.to_owned(),
+        plan: order.plan.clone(),
     }
 }
 

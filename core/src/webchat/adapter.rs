@@ -8,6 +8,7 @@ use super::{
     live::{Live, Push, SessionKey},
 };
 use crate::channels::{ChannelAdapter, Outbound, SendOutcome};
+use crate::{access::AccountId, resource_id::ChannelId};
 
 pub struct WebChatAdapter {
     live: Live,
@@ -24,7 +25,11 @@ impl ChannelAdapter for WebChatAdapter {
     /// `message.to` is the visitor's session. It is pushed under the message's own account and channel, so
     /// it reaches a session of theirs or nobody.
     async fn send(&self, message: &Outbound<'_>) -> SendOutcome {
-        let session = SessionKey::new(&message.message.account_id, &message.message.channel_id, message.to);
+        let (account, channel) = (
+            AccountId::of_row(&message.message.account_id),
+            ChannelId::new(&message.message.channel_id),
+        );
+        let session = SessionKey::new(&account, &channel, message.to);
         let mut shown = message.message.clone();
         shown.status = "sent".to_owned();
         shown.provider_message_id = Some(shown.id.clone());
@@ -67,7 +72,11 @@ mod tests {
                 provider_message_id: "msg_1".to_owned()
             }
         );
-        let key = SessionKey::new(&stored.account_id, &stored.channel_id, "cs_1");
+        let key = SessionKey::new(
+            &AccountId::of_row(&stored.account_id),
+            &ChannelId::new(&stored.channel_id),
+            "cs_1",
+        );
         let mut socket = live.subscribe(&key, &stored.channel_id).await.unwrap();
         assert!(matches!(adapter.send(&outbound).await, SendOutcome::Delivered { .. }));
         let Some(Push::Frame(frame)) = socket.rx.recv().await else {

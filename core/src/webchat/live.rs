@@ -20,6 +20,7 @@ use std::{
     time::Duration,
 };
 
+use crate::{access::AccountId, resource_id::ChannelId};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use redis::{
@@ -42,8 +43,8 @@ pub struct SessionKey(String);
 
 impl SessionKey {
     /// Ids are letters, digits and `_`, so `:` keeps the three apart.
-    pub fn new(account_id: &str, channel_id: &str, session_id: &str) -> Self {
-        Self(format!("{account_id}:{channel_id}:{session_id}"))
+    pub fn new(account: &AccountId, channel: &ChannelId, session_id: &str) -> Self {
+        Self(format!("{account}:{channel}:{session_id}"))
     }
 
     fn topic(&self) -> String {
@@ -428,8 +429,8 @@ mod tests {
     #[tokio::test]
     async fn in_process_frames_reach_every_socket_of_the_session_and_no_other() {
         let live = Live::in_process();
-        let session_a = SessionKey::new("acc_1", "ch_1", "cs_a");
-        let session_b = SessionKey::new("acc_2", "ch_2", "cs_b");
+        let session_a = SessionKey::new(&AccountId::of_row("acc_1"), &ChannelId::new("ch_1"), "cs_a");
+        let session_b = SessionKey::new(&AccountId::of_row("acc_2"), &ChannelId::new("ch_2"), "cs_b");
         let mut a = live.subscribe(&session_a, "ch_1").await.unwrap();
         let mut a2 = live.subscribe(&session_a, "ch_1").await.unwrap();
         let mut b = live.subscribe(&session_b, "ch_2").await.unwrap();
@@ -438,7 +439,7 @@ mod tests {
         assert_eq!(a.rx.recv().await, Some(frame.clone()));
         assert_eq!(a2.rx.recv().await, Some(frame.clone()));
         // The same session id under another account's channel is another address.
-        let forged = SessionKey::new("acc_1", "ch_1", "cs_b");
+        let forged = SessionKey::new(&AccountId::of_row("acc_1"), &ChannelId::new("ch_1"), "cs_b");
         assert_eq!(live.publish(&forged, frame).await.unwrap(), 0);
         assert!(b.rx.try_recv().is_err());
         live.revoke_channel("ch_2").await.unwrap();

@@ -12,6 +12,7 @@ use super::{
     live::{Live, Push, SessionKey, close},
     sessions,
 };
+use crate::resource_id::{ChannelId, ContactId};
 use crate::{
     access::AccountId,
     channels::live_feed::{Change, ErasedSession, LiveFeed},
@@ -29,8 +30,8 @@ impl Pushes {
         Self { db, live }
     }
 
-    async fn to_sessions_of(&self, account_id: &AccountId, contact_id: &str, channel_id: &str, push: Push) {
-        let sessions = match sessions::of_contact(&self.db, account_id, contact_id, channel_id).await {
+    async fn to_sessions_of(&self, account_id: &AccountId, contact: &ContactId, channel: &ChannelId, push: Push) {
+        let sessions = match sessions::of_contact(&self.db, account_id, contact, channel).await {
             Ok(sessions) => sessions,
             Err(err) => {
                 tracing::warn!(error = %err, "a web chat push could not find its sessions");
@@ -55,8 +56,8 @@ impl LiveFeed for Pushes {
         let frame = frames::message(change, message, None);
         self.to_sessions_of(
             &AccountId::of_row(&message.account_id),
-            &message.contact_id,
-            &message.channel_id,
+            &ContactId::new(&message.contact_id),
+            &ChannelId::new(&message.channel_id),
             Push::Frame(frame),
         )
         .await;
@@ -65,9 +66,12 @@ impl LiveFeed for Pushes {
     async fn typing(&self, conversation: &conversations::Model, on: bool) {
         if conversation.channel_type == "webchat" {
             let frame = Push::Frame(frames::typing(on));
-            let (account, contact) = (AccountId::of_row(&conversation.account_id), &conversation.contact_id);
-            self.to_sessions_of(&account, contact, &conversation.channel_id, frame)
-                .await;
+            let account = AccountId::of_row(&conversation.account_id);
+            let (contact, channel) = (
+                ContactId::new(&conversation.contact_id),
+                ChannelId::new(&conversation.channel_id),
+            );
+            self.to_sessions_of(&account, &contact, &channel, frame).await;
         }
     }
 
@@ -82,7 +86,7 @@ impl LiveFeed for Pushes {
     async fn sessions_erased(&self, account_id: &AccountId, sessions: &[ErasedSession]) {
         let push = Push::Close(close::REVOKED, "the session was erased".to_owned());
         for session in sessions {
-            let key = SessionKey::new(account_id.as_str(), &session.channel_id, &session.session_id);
+            let key = SessionKey::new(account_id, &ChannelId::new(&session.channel_id), &session.session_id);
             if let Err(err) = self.live.publish(&key, push.clone()).await {
                 tracing::warn!(error = %err, "the socket of an erased web chat session was not told");
             }

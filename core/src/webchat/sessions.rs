@@ -12,6 +12,7 @@ use tonic::Code;
 
 use super::{live::SessionKey, token};
 use crate::error::Reason;
+use crate::resource_id::{ChannelId, ContactId};
 use crate::{
     access::AccountId,
     contacts::{
@@ -264,7 +265,11 @@ pub async fn message_in_thread(
 
 /// Where the session's pushes go.
 pub fn key(session: &chat_sessions::Model) -> SessionKey {
-    SessionKey::new(&session.account_id, &session.channel_id, &session.id)
+    SessionKey::new(
+        &AccountId::of_row(&session.account_id),
+        &ChannelId::new(&session.channel_id),
+        &session.id,
+    )
 }
 
 /// The push addresses of the sessions `select` picks.
@@ -282,7 +287,7 @@ async fn keys(
         .await?;
     Ok(rows
         .iter()
-        .map(|(account, channel, id)| SessionKey::new(account, channel, id))
+        .map(|(account, channel, id)| SessionKey::new(&AccountId::of_row(account), &ChannelId::new(channel), id))
         .collect())
 }
 
@@ -290,12 +295,12 @@ async fn keys(
 pub async fn of_contact(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    contact_id: &str,
-    channel_id: &str,
+    contact: &ContactId,
+    channel: &ChannelId,
 ) -> Result<Vec<SessionKey>, DbErr> {
     let select = chat_sessions::Entity::find()
         .filter(chat_sessions::Column::AccountId.eq(account_id))
-        .filter(chat_sessions::Column::ContactId.eq(contact_id))
-        .filter(chat_sessions::Column::ChannelId.eq(channel_id));
+        .filter(chat_sessions::Column::ContactId.eq(contact))
+        .filter(chat_sessions::Column::ChannelId.eq(channel));
     keys(db, select).await
 }

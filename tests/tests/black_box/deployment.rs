@@ -82,7 +82,7 @@ async fn core_and_edge_run_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_creates_the_schema_and_is_repeatable() {
-    for db in [Db::sqlite(), Db::postgres().await] {
+    for db in [Db::empty_sqlite(), Db::empty_postgres().await] {
         for _ in 0..2 {
             let status = std::process::Command::new(binary::path())
                 .arg("migrate")
