@@ -157,7 +157,7 @@ def main():
     parser.add_argument("--set", default="python-faq", help="the evaluation set: bench/eval/SET.json")
     parser.add_argument("--docs", default=None, help="glob of the documents to import instead of the set's")
     parser.add_argument("--weights", default="0.5,0.6,0.7,0.8,1.0")
-    parser.add_argument("--threshold", type=float, default=0.27, help="the handoff threshold to report (retrieval::CONFIDENT)")
+    parser.add_argument("--threshold", type=float, default=0.28, help="the handoff threshold to report (retrieval::CONFIDENT)")
     args = parser.parse_args()
     data, docs, pages = load_set(args.set, args.docs)
     if not os.path.isfile(os.path.join(args.model, "model.safetensors")):

@@ -78,14 +78,15 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
 pub fn embed_speed(model: &Path, sections: usize) -> anyhow::Result<()> {
     use frontdesk_core::knowledge::{
         embeddings::{Embedder, LocalModel},
-        retrieval::embedding_text,
+        retrieval::embedding_texts,
     };
     let model = LocalModel::load(model)?;
     let mut rng = StdRng::seed_from_u64(18);
+    // Every vector of each section: a long one has a vector per passage.
     let mut texts: Vec<String> = (0..sections)
-        .map(|_| {
+        .flat_map(|_| {
             let (q, a) = faq(&mut rng);
-            embedding_text(&q, &a)
+            embedding_texts(&q, &a)
         })
         .collect();
     texts.sort_by_key(String::len);

@@ -314,12 +314,18 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
         ));
     }
     if let Some(decisions) = &footprint.ai_decisions {
-        let share = decisions.within_10ms / decisions.count.max(1.0);
+        let (paced, closed) = (&decisions.paced, &decisions.closed_loop);
         rows.push((
-            "AI replies: the local decision within 10 ms (context read, 10,000 FAQs searched by words, rule)",
-            format!("{:.1}% of {:.0}", share * 100.0, decisions.count),
+            "AI replies: the local decision within 10 ms at 50 questions/s (context read, 10,000 FAQs searched by words, rule)",
+            format!("{:.1}% of {:.0}", paced.share_within_10ms() * 100.0, paced.count),
             ">= 99% (p99 < 10 ms)",
-            share >= 0.99,
+            paced.share_within_10ms() >= 0.99,
+        ));
+        rows.push((
+            "AI replies: the same in the closed loop, the cores saturated (no goal set)",
+            format!("{:.1}% of {:.0}", closed.share_within_10ms() * 100.0, closed.count),
+            "-",
+            true,
         ));
     }
     if let Some(inbound) = find(engine::INBOUND) {

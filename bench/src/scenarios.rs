@@ -57,7 +57,7 @@ pub struct Footprint {
     /// What the inbound scenario stored, against what it sent.
     pub inbound_stored: Option<crate::engine::Stored>,
     /// How the AI replies' decisions were timed, when that scenario ran.
-    pub ai_decisions: Option<crate::engine::Decisions>,
+    pub ai_decisions: Option<crate::engine::DecisionsByPhase>,
     /// What idle web chat sockets cost, when that scenario ran.
     pub idle_sockets: Option<crate::webchat::IdleSockets>,
     /// The knowledge scenarios' facts (the model's own speed), when they ran.

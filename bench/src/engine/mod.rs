@@ -36,7 +36,7 @@ pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
-pub use replies::{Decisions, REPLY_LATENCY, REPLY_RATE};
+pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
 
 /// The channel's Twilio account and sending number.
 const ACCOUNT_SID: &str = "AC0123456789abcdef0123456789abcdef";
@@ -61,7 +61,7 @@ fn basic_auth() -> String {
 pub struct Figures {
     pub measured: Vec<Measured>,
     pub stored: Option<Stored>,
-    pub decisions: Option<Decisions>,
+    pub decisions: Option<DecisionsByPhase>,
 }
 
 /// The account, its sms channel and contacts, on a running `serve`.

@@ -4,7 +4,8 @@
 //! storage to its reply's (the reply queued, as the database's `created_at` of both say); then closed-loop,
 //! counting replies stored per second. The decision (the context read, the knowledge searched, the rule
 //! applied) is timed in the service (`frontdesk_ai_decision_seconds`), whose buckets say the share under
-//! 10 ms.
+//! 10 ms: read after the paced phase (the goal's load) and again after the closed loop, where the decisions
+//! queue for the two cores with everything else.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -23,12 +24,33 @@ pub const REPLY_LATENCY: &str =
 pub const REPLY_RATE: &str = "ai: replies stored per second, closed-loop questions from 1,000 numbers, same agent";
 
 /// What the decision histogram said: decisions, and how many took at most 10 ms.
+#[derive(Clone, Copy)]
 pub struct Decisions {
     pub count: f64,
     pub within_10ms: f64,
 }
 
-pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, Decisions)> {
+impl Decisions {
+    pub fn share_within_10ms(&self) -> f64 {
+        self.within_10ms / self.count.max(1.0)
+    }
+
+    /// The decisions made since `before` was read.
+    fn since(&self, before: &Decisions) -> Decisions {
+        Decisions {
+            count: self.count - before.count,
+            within_10ms: self.within_10ms - before.within_10ms,
+        }
+    }
+}
+
+/// The decisions of the paced phase and of the closed loop.
+pub struct DecisionsByPhase {
+    pub paced: Decisions,
+    pub closed_loop: Decisions,
+}
+
+pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, DecisionsByPhase)> {
     let smoke = shape.concurrency <= 2;
     let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
     let receiver_addr = receiver.http.expect("receiver address");
@@ -93,6 +115,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
         reply_latency(&postgres, started, asked).await
     })
     .await?;
+    let paced = decisions(&serve).await?;
     let rate_started = chrono::Utc::now();
     let rate = measure(REPLY_RATE, &[&serve], async {
         let asked = load::http_sends(engine.http, questions(&engine), Pace::Closed, shape).await?;
@@ -101,7 +124,10 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
         replies_per_second(&postgres, rate_started, asked.elapsed).await
     })
     .await?;
-    let decisions = decisions(&serve).await?;
+    let decisions = DecisionsByPhase {
+        paced,
+        closed_loop: decisions(&serve).await?.since(&paced),
+    };
     drop(serve);
     engine.db.close().await?;
     setup.drop_database(&postgres).await?;
@@ -130,9 +156,10 @@ async fn reply_latency(
     asked: Outcome,
 ) -> anyhow::Result<Outcome> {
     let db = Database::connect(database).await?;
-    let sql = "SELECT EXTRACT(EPOCH FROM (a.created_at - (SELECT max(i.created_at) FROM messages i \
+    // EXTRACT gives `numeric`: cast, so the row decodes as f64.
+    let sql = "SELECT (EXTRACT(EPOCH FROM (a.created_at - (SELECT max(i.created_at) FROM messages i \
                WHERE i.conversation_id = a.conversation_id AND i.direction = 'inbound' \
-               AND i.created_at <= a.created_at))) * 1000000 \
+               AND i.created_at <= a.created_at))) * 1000000)::float8 \
                FROM messages a WHERE a.author = 'agent' AND a.created_at >= $1";
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(
@@ -143,8 +170,9 @@ async fn reply_latency(
         .await?;
     let mut latency_us = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)?;
     for row in &rows {
-        let us: Option<f64> = row.try_get_by_index(0).ok();
-        latency_us.record(us.unwrap_or(0.0).max(1.0) as u64)?;
+        // A reply with no question before it has no latency: an error, not a zero.
+        let us: f64 = row.try_get_by_index(0)?;
+        latency_us.record(us.max(1.0) as u64)?;
     }
     db.close().await?;
     anyhow::ensure!(!rows.is_empty(), "no reply was stored");

@@ -2,11 +2,17 @@
 //! the main content is `<main>`, `<article>` or `[role=main]` when the page marks one, else the body, without
 //! scripts, styles, navigation, headers, footers, forms, asides and cookie or consent banners. A heading
 //! starts a section; each section becomes one FAQ (heading as question, its text as answer), and a section
-//! longer than `MAX_SECTION_CHARS` is split into parts at line, then word, boundaries.
+//! longer than `MAX_SECTION_CHARS` is split into parts at line, then word, boundaries. A section whose text
+//! is mostly the text of links (a chapter's table of contents, a list of pages) is navigation that the page
+//! did not mark as such, and is left out: as a FAQ it answers nothing and wins broad questions.
 
 use scraper::{ElementRef, Html, Node, Selector};
 
 pub const MAX_SECTION_CHARS: usize = 2000;
+/// A section with at least this many links, holding more than this share of its visible characters, is
+/// navigation. (One link that is the whole answer, "the downloads page", is an answer.)
+const NAVIGATION_LINKS: usize = 3;
+const NAVIGATION_LINK_SHARE: f64 = 0.6;
 /// The longest question a FAQ takes.
 const MAX_QUESTION_CHARS: usize = 1000;
 
@@ -77,9 +83,27 @@ pub fn html(page: &str, fallback_title: &str) -> Extracted {
         .unwrap_or_else(|| document.root_element());
     let mut walk = Walk {
         raw: vec![(title, String::new())],
+        linked: vec![Linked::default()],
     };
     walk.element(root, 0);
-    finish(walk.raw)
+    let sections = walk
+        .raw
+        .into_iter()
+        .zip(walk.linked)
+        .filter(|((_, body), linked)| !is_navigation(body, *linked))
+        .map(|(section, _)| section)
+        .collect();
+    finish(sections)
+}
+
+/// Whether a section's text is mostly links.
+fn is_navigation(body: &str, linked: Linked) -> bool {
+    let visible = visible_chars(body);
+    linked.links >= NAVIGATION_LINKS && linked.chars as f64 > NAVIGATION_LINK_SHARE * visible as f64
+}
+
+fn visible_chars(text: &str) -> usize {
+    text.chars().filter(|c| !c.is_whitespace()).count()
 }
 
 /// Plain text: one section under `title`, split as any other.
@@ -92,9 +116,18 @@ fn first<'a>(document: &'a Html, selector: &str) -> Option<ElementRef<'a>> {
     document.select(&selector).next()
 }
 
-/// Headings and raw text in document order.
+/// Headings and raw text in document order, with how many of each section's visible characters are inside
+/// links.
 struct Walk {
     raw: Vec<(String, String)>,
+    linked: Vec<Linked>,
+}
+
+/// The links of a section: how many, and how many visible characters they hold.
+#[derive(Clone, Copy, Default)]
+struct Linked {
+    links: usize,
+    chars: usize,
 }
 
 impl Walk {
@@ -130,6 +163,19 @@ impl Walk {
             let heading = collapse(&heading);
             if !heading.is_empty() {
                 self.raw.push((heading, String::new()));
+                self.linked.push(Linked::default());
+            }
+            return;
+        }
+        if name == "a" {
+            let (section, before) = (self.raw.len(), self.raw.last().map_or(0, |(_, body)| body.len()));
+            self.element(element, depth);
+            // A heading inside the link started a section of its own: its text is no link text of this one.
+            if self.raw.len() == section
+                && let (Some((_, body)), Some(linked)) = (self.raw.last(), self.linked.last_mut())
+            {
+                linked.links += 1;
+                linked.chars += visible_chars(&body[before..]);
             }
             return;
         }
@@ -275,6 +321,27 @@ mod tests {
                 ("Opening hours", "Nine to five.\nClosed Sundays"),
                 ("Parking", "Behind the building."),
             ]
+        );
+    }
+
+    #[test]
+    fn a_section_of_links_is_navigation_and_left_out() {
+        // As documentation generators write a chapter: its contents as links, then its sections.
+        let page = r##"<html><head><title>FAQ</title></head><body>
+            <h1>Chapter 6. The archives</h1>
+            <div class="toc"><p><strong>Table of Contents</strong></p><dl>
+            <dt><a href="#dists">6.1. How many distributions are there?</a></dt>
+            <dt><a href="#sid">6.2. What about "sid"?</a></dt>
+            <dt><a href="#pools">6.3. What's in the pool directory?</a></dt></dl></div>
+            <h2>6.1. How many distributions are there?</h2>
+            <p>Three: stable, testing and unstable (see <a href="#sid">Section 6.2</a> and
+            <a href="#pools">the pool</a>; also <a href="#x">this</a>).</p>
+            <h2>Where can I download it?</h2><p><a href="/downloads">On the downloads page</a></p>
+            </body></html>"##;
+        let questions: Vec<String> = html(page, "faq").sections.into_iter().map(|s| s.question).collect();
+        assert_eq!(
+            questions,
+            ["6.1. How many distributions are there?", "Where can I download it?"]
         );
     }
 

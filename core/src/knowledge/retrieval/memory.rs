@@ -39,16 +39,75 @@ pub struct Doc {
     terms: Vec<(String, u32, u32)>,
     question_len: u32,
     answer_len: u32,
-    /// Its embedding under the scope's model, made from this very version of the FAQ.
+    /// Its embeddings under the scope's model, made from this very version of the FAQ: one per text of
+    /// `embedding_texts`, one after the other.
     pub vector: Option<Arc<[f32]>>,
 }
 
-/// Text of a FAQ that its vector is made from: the question, then the start of the answer (what the FAQ
-/// is about is said early; the model reads at most a few hundred tokens anyway).
-pub fn embedding_text(question: &str, answer: &str) -> String {
-    const ANSWER_CHARS: usize = 300;
-    let cut = answer.char_indices().nth(ANSWER_CHARS).map_or(answer.len(), |(i, _)| i);
-    format!("{question}\n{}", &answer[..cut])
+/// Characters of the answer read with the question for the FAQ's first vector: what a FAQ is about is said
+/// early.
+const LEAD_CHARS: usize = 300;
+/// Characters of each further passage of a longer answer.
+const PASSAGE_CHARS: usize = 500;
+/// A shorter last passage is read with the text before it rather than as a vector of its own: a few words
+/// alone say little, and an answer just over the lead would pay a second vector for them.
+const MIN_PASSAGE_CHARS: usize = 200;
+/// What a further passage's cosine gives up against the lead's: a passage wins only when it is clearly the
+/// closer (a long section's many passages otherwise outbid the right FAQ's lead on general questions).
+const PASSAGE_DISCOUNT: f32 = 0.05;
+/// Vectors a FAQ gets at most (a section is cut at 2,000 characters; an agent's own answer may be longer).
+const MAX_VECTORS: usize = 8;
+
+/// Texts of a FAQ that its vectors are made from: the question with the start of the answer, then the
+/// question with each further passage of a longer answer, so that a detail deep in a long section is found
+/// by its meaning too (a FAQ's dense score is its best vector's). The question leads each text: a passage
+/// alone often does not say what it is about.
+pub fn embedding_texts(question: &str, answer: &str) -> Vec<String> {
+    passages(answer)
+        .into_iter()
+        .map(|passage| format!("{question}\n{passage}"))
+        .collect()
+}
+
+/// How many vectors a FAQ with this answer has.
+fn vector_count(answer: &str) -> usize {
+    passages(answer).len()
+}
+
+/// The start of the answer, then its further passages.
+fn passages(answer: &str) -> Vec<&str> {
+    let (lead, mut rest) = split_at_chars(answer, LEAD_CHARS);
+    let mut passages = vec![lead];
+    while !rest.trim().is_empty() && passages.len() < MAX_VECTORS {
+        let (passage, after) = split_at_chars(rest, PASSAGE_CHARS);
+        passages.push(passage.trim());
+        rest = after;
+    }
+    if passages.len() > 1
+        && let Some(tail) = passages.pop_if(|tail| tail.chars().count() < MIN_PASSAGE_CHARS)
+        && let Some(previous) = passages.pop()
+    {
+        // Both are slices of `answer`: the one that spans them.
+        let start = previous.as_ptr() as usize - answer.as_ptr() as usize;
+        let end = tail.as_ptr() as usize - answer.as_ptr() as usize + tail.len();
+        passages.push(&answer[start..end]);
+    }
+    passages
+}
+
+/// `text` cut after at most `chars` characters, at the last line or word break within them when there is
+/// one (and the text goes on).
+fn split_at_chars(text: &str, chars: usize) -> (&str, &str) {
+    let Some((limit, _)) = text.char_indices().nth(chars) else {
+        return (text, "");
+    };
+    let window = &text[..limit];
+    let cut = window
+        .rfind('\n')
+        .or_else(|| window.rfind(' '))
+        .filter(|&i| i > chars / 2)
+        .unwrap_or(limit);
+    (&text[..cut], &text[cut..])
 }
 
 pub struct ScopeIndex {
@@ -56,18 +115,20 @@ pub struct ScopeIndex {
     pub docs: Vec<Arc<Doc>>,
     postings: HashMap<String, Vec<(u32, u32, u32)>>,
     collection: Collection,
-    /// Every doc's vector in doc order, one after the other (zeros for a doc without one): the dense
-    /// scores read one block of memory in order.
+    /// Every doc's vectors in doc order, one after the other: the dense scores read one block of memory in
+    /// order. `spans[doc]` is where the doc's are (empty for a doc without).
     vectors: Vec<f32>,
-    dimension: usize,
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 impl ScopeIndex {
-    /// The FAQs of `scope` as stored now, reusing `previous`'s analysis of those that did not change.
+    /// The FAQs of `scope` as stored now, reusing `previous`'s analysis of those that did not change; their
+    /// vectors when the key names a model (whose vectors have `dimension`).
     pub async fn build(
         db: &impl ConnectionTrait,
         scope: &Scope,
         key: Key,
+        dimension: Option<usize>,
         previous: Option<&ScopeIndex>,
     ) -> Result<Self, DbErr> {
         let reusable: HashMap<&str, &Arc<Doc>> = previous
@@ -88,8 +149,8 @@ impl ScopeIndex {
         for doc in load(db, &scope.analyzer, &to_load).await? {
             docs.insert(doc.faq.id.clone(), Arc::new(doc));
         }
-        if let Some(model) = &key.model {
-            attach_vectors(db, model, &mut docs).await?;
+        if let (Some(model), Some(dimension)) = (&key.model, dimension) {
+            attach_vectors(db, (model, dimension), &mut docs).await?;
         }
         let docs: Vec<Arc<Doc>> = docs.into_values().collect();
         let mut postings: HashMap<String, Vec<(u32, u32, u32)>> = HashMap::new();
@@ -106,20 +167,22 @@ impl ScopeIndex {
             }
         }
         let collection = Collection::new(docs.len() as u64, question_terms, answer_terms);
-        let dimension = docs.iter().find_map(|d| d.vector.as_ref()).map_or(0, |v| v.len());
-        let mut vectors = vec![0.0; docs.len() * dimension];
-        for (doc, row) in docs.iter().zip(vectors.chunks_exact_mut(dimension.max(1))) {
-            if let Some(vector) = doc.vector.as_deref().filter(|v| v.len() == dimension) {
-                row.copy_from_slice(vector);
-            }
-        }
+        let mut vectors = Vec::with_capacity(docs.iter().filter_map(|d| d.vector.as_ref()).map(|v| v.len()).sum());
+        let spans = docs
+            .iter()
+            .map(|doc| {
+                let start = vectors.len();
+                vectors.extend_from_slice(doc.vector.as_deref().unwrap_or_default());
+                start..vectors.len()
+            })
+            .collect();
         Ok(Self {
             key,
             docs,
             postings,
             collection,
             vectors,
-            dimension,
+            spans,
         })
     }
 
@@ -156,18 +219,22 @@ impl ScopeIndex {
         sums
     }
 
-    /// The cosine of every FAQ with a vector to the query's vector (`None` for those without).
+    /// The best cosine of each FAQ's vectors to the query's vector (`None` for a FAQ without, or with
+    /// vectors of another dimension).
     pub fn dense(&self, query: &[f32]) -> Vec<Option<f32>> {
-        if self.dimension == 0 || query.len() != self.dimension {
-            return vec![None; self.docs.len()];
-        }
-        self.docs
+        let dimension = query.len();
+        self.spans
             .iter()
-            .zip(self.vectors.chunks_exact(self.dimension))
-            .map(|(d, row)| {
-                // A stored vector of another length was left out of the block (zeros): no score either.
-                let stored = d.vector.as_ref().is_some_and(|v| v.len() == self.dimension);
-                stored.then(|| embeddings::dot(row, query))
+            .map(|span| {
+                let vectors = &self.vectors[span.clone()];
+                if dimension == 0 || vectors.is_empty() || !vectors.len().is_multiple_of(dimension) {
+                    return None;
+                }
+                let mut cosines = vectors
+                    .chunks_exact(dimension)
+                    .map(|vector| embeddings::dot(vector, query));
+                let lead = cosines.next()?;
+                Some(cosines.fold(lead, |best, passage| best.max(passage - PASSAGE_DISCOUNT)))
             })
             .collect()
     }
@@ -262,7 +329,7 @@ async fn load(db: &impl ConnectionTrait, analyzer: &Analyzer, ids: &[String]) ->
 /// Gives the FAQs without a vector the stored one of `model`, when it was made from their current version.
 async fn attach_vectors(
     db: &impl ConnectionTrait,
-    model: &str,
+    (model, dimension): (&str, usize),
     docs: &mut BTreeMap<String, Arc<Doc>>,
 ) -> Result<(), DbErr> {
     let lacking: Vec<String> = docs
@@ -291,6 +358,11 @@ async fn attach_vectors(
             let Some(vector) = embeddings::from_bytes(&bytes) else {
                 continue;
             };
+            // Vectors made under another layout (one per FAQ, before passages had theirs) are made again.
+            let count = vector_count(&doc.faq.answer);
+            if vector.is_empty() || !vector.len().is_multiple_of(count) || vector.len() / count != dimension {
+                continue;
+            }
             *doc = Arc::new(Doc {
                 faq: doc.faq.clone(),
                 owner: doc.owner.clone(),
@@ -303,4 +375,50 @@ async fn attach_vectors(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_VECTORS, embedding_texts, vector_count};
+
+    #[test]
+    fn a_short_answer_is_one_text_and_a_long_one_gets_its_passages() {
+        assert_eq!(embedding_texts("Hours?", "Nine to five."), ["Hours?\nNine to five."]);
+        // Just over the lead: one text still, the tail read with it.
+        let just_over = "word ".repeat(70); // 350 characters
+        assert_eq!(
+            embedding_texts("Q", &just_over),
+            [format!("Q\n{}", just_over.trim_end())]
+        );
+
+        let sentence = "Parking is behind the building and free for customers. ";
+        let answer = sentence.repeat(30); // 1,680 characters
+        let texts = embedding_texts("Parking", &answer);
+        assert_eq!(texts.len(), vector_count(&answer));
+        assert!((4..=5).contains(&texts.len()), "{}", texts.len());
+        for text in &texts {
+            assert!(text.starts_with("Parking\n"), "{text}");
+            // Cut at word breaks: no passage starts or ends inside a word.
+            let passage = text.trim_start_matches("Parking\n");
+            assert!(
+                passage.starts_with("Parking is")
+                    || passage.starts_with("is")
+                    || passage.starts_with(char::is_alphabetic)
+            );
+            assert!(passage.chars().count() <= 500, "{}", passage.len());
+        }
+        let joined: String = texts
+            .iter()
+            .map(|t| t.trim_start_matches("Parking\n"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(
+            joined.split_whitespace().collect::<Vec<_>>(),
+            answer.split_whitespace().collect::<Vec<_>>(),
+            "the passages hold the whole answer, each word once"
+        );
+
+        let endless = "word ".repeat(10_000);
+        assert_eq!(embedding_texts("Q", &endless).len(), MAX_VECTORS);
+    }
 }

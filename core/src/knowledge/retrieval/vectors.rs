@@ -1,5 +1,6 @@
-//! FAQ vectors: made by the embedder from a FAQ's question and the start of its answer
-//! (`memory::embedding_text`), stored with the FAQ version they were made from (`faq_vectors`).
+//! FAQ vectors: made by the embedder from a FAQ's question with the start of its answer and with each
+//! further passage of a long one (`memory::embedding_texts`), stored one after the other in one row with the
+//! FAQ version they were made from (`faq_vectors`).
 //!
 //! Who makes them, so that every FAQ gets one without any FAQ writer having to remember:
 //! - the import job, for its source's FAQs, while it reads the next pages and before the source is `ready`;
@@ -18,7 +19,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{memory::embedding_text, scope::Owner};
+use super::{memory::embedding_texts, scope::Owner};
 use crate::{
     access::AccountId,
     jobs::{Handler, Job, NewJob, Outcome},
@@ -27,8 +28,10 @@ use crate::{
 };
 
 pub const KIND: &str = "faq_embed";
-/// Texts embedded at once: one padded batch (texts of similar length pad little).
+/// FAQs embedded and stored at once.
 const EMBED_BATCH: usize = 16;
+/// Texts in one padded batch of the model (of similar length: they pad little).
+const EMBED_TEXTS: usize = 16;
 const MAX_ATTEMPTS: i32 = 5;
 
 /// A FAQ version to embed.
@@ -36,7 +39,7 @@ pub struct Pending {
     pub faq_id: String,
     pub owner: Owner,
     pub updated_at: DateTime<Utc>,
-    pub text: String,
+    pub texts: Vec<String>,
 }
 
 /// Embeds `pending` and stores the vectors, a batch at a time (each batch kept if a later one fails).
@@ -47,16 +50,15 @@ pub async fn embed_and_store(
     mut pending: Vec<Pending>,
 ) -> anyhow::Result<()> {
     // Similar lengths together: less padding.
-    pending.sort_by_key(|p| p.text.len());
+    pending.sort_by_key(|p| p.texts.iter().map(String::len).sum::<usize>());
     for batch in pending.chunks(EMBED_BATCH) {
-        let texts: Vec<String> = batch.iter().map(|p| p.text.clone()).collect();
+        let texts: Vec<String> = batch.iter().flat_map(|p| p.texts.iter().cloned()).collect();
         let model = Arc::clone(embedder);
-        let vectors = tokio::task::spawn_blocking(move || {
-            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            model.embed(&texts)
-        })
-        .await??;
-        let rows = batch.iter().zip(vectors).map(|(p, vector)| {
+        let mut vectors = tokio::task::spawn_blocking(move || embed_by_length(model.as_ref(), &texts))
+            .await??
+            .into_iter();
+        let rows = batch.iter().map(|p| {
+            let vector: Vec<f32> = vectors.by_ref().take(p.texts.len()).flatten().collect();
             let (agent_id, source_id) = p.owner.columns();
             let row = faq_vectors::Model {
                 faq_id: p.faq_id.clone(),
@@ -79,6 +81,21 @@ pub async fn embed_and_store(
             .await?;
     }
     Ok(())
+}
+
+/// The vectors of `texts`, in their order, made in padded batches of texts of similar length (a FAQ's lead
+/// and its passages differ in length).
+fn embed_by_length(model: &dyn Embedder, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].len());
+    let mut vectors = vec![Vec::new(); texts.len()];
+    for chunk in order.chunks(EMBED_TEXTS) {
+        let batch: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
+        for (&i, vector) in chunk.iter().zip(model.embed(&batch)?) {
+            vectors[i] = vector;
+        }
+    }
+    Ok(vectors)
 }
 
 /// How many of the FAQs lacking a vector `embed_owner` embeds.
@@ -162,7 +179,7 @@ pub async fn embed_owner(
         .into_iter()
         .filter(|(id, _, _, at)| stored.get(id) != Some(at))
         .map(|(faq_id, question, answer, updated_at)| Pending {
-            text: embedding_text(&question, &answer),
+            texts: embedding_texts(&question, &answer),
             faq_id,
             owner: owner.clone(),
             updated_at,
