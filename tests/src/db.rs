@@ -29,8 +29,11 @@ fn unique(prefix: &str) -> String {
 }
 
 /// Runs `work` to completion on a runtime of its own, on a thread of its own: callers may be inside a test's
-/// runtime, which cannot block on another.
-fn on_own_runtime<T: Send + 'static, F: Future<Output = T> + 'static>(work: impl FnOnce() -> F + Send + 'static) -> T {
+/// runtime, which cannot block on another. A panic in it is returned, for the caller to pass on or (in a
+/// drop, which must not panic) to ignore.
+fn on_own_runtime<T: Send + 'static, F: Future<Output = T> + 'static>(
+    work: impl FnOnce() -> F + Send + 'static,
+) -> std::thread::Result<T> {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -39,7 +42,6 @@ fn on_own_runtime<T: Send + 'static, F: Future<Output = T> + 'static>(work: impl
         runtime.block_on(work())
     })
     .join()
-    .expect("the database set-up thread")
 }
 
 /// Applies every migration to the database at `url` as an operator would.
@@ -117,7 +119,8 @@ fn postgres_template(server: &str) -> &'static str {
                 .execute_unprepared(&format!("CREATE DATABASE {template}"))
                 .await
                 .expect("create the template database");
-        });
+        })
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         migrate(&format!("{server}/{name}"));
         name
     })
@@ -256,7 +259,7 @@ impl Drop for Db {
             }
             Self::Postgres { server, name } => {
                 let (server, name) = (server.clone(), name.clone());
-                on_own_runtime(move || async move {
+                let _ = on_own_runtime(move || async move {
                     let admin = Database::connect(format!("{server}/postgres")).await.ok()?;
                     admin
                         .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))

@@ -359,8 +359,7 @@ async fn attach_vectors(
                 continue;
             };
             // Vectors made under another layout (one per FAQ, before passages had theirs) are made again.
-            let count = vector_count(&doc.faq.answer);
-            if vector.is_empty() || !vector.len().is_multiple_of(count) || vector.len() / count != dimension {
+            if vector.len() != vector_count(&doc.faq.answer) * dimension {
                 continue;
             }
             *doc = Arc::new(Doc {
