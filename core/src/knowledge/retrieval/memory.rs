@@ -49,8 +49,9 @@ pub struct Doc {
 const LEAD_CHARS: usize = 300;
 /// Characters of each further passage of a longer answer.
 const PASSAGE_CHARS: usize = 500;
-/// A shorter last passage is read with the text before it rather than as a vector of its own: a few words
-/// alone say little, and an answer just over the lead would pay a second vector for them.
+/// A shorter last passage is not a vector of its own: a few words alone say little. After the lead it is
+/// left to the words (most imported sections are a little over the lead, and every character embedded
+/// costs import time); after a passage it is read with that passage.
 const MIN_PASSAGE_CHARS: usize = 200;
 /// What a further passage's cosine gives up against the lead's: a passage wins only when it is clearly the
 /// closer (a long section's many passages otherwise outbid the right FAQ's lead on general questions).
@@ -85,6 +86,7 @@ fn passages(answer: &str) -> Vec<&str> {
     }
     if passages.len() > 1
         && let Some(tail) = passages.pop_if(|tail| tail.chars().count() < MIN_PASSAGE_CHARS)
+        && passages.len() > 1
         && let Some(previous) = passages.pop()
     {
         // Both are slices of `answer`: the one that spans them.
@@ -383,12 +385,20 @@ mod tests {
     #[test]
     fn a_short_answer_is_one_text_and_a_long_one_gets_its_passages() {
         assert_eq!(embedding_texts("Hours?", "Nine to five."), ["Hours?\nNine to five."]);
-        // Just over the lead: one text still, the tail read with it.
+        // Just over the lead: the lead alone, the short tail left to the words.
         let just_over = "word ".repeat(70); // 350 characters
-        assert_eq!(
-            embedding_texts("Q", &just_over),
-            [format!("Q\n{}", just_over.trim_end())]
+        let texts = embedding_texts("Q", &just_over);
+        assert_eq!(texts.len(), 1);
+        assert!(
+            texts[0].len() < 2 + 300 && just_over.starts_with(&texts[0][2..]),
+            "{}",
+            texts[0]
         );
+        // A short tail after a passage is read with that passage.
+        let lead_passage_tail = "word ".repeat(180); // 900 characters: 300, 500, 100
+        let texts = embedding_texts("Q", &lead_passage_tail);
+        assert_eq!(texts.len(), 2);
+        assert!(texts[1].len() > 2 + 500, "{}", texts[1].len());
 
         let sentence = "Parking is behind the building and free for customers. ";
         let answer = sentence.repeat(30); // 1,680 characters
