@@ -313,6 +313,30 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
             true,
         ));
     }
+    if let Some(latency) = find(engine::MODEL_LATENCY) {
+        rows.push(p99_under(
+            "AI replies with a model: question stored to model request p99, debounce 0, 20/s",
+            latency,
+            50.0,
+            "< 50 ms",
+        ));
+    }
+    if let Some(burst) = find(engine::MODEL_BURST) {
+        rows.push((
+            "AI replies with a model answering in 2 s: 500 conversations at once, all answered, replies per second (no goal set)",
+            format!("{:.0}/s", burst.outcome.per_second()),
+            "-",
+            true,
+        ));
+    }
+    if let Some(waiting) = &footprint.model_waiting {
+        rows.push((
+            "AI replies with a model: the service's memory per reply waiting on the model (no goal set)",
+            format!("{:.1} KiB ({} waiting)", waiting.kib_per_reply(), waiting.replies),
+            "-",
+            true,
+        ));
+    }
     if let Some(decisions) = &footprint.ai_decisions {
         let (paced, closed) = (&decisions.paced, &decisions.closed_loop);
         rows.push((

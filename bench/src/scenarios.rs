@@ -58,6 +58,8 @@ pub struct Footprint {
     pub inbound_stored: Option<crate::engine::Stored>,
     /// How the AI replies' decisions were timed, when that scenario ran.
     pub ai_decisions: Option<crate::engine::DecisionsByPhase>,
+    /// The memory of model-written replies waiting on the model, when that scenario ran.
+    pub model_waiting: Option<crate::engine::Waiting>,
     /// What idle web chat sockets cost, when that scenario ran.
     pub idle_sockets: Option<crate::webchat::IdleSockets>,
     /// The knowledge scenarios' facts (the model's own speed), when they ran.
@@ -334,6 +336,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
             deals_plan,
             inbound_stored: engine.stored,
             ai_decisions: engine.decisions,
+            model_waiting: engine.waiting,
             idle_sockets: webchat.idle,
             knowledge: Some(knowledge),
         },

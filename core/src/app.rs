@@ -20,7 +20,9 @@ use crate::{
     },
     admin::{AdminService, AdminToken},
     agents::service::AgentsService,
-    ai::{local::LocalModel, reply::AgentReply},
+    ai::{
+        connection::ModelProvidersService, follow_up::FollowUp, providers::Providers, reply::AgentReply, tools::ToolKit,
+    },
     broadcasts::BroadcastsService,
     campaigns::{CampaignsService, sunset::Sunset},
     channels::{live_feed::Feed, pacing::Pacer, registry::Adapters},
@@ -213,6 +215,12 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         wake_jobs.clone(),
     ));
     let embedder = retrieval.embedder().cloned();
+    let providers = Arc::new(Providers::new(
+        db.clone(),
+        sealer.clone(),
+        config.models.clone(),
+        &policy,
+    )?);
     let handlers = handlers
         .with(
             knowledge::import::KIND,
@@ -221,6 +229,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 clock.clone(),
                 fetcher.clone(),
                 embedder.clone(),
+                providers.clone(),
             )),
         )
         .with(
@@ -236,7 +245,18 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 db: db.clone(),
                 clock: clock.clone(),
                 retrieval: retrieval.clone(),
-                provider: Arc::new(LocalModel::default()),
+                providers: providers.clone(),
+                tools: Arc::new(ToolKit::new(db.clone(), clock.clone(), sealer.clone(), policy)?),
+                wake: wake_jobs.clone(),
+                send_attempts: conversations.send_attempts(),
+            }),
+        )
+        .with(
+            crate::ai::follow_up::KIND,
+            Arc::new(FollowUp {
+                db: db.clone(),
+                clock: clock.clone(),
+                providers,
                 wake: wake_jobs.clone(),
                 send_attempts: conversations.send_attempts(),
             }),
@@ -255,6 +275,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         ),
         api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
         credits: CreditsService::new(db.clone()),
+        model_providers: ModelProvidersService::new(db.clone(), clock.clone(), sealer.clone(), policy),
         deals: DealsService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),

@@ -6,6 +6,7 @@ use std::{net::SocketAddr, time::Duration};
 use clap::{Args, ValueEnum};
 
 use crate::{
+    ai::config::ModelConfig,
     jobs::JobConfig,
     knobs::{DurationList, parse_duration, parse_duration_list, parse_positive_duration, parse_weight},
     site::prices::PriceTable,
@@ -96,6 +97,9 @@ pub struct CoreConfig {
 
     #[command(flatten)]
     pub webchat: WebChatConfig,
+
+    #[command(flatten)]
+    pub models: ModelConfig,
 }
 
 /// Knowledge imports: how pages are fetched.

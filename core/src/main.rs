@@ -237,3 +237,14 @@ fn metrics() -> Option<frontdesk_edge::MetricsRender> {
     });
     Some(Arc::new(move || handle.render()))
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand's arguments are well formed (unique names, no clashing flags): clap checks them
+    /// only when a command is parsed, so a clash would otherwise surface as a panic at start-up.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

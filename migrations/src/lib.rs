@@ -21,6 +21,7 @@ mod m20261125_000050_conversation_activity;
 mod m20261127_000060_job_engine;
 mod m20261127_000061_chat_session_expiry;
 mod m20261127_000070_ai_replies;
+mod m20261128_000080_models_and_tools;
 
 pub struct Migrator;
 
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000060_job_engine::Migration),
             Box::new(m20261127_000061_chat_session_expiry::Migration),
             Box::new(m20261127_000070_ai_replies::Migration),
+            Box::new(m20261128_000080_models_and_tools::Migration),
         ]
     }
 }

@@ -58,6 +58,19 @@ impl Platform<'_> {
     }
 
     /// A new agent with only a name; its id.
+    /// The only conversation of the contact with this phone, with its messages.
+    pub async fn conversation_with(&self, phone: &str) -> Value {
+        let contacts = self
+            .ok("GET", &format!("/v1/contacts?q={}", phone.replace('+', "%2B")), None)
+            .await;
+        let contact = contacts["contacts"][0]["id"].as_str().expect("the contact").to_owned();
+        let list = self
+            .ok("GET", &format!("/v1/conversations?contact_id={contact}"), None)
+            .await;
+        let id = list["conversations"][0]["id"].as_str().expect("a conversation");
+        self.ok("GET", &format!("/v1/conversations/{id}"), None).await
+    }
+
     pub async fn agent(&self, name: &str) -> String {
         self.ok("POST", "/v1/agents", Some(json!({"name": name}))).await["agent"]["id"]
             .as_str()

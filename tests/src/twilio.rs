@@ -316,6 +316,23 @@ impl FakeTwilio {
     }
 
     /// The requests sending to `to`.
+    /// Waits (30 s at most) until `count` messages to `to` were sent; them.
+    pub async fn wait_for_sent(&self, to: &str, count: usize) -> Vec<SentMessage> {
+        let started = std::time::Instant::now();
+        loop {
+            let sent = self.sent_to(to);
+            if sent.len() >= count {
+                return sent;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{} of {count} messages to {to}: {sent:?}",
+                sent.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn sent_to(&self, to: &str) -> Vec<SentMessage> {
         self.sent_where(|m| m.to() == to)
     }

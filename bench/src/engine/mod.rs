@@ -9,6 +9,7 @@
 mod fairness;
 mod floor;
 mod inbound;
+mod model_replies;
 mod pipeline;
 mod replies;
 
@@ -35,6 +36,7 @@ pub const SEND_API_ONLY: &str =
 pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
+pub use model_replies::{MODEL_BURST, MODEL_LATENCY, Waiting};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
 
@@ -62,6 +64,8 @@ pub struct Figures {
     pub measured: Vec<Measured>,
     pub stored: Option<Stored>,
     pub decisions: Option<DecisionsByPhase>,
+    /// The memory of model-written replies waiting on the model, when that scenario ran.
+    pub waiting: Option<Waiting>,
 }
 
 /// The account, its sms channel and contacts, on a running `serve`.
@@ -79,7 +83,13 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         measured: Vec::new(),
         stored: None,
         decisions: None,
+        waiting: None,
     };
+    if wanted(MODEL_LATENCY) || wanted(MODEL_BURST) {
+        let (measured, waiting) = model_replies::run(setup, shape).await?;
+        figures.measured.extend(measured);
+        figures.waiting = Some(waiting);
+    }
     if wanted(REPLY_LATENCY) || wanted(REPLY_RATE) {
         let (measured, decisions) = replies::run(setup, shape).await?;
         figures.measured.extend(measured);

@@ -189,6 +189,16 @@ async fn replies_per_second(
     since: chrono::DateTime<chrono::Utc>,
     elapsed: Duration,
 ) -> anyhow::Result<Outcome> {
+    let count = agent_replies_since(database, since).await?;
+    let mut outcome = Outcome::new();
+    outcome.requests = count as u64;
+    outcome.elapsed = elapsed;
+    outcome.latency_us.record(1)?;
+    Ok(outcome)
+}
+
+/// Agent replies stored since `since`.
+pub(super) async fn agent_replies_since(database: &str, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<usize> {
     let db = Database::connect(database).await?;
     let row = db
         .query_one_raw(Statement::from_sql_and_values(
@@ -200,11 +210,7 @@ async fn replies_per_second(
         .ok_or_else(|| anyhow::anyhow!("no count"))?;
     let count: i64 = row.try_get_by_index(0)?;
     db.close().await?;
-    let mut outcome = Outcome::new();
-    outcome.requests = u64::try_from(count).unwrap_or(0);
-    outcome.elapsed = elapsed;
-    outcome.latency_us.record(1)?;
-    Ok(outcome)
+    Ok(usize::try_from(count).unwrap_or(0))
 }
 
 /// The decision histogram of the service's `/metrics`: decisions in all, and those within 10 ms.

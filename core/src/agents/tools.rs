@@ -35,7 +35,7 @@ const MAX_SERVERS: u64 = 20;
 const MAX_HEADERS: usize = 20;
 
 /// `^[A-Za-z][A-Za-z0-9_-]{0,63}$`: what model providers accept as a tool name.
-fn is_tool_name(name: &str) -> bool {
+pub fn is_tool_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && name.len() <= 64
@@ -103,6 +103,20 @@ fn stored_headers(sealer: &Sealer, row_id: &str, headers: &HashMap<String, Strin
         names: sorted.keys().map(|name| (*name).clone()).collect(),
         sealed: sealer.seal(row_id, to_json_text(&sorted).as_bytes()),
     })
+}
+
+/// The stored headers opened, for calling the tool; an empty set when none were declared.
+pub fn open_headers(
+    sealer: &Sealer,
+    row_id: &str,
+    stored: &str,
+) -> Result<BTreeMap<String, String>, crate::secrets::Unsealable> {
+    let stored = from_json_text::<StoredHeaders>(stored);
+    if stored.sealed.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let plain = sealer.open(row_id, &stored.sealed)?;
+    Ok(serde_json::from_slice(&plain).unwrap_or_default())
 }
 
 /// The stored header names, each answered as `[redacted]` (the values are never opened here).

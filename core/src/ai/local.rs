@@ -11,7 +11,7 @@
 use super::{
     intent,
     phrases::{self, booking_offer},
-    provider::{Basis, Context, Decision, HandoffReason, ModelProvider},
+    provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Toolbox, without_text},
 };
 
 /// The best FAQ's least fused score for an answer (the retrieval index's handoff threshold).
@@ -46,7 +46,7 @@ impl ModelProvider for LocalModel {
         "local"
     }
 
-    async fn decide(&self, context: &Context) -> Decision {
+    async fn decide(&self, context: &Context, _tools: &dyn Toolbox) -> Decision {
         self.decide_now(context)
     }
 }
@@ -60,12 +60,8 @@ impl LocalModel {
             text: sentences.handoff.to_owned(),
             reason,
         };
-        if context.question.trim().is_empty() {
-            return if context.attachments_only {
-                handoff(HandoffReason::Attachment)
-            } else {
-                Decision::Silent
-            };
+        if let Some(decision) = without_text(context) {
+            return decision;
         }
         let reading = intent::read(&context.question);
         if reading.person {

@@ -1,10 +1,21 @@
 //! AI replies: the routed agent answers every inbound burst from its knowledge, hands off what it cannot, and
 //! charges credits. `provider` is what a model is asked and answers; `local` is the model that runs in
-//! process without a network; `reply` is the durable job that asks it and stores the answer; `intent` and
-//! `phrases` are the words it reads and says without a model. docs/ai-replies.md describes the behaviour.
+//! process without a network; `remote` asks a chat model (`chat`: Anthropic's and OpenAI's wire) with a
+//! prompt (`prompt`) and runs its tool rounds (`tools`); `providers` picks the account's own or the server's
+//! (`config`), and `connection` is the API an account connects its own with; `reply` is the durable job that
+//! asks it and stores the answer; `intent` and `phrases` are the words it reads and says without a model.
+//! docs/ai-replies.md describes the behaviour.
 
+pub mod chat;
+pub mod config;
+pub mod connection;
+pub mod follow_up;
 mod intent;
 pub mod local;
 mod phrases;
+mod prompt;
 pub mod provider;
+pub mod providers;
+mod remote;
 pub mod reply;
+pub mod tools;

@@ -1,5 +1,5 @@
 //! The fixed sentences an agent says without a model, in its language: a greeting's and a thank-you's
-//! answer, the handoff sentence, and the booking offer. A language is picked by the primary subtag of the
+//! answer, the handoff sentence, the booking offer and a follow-up's nudge. A language is picked by the primary subtag of the
 //! agent's BCP 47 tag (`pt-BR` is `pt`); one without sentences here speaks English. `hi` is Hindi as
 //! customers type it in Latin script.
 
@@ -10,6 +10,8 @@ pub struct Phrases {
     pub handoff: &'static str,
     /// Followed by the booking link.
     pub booking: &'static str,
+    /// A follow-up after the contact went quiet, when the agent has no message of its own for it.
+    pub nudge: &'static str,
 }
 
 const EN: Phrases = Phrases {
@@ -17,6 +19,7 @@ const EN: Phrases = Phrases {
     thanks: "You're welcome! Is there anything else I can help you with?",
     handoff: "Thanks for your message. A member of our team will get back to you shortly.",
     booking: "You can book a time that suits you here:",
+    nudge: "Just checking in: is there anything else I can help you with?",
 };
 
 const ES: Phrases = Phrases {
@@ -24,6 +27,7 @@ const ES: Phrases = Phrases {
     thanks: "¡De nada! ¿Hay algo más en lo que pueda ayudarte?",
     handoff: "Gracias por tu mensaje. Una persona de nuestro equipo te responderá en breve.",
     booking: "Puedes reservar la hora que mejor te venga aquí:",
+    nudge: "Solo quería saber: ¿hay algo más en lo que pueda ayudarte?",
 };
 
 const FR: Phrases = Phrases {
@@ -31,6 +35,7 @@ const FR: Phrases = Phrases {
     thanks: "Avec plaisir ! Puis-je vous aider pour autre chose ?",
     handoff: "Merci pour votre message. Un membre de notre équipe vous répondra très bientôt.",
     booking: "Vous pouvez réserver le créneau qui vous convient ici :",
+    nudge: "Je reviens vers vous : puis-je vous aider pour autre chose ?",
 };
 
 const DE: Phrases = Phrases {
@@ -38,6 +43,7 @@ const DE: Phrases = Phrases {
     thanks: "Gern geschehen! Kann ich Ihnen sonst noch helfen?",
     handoff: "Danke für Ihre Nachricht. Jemand aus unserem Team meldet sich in Kürze bei Ihnen.",
     booking: "Hier können Sie einen passenden Termin buchen:",
+    nudge: "Ich wollte kurz nachfragen: Kann ich Ihnen noch bei etwas helfen?",
 };
 
 const PT: Phrases = Phrases {
@@ -45,6 +51,7 @@ const PT: Phrases = Phrases {
     thanks: "De nada! Posso ajudar com mais alguma coisa?",
     handoff: "Obrigado pela sua mensagem. Alguém da nossa equipe vai responder em breve.",
     booking: "Você pode agendar o horário que preferir aqui:",
+    nudge: "Só para saber: posso ajudar com mais alguma coisa?",
 };
 
 const HI: Phrases = Phrases {
@@ -52,6 +59,7 @@ const HI: Phrases = Phrases {
     thanks: "Aapka swagat hai! Kya main aur kisi cheez mein madad kar sakta hoon?",
     handoff: "Aapke message ke liye dhanyavaad. Hamari team ka koi sadasya jaldi hi aapse sampark karega.",
     booking: "Aap yahan apni suvidha ka samay book kar sakte hain:",
+    nudge: "Bas poochna chahta tha: kya main aapki aur kisi cheez mein madad kar sakta hoon?",
 };
 
 const AR: Phrases = Phrases {
@@ -59,6 +67,7 @@ const AR: Phrases = Phrases {
     thanks: "على الرحب والسعة! هل هناك شيء آخر يمكنني مساعدتك به؟",
     handoff: "شكراً على رسالتك. سيتواصل معك أحد أعضاء فريقنا قريباً.",
     booking: "يمكنك حجز الموعد الذي يناسبك من هنا:",
+    nudge: "أردت فقط الاطمئنان: هل هناك أي شيء آخر يمكنني مساعدتك به؟",
 };
 
 /// The primary subtag of a BCP 47 tag, lower-cased.
@@ -81,6 +90,23 @@ pub fn of(tag: &str) -> &'static Phrases {
         "ar" => &AR,
         _ => &EN,
     }
+}
+
+/// The language's English name for a model's instructions; a language without one here is named by its tag.
+pub fn language_name(tag: &str) -> String {
+    let name = match primary(tag).as_str() {
+        "en" => "English",
+        "es" => "Spanish",
+        "fr" => "French",
+        "de" => "German",
+        "pt" => "Portuguese",
+        "hi" => "Hindi, in Latin script",
+        "ar" => "Arabic",
+        "it" => "Italian",
+        "nl" => "Dutch",
+        _ => return tag.to_owned(),
+    };
+    name.to_owned()
 }
 
 /// The booking offer: the sentence, the link, and the business's own instructions when it gave some.

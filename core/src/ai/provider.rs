@@ -2,6 +2,7 @@
 //! profile, the latest messages, the question, the knowledge passages found for it) and stores what the
 //! provider decides; providers do no database work and hold no transaction.
 
+use super::chat::{ToolCall, ToolSpec};
 use crate::agents::fields::BookingSettings;
 
 /// The agent as a provider sees it.
@@ -63,9 +64,9 @@ pub struct Context {
 }
 
 /// Why a conversation goes to a person (`handoff_reason`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HandoffReason {
-    /// The knowledge holds no confident answer.
+    /// The knowledge holds no confident answer (or the model answered nothing).
     NoConfidentAnswer,
     /// The customer asked for a person.
     AskedForPerson,
@@ -73,15 +74,24 @@ pub enum HandoffReason {
     Attachment,
     /// The account's credits do not cover a reply.
     InsufficientCredits,
+    /// The model failed every try, or the reply ran out of time.
+    ModelUnavailable,
+    /// The model still called tools after the last round it may make.
+    ToolRounds,
+    /// The model handed the conversation over (`handoff_to_human`) with this reason.
+    Requested(String),
 }
 
 impl HandoffReason {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Self::NoConfidentAnswer => "no_confident_answer",
             Self::AskedForPerson => "asked_for_person",
             Self::Attachment => "attachment",
             Self::InsufficientCredits => "insufficient_credits",
+            Self::ModelUnavailable => "model_unavailable",
+            Self::ToolRounds => "tool_rounds",
+            Self::Requested(reason) => reason,
         }
     }
 }
@@ -94,6 +104,10 @@ pub enum Basis {
     Greeting,
     Thanks,
     Booking,
+    /// A model's own words.
+    Model,
+    /// A model's follow-up after the contact went quiet.
+    FollowUp,
 }
 
 /// What the agent does about the unanswered messages.
@@ -107,11 +121,71 @@ pub enum Decision {
     Silent,
 }
 
-/// A model: context in, decision out.
+/// What a tool call came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolOutcome {
+    /// The tool's answer, for the model.
+    Answer(String),
+    /// What went wrong, for the model (it may try otherwise).
+    Error(String),
+    /// The conversation goes to a person for this reason; the reply ends.
+    Handoff(String),
+}
+
+/// The tools of one reply.
+#[async_trait::async_trait]
+pub trait Toolbox: Send + Sync {
+    fn specs(&self) -> Vec<ToolSpec>;
+
+    async fn call(&self, call: &ToolCall) -> ToolOutcome;
+}
+
+/// No tools: what a provider that calls none is given.
+pub struct NoTools;
+
+#[async_trait::async_trait]
+impl Toolbox for NoTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+
+    async fn call(&self, call: &ToolCall) -> ToolOutcome {
+        ToolOutcome::Error(format!("there is no tool `{}`", call.name))
+    }
+}
+
+/// A model: context and tools in, decision out.
 #[async_trait::async_trait]
 pub trait ModelProvider: Send + Sync {
     /// `local`, `anthropic`, `openai`.
     fn name(&self) -> &'static str;
 
-    async fn decide(&self, context: &Context) -> Decision;
+    /// Whether it calls tools (the reply loads them only then).
+    fn uses_tools(&self) -> bool {
+        false
+    }
+
+    async fn decide(&self, context: &Context, tools: &dyn Toolbox) -> Decision;
+
+    /// A short follow-up in the agent's words to a contact who went quiet after `history`; `None` when this
+    /// provider writes none (the fixed sentence is said instead) or the model gave none.
+    async fn nudge(&self, _agent: &Profile, _history: &[Turn]) -> Option<String> {
+        None
+    }
+}
+
+/// The decision for unanswered messages without text, whatever the provider: attachments alone go to a
+/// person (only a person can look at them), nothing at all gets nothing.
+pub fn without_text(context: &Context) -> Option<Decision> {
+    if !context.question.trim().is_empty() {
+        return None;
+    }
+    Some(if context.attachments_only {
+        Decision::Handoff {
+            text: super::phrases::of(&context.agent.language).handoff.to_owned(),
+            reason: HandoffReason::Attachment,
+        }
+    } else {
+        Decision::Silent
+    })
 }

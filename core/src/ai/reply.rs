@@ -15,7 +15,11 @@ use sea_orm::{
     QueryOrder, QuerySelect, Statement,
 };
 
-use super::provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Passage, Profile, Speaker, Turn};
+use super::{
+    provider::{Basis, Context, Decision, HandoffReason, NoTools, Passage, Profile, Speaker, Turn},
+    providers::Providers,
+    tools::ToolKit,
+};
 use crate::error::Reason;
 use crate::{
     access::AccountId,
@@ -61,11 +65,25 @@ pub fn tier_cost(tier: &str) -> i64 {
     }
 }
 
+/// What a reply costs: its tier's price, nothing for a pro reply on the account's own model key.
+pub(super) fn reply_cost(tier: &str, own_key: bool) -> i64 {
+    if own_key && tier == "pro" { 0 } else { tier_cost(tier) }
+}
+
+/// What the provider decided, and on whose key.
+struct Decided {
+    decision: Decision,
+    had_text: bool,
+    own_key: bool,
+    provider: &'static str,
+}
+
 pub struct AgentReply {
     pub db: DatabaseConnection,
     pub clock: Arc<dyn Clock>,
     pub retrieval: Arc<Retrieval>,
-    pub provider: Arc<dyn ModelProvider>,
+    pub providers: Arc<Providers>,
+    pub tools: Arc<ToolKit>,
     /// This process's job engine, woken for the reply's delivery.
     pub wake: Wake,
     /// Tries of the reply's delivery.
@@ -101,11 +119,24 @@ impl AgentReply {
             return Ok(());
         };
         let started = std::time::Instant::now();
+        let chosen = self.providers.for_reply(account_id, &read.agent).await?;
+        let provider = chosen.provider.as_ref();
         let context = self.context(&read).await?;
-        let decision = self.provider.decide(&context).await;
-        metrics::histogram!("frontdesk_ai_decision_seconds", "provider" => self.provider.name())
+        let decision = if provider.uses_tools() {
+            let tools = self.tools.for_reply(&read.conversation, &read.agent).await?;
+            provider.decide(&context, &tools).await
+        } else {
+            provider.decide(&context, &NoTools).await
+        };
+        metrics::histogram!("frontdesk_ai_decision_seconds", "provider" => provider.name())
             .record(started.elapsed().as_secs_f64());
-        self.store(&read, decision, !context.question.trim().is_empty()).await
+        let decided = Decided {
+            decision,
+            had_text: !context.question.trim().is_empty(),
+            own_key: chosen.own_key,
+            provider: provider.name(),
+        };
+        self.store(&read, decided).await
     }
 
     /// The conversation and its agent, when it has messages the agent must answer.
@@ -133,13 +164,7 @@ impl AgentReply {
     /// the passages found for it.
     async fn context(&self, read: &Read) -> ApiResult<Context> {
         let Read { conversation, agent } = read;
-        let latest = messages::Entity::find()
-            .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
-            .filter(messages::Column::Removed.eq(false))
-            .order_by_desc(messages::Column::Seq)
-            .limit(HISTORY)
-            .all(&self.db)
-            .await?;
+        let history = history(&self.db, conversation).await?;
         // The latest of them at most: the question is cut at QUERY_CHARS anyway, and a long silence (a
         // reply job failing for hours) must not load a whole history into memory.
         let unanswered = u64::try_from(conversation.inbound_seq - conversation.ai_answered_seq)
@@ -204,7 +229,7 @@ impl AgentReply {
         let passages = found;
         Ok(Context {
             agent: profile(agent),
-            history: latest.iter().rev().map(turn).collect(),
+            history,
             question,
             attachments_only,
             passages,
@@ -213,7 +238,13 @@ impl AgentReply {
     }
 
     /// Stores the decision, unless the conversation was answered, handed off or closed meanwhile.
-    async fn store(&self, read: &Read, decision: Decision, had_text: bool) -> ApiResult<()> {
+    async fn store(&self, read: &Read, decided: Decided) -> ApiResult<()> {
+        let Decided {
+            decision,
+            had_text,
+            own_key,
+            provider,
+        } = decided;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         let Some(conversation) = locked(&txn, &read.conversation).await? else {
@@ -225,39 +256,58 @@ impl AgentReply {
         if !still_ours {
             return Ok(());
         }
+        // The text to send, and whether it answers (follow-ups start from an answer, not a handoff).
         let charged = match decision {
             Decision::Answer { text, basis } => {
-                let cost = tier_cost(&read.agent.ai_tier);
-                if charge(&txn, &conversation, cost, &basis, now).await? {
-                    Some(text)
+                let cost = reply_cost(&read.agent.ai_tier, own_key);
+                if cost == 0 || charge(&txn, &conversation, cost, &basis, now).await? {
+                    Some((text, true))
                 } else {
                     let sentence = super::phrases::of(&read.agent.language).handoff;
-                    hand_off(&txn, &conversation, HandoffReason::InsufficientCredits, now).await?;
+                    hand_off(&txn, &conversation, &HandoffReason::InsufficientCredits, now).await?;
                     send(&txn, &conversation, sentence, self.send_attempts, now).await?;
                     None
                 }
             }
             Decision::Handoff { text, reason } => {
-                hand_off(&txn, &conversation, reason, now).await?;
-                Some(text)
+                hand_off(&txn, &conversation, &reason, now).await?;
+                Some((text, false))
             }
             Decision::Silent => None,
         };
-        if let Some(text) = charged {
+        if let Some((text, answered)) = charged {
             send(&txn, &conversation, &text, self.send_attempts, now).await?;
+            if answered {
+                super::follow_up::restart(&txn, &conversation, &read.agent, read.conversation.inbound_seq, now).await?;
+            }
         }
         answered_up_to(&txn, &conversation.id, read.conversation.inbound_seq).await?;
         txn.commit().await?;
         self.wake.notify();
-        metrics::counter!("frontdesk_ai_replies_total", "provider" => self.provider.name(), "text" => if had_text { "yes" } else { "no" })
+        metrics::counter!("frontdesk_ai_replies_total", "provider" => provider, "text" => if had_text { "yes" } else { "no" })
             .increment(1);
         Ok(())
     }
 }
 
+/// The conversation's latest messages, oldest first.
+pub(super) async fn history(db: &DatabaseConnection, conversation: &conversations::Model) -> ApiResult<Vec<Turn>> {
+    let latest = messages::Entity::find()
+        .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
+        .filter(messages::Column::Removed.eq(false))
+        .order_by_desc(messages::Column::Seq)
+        .limit(HISTORY)
+        .all(db)
+        .await?;
+    Ok(latest.iter().rev().map(turn).collect())
+}
+
 /// The conversation as it is now, locked until the transaction ends (PostgreSQL; SQLite's writer holds the
 /// database already).
-async fn locked(txn: &DatabaseTransaction, read: &conversations::Model) -> Result<Option<conversations::Model>, DbErr> {
+pub(super) async fn locked(
+    txn: &DatabaseTransaction,
+    read: &conversations::Model,
+) -> Result<Option<conversations::Model>, DbErr> {
     if txn.get_database_backend() == DbBackend::Postgres {
         txn.execute_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
@@ -271,7 +321,7 @@ async fn locked(txn: &DatabaseTransaction, read: &conversations::Model) -> Resul
 
 /// Debits the reply's cost (ledger entry `ai_reply: <basis>` naming the conversation); `false` when the
 /// balance does not cover it.
-async fn charge(
+pub(super) async fn charge(
     txn: &DatabaseTransaction,
     conversation: &conversations::Model,
     cost: i64,
@@ -283,6 +333,8 @@ async fn charge(
         Basis::Greeting => "ai_reply: greeting".to_owned(),
         Basis::Thanks => "ai_reply: thanks".to_owned(),
         Basis::Booking => "ai_reply: booking".to_owned(),
+        Basis::Model => "ai_reply: model".to_owned(),
+        Basis::FollowUp => "ai_reply: follow-up".to_owned(),
     };
     let debit = crate::accounts::store::adjust_credits_in(
         txn,
@@ -303,7 +355,7 @@ async fn charge(
 async fn hand_off(
     txn: &DatabaseTransaction,
     conversation: &conversations::Model,
-    reason: HandoffReason,
+    reason: &HandoffReason,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
     let which = state::one_of(&AccountId::of_row(&conversation.account_id), &conversation.id);
@@ -312,7 +364,7 @@ async fn hand_off(
 }
 
 /// The agent's message, queued, with its delivery job.
-async fn send(
+pub(super) async fn send(
     txn: &DatabaseTransaction,
     conversation: &conversations::Model,
     text: &str,
@@ -356,7 +408,7 @@ async fn answered_up_to(txn: &DatabaseTransaction, conversation_id: &str, inboun
     Ok(())
 }
 
-fn profile(agent: &agents::Model) -> Profile {
+pub(super) fn profile(agent: &agents::Model) -> Profile {
     Profile {
         name: agent.name.clone(),
         instructions: agent.instructions.clone(),

@@ -84,6 +84,8 @@ pub async fn open_or_start(
         closed_at: None,
         inbound_seq: 0,
         ai_answered_seq: 0,
+        follow_up_seq: 0,
+        follow_ups_sent: 0,
     };
     let inserted = conversations::Entity::insert(conversations::ActiveModel::from(row.clone()))
         .on_conflict(OnConflict::new().do_nothing().to_owned())

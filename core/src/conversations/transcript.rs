@@ -175,35 +175,10 @@ fn escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use chrono::{DateTime, Utc};
-
     use super::*;
 
-    fn at(seconds: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(seconds, 250_000).unwrap()
-    }
-
     fn conversation() -> conversations::Model {
-        conversations::Model {
-            id: "cv_1".into(),
-            account_id: "acct_1".into(),
-            contact_id: "ct_1".into(),
-            channel: "sms-main".into(),
-            channel_id: "ch_1".into(),
-            channel_type: "sms".into(),
-            agent_id: String::new(),
-            status: "open".into(),
-            handoff: false,
-            handoff_reason: String::new(),
-            unread_count: 0,
-            last_message_at: at(1_800_000_000),
-            activity_bucket: 6_000_000,
-            broadcast_id: String::new(),
-            created_at: at(1_800_000_000),
-            closed_at: None,
-            inbound_seq: 0,
-            ai_answered_seq: 0,
-        }
+        conversations::sample()
     }
 
     fn message(author: &str, text: &str) -> messages::Model {

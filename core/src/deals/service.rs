@@ -111,7 +111,8 @@ async fn record_change(
 }
 
 impl DealsService {
-    async fn create(&self, account_id: &AccountId, fields: DealFields) -> ApiResult<deals::Model> {
+    /// Creates a deal (the API's `POST /deals`, an agent's `create_deal`), with its `deal.created` event.
+    pub async fn create(&self, account_id: &AccountId, fields: DealFields) -> ApiResult<deals::Model> {
         fields.validate(true)?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;

@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryResult,
-    Statement,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QueryResult, Statement,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -23,6 +23,16 @@ pub async fn stage(
     stage_id: &str,
 ) -> Result<Option<stages::Model>, DbErr> {
     stages::Entity::find_by_id((account_id.to_string(), stage_id.to_owned()))
+        .one(db)
+        .await
+}
+
+/// The first stage of the account's main pipeline (`default`): where a deal goes when no stage is named.
+pub async fn first_stage(db: &impl ConnectionTrait, account_id: &AccountId) -> Result<Option<stages::Model>, DbErr> {
+    stages::Entity::find()
+        .filter(stages::Column::AccountId.eq(account_id.as_str()))
+        .filter(stages::Column::PipelineId.eq("default"))
+        .order_by_asc(stages::Column::Position)
         .one(db)
         .await
 }

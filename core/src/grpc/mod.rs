@@ -18,7 +18,8 @@ use frontdesk_api::{
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, chat_sessions_server::ChatSessionsServer,
         contacts_server::ContactsServer, conversations_server::ConversationsServer, credits_server::CreditsServer,
         deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
-        kb_sources_server::KbSourcesServer, messages_server::MessagesServer, pipelines_server::PipelinesServer,
+        kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
+        model_providers_server::ModelProvidersServer, pipelines_server::PipelinesServer,
         webhooks_server::WebhooksServer,
     },
     webchat::v1::web_chat_server::WebChatServer,
@@ -31,6 +32,7 @@ use crate::{
     access::{guard::Guard, service::ApiKeysService},
     admin::{AdminService, AdminToken},
     agents::service::AgentsService,
+    ai::connection::ModelProvidersService,
     broadcasts::BroadcastsService,
     campaigns::{
         CampaignsService,
@@ -56,6 +58,7 @@ pub struct Services {
     pub payments: PaymentsService,
     pub api_keys: ApiKeysService,
     pub credits: CreditsService,
+    pub model_providers: ModelProvidersService,
     pub deals: DealsService,
     pub pipelines: PipelinesService,
     pub webhooks: WebhooksService,
@@ -84,6 +87,9 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
     reporter.set_serving::<PaymentsServer<PaymentsService>>().await;
     reporter.set_serving::<ApiKeysServer<ApiKeysService>>().await;
     reporter.set_serving::<CreditsServer<CreditsService>>().await;
+    reporter
+        .set_serving::<ModelProvidersServer<ModelProvidersService>>()
+        .await;
     reporter.set_serving::<DealsServer<DealsService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
@@ -120,6 +126,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(PaymentsServer::new(services.payments)))
         .add_service(sized!(ApiKeysServer::new(services.api_keys)))
         .add_service(sized!(CreditsServer::new(services.credits)))
+        .add_service(sized!(ModelProvidersServer::new(services.model_providers)))
         .add_service(sized!(DealsServer::new(services.deals)))
         .add_service(sized!(PipelinesServer::new(services.pipelines)))
         .add_service(sized!(WebhooksServer::new(services.webhooks)))

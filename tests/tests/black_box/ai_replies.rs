@@ -11,7 +11,7 @@ use frontdesk_tests::{
     Db, Server, admin, on_both_databases,
     platform::Platform,
     sms::{self, SmsChannel},
-    twilio::{FakeTwilio, SentMessage, new_message_sid},
+    twilio::{FakeTwilio, new_message_sid},
     webchat,
     webhook_receiver::Receiver,
 };
@@ -66,36 +66,6 @@ async fn settle(server: &Server) {
     frontdesk_tests::admin::quiesce(server).await;
 }
 
-/// Waits until the fake has `count` requests to `to`; them.
-async fn sent_to(twilio: &FakeTwilio, to: &str, count: usize) -> Vec<SentMessage> {
-    let started = Instant::now();
-    loop {
-        let sent = twilio.sent_to(to);
-        if sent.len() >= count {
-            return sent;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "{} of {count} messages to {to}: {sent:?}",
-            sent.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The only conversation of the contact with this phone.
-async fn conversation_of(platform: &Platform<'_>, phone: &str) -> Value {
-    let contacts = platform
-        .ok("GET", &format!("/v1/contacts?q={}", phone.replace('+', "%2B")), None)
-        .await;
-    let contact = contacts["contacts"][0]["id"].as_str().expect("the contact").to_owned();
-    let list = platform
-        .ok("GET", &format!("/v1/conversations?contact_id={contact}"), None)
-        .await;
-    let id = list["conversations"][0]["id"].as_str().expect("a conversation");
-    platform.ok("GET", &format!("/v1/conversations/{id}"), None).await
-}
-
 async fn credits(platform: &Platform<'_>) -> Value {
     platform.ok("GET", "/v1/credits?limit=200", None).await["credits"].clone()
 }
@@ -111,10 +81,10 @@ on_both_databases!(
         desk.channel
             .inbound(&new_message_sid(), "+15556000001", "When are you open?")
             .await;
-        let reply = sent_to(&twilio, "+15556000001", 1).await;
+        let reply = twilio.wait_for_sent("+15556000001", 1).await;
         assert_eq!(reply[0].body(), HOURS);
 
-        let thread = conversation_of(&desk.platform, "+15556000001").await;
+        let thread = desk.platform.conversation_with("+15556000001").await;
         let messages = thread["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 2, "{thread}");
         assert_eq!(
@@ -156,9 +126,9 @@ on_both_databases!(an_off_topic_question_is_handed_to_a_person, |db: Db| async m
             "Can you repair my helicopter engine?",
         )
         .await;
-    let reply = sent_to(&twilio, "+15556000002", 1).await;
+    let reply = twilio.wait_for_sent("+15556000002", 1).await;
     assert_eq!(reply[0].body(), HANDOFF);
-    let thread = conversation_of(&desk.platform, "+15556000002").await;
+    let thread = desk.platform.conversation_with("+15556000002").await;
     assert_eq!(thread["conversation"]["handoff"], true);
     assert_eq!(thread["conversation"]["handoff_reason"], "no_confident_answer");
     let delivered = receiver.wait_for(1, WAIT).await;
@@ -190,7 +160,7 @@ on_both_databases!(a_burst_is_answered_once, |db: Db| async move {
     for text in ["Hi", "I have a question", "When are you open?"] {
         desk.channel.inbound(&new_message_sid(), "+15556000003", text).await;
     }
-    let reply = sent_to(&twilio, "+15556000003", 1).await;
+    let reply = twilio.wait_for_sent("+15556000003", 1).await;
     assert_eq!(reply[0].body(), HOURS, "the burst's question is answered");
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15556000003").len(), 1, "one reply for the burst");
@@ -215,7 +185,7 @@ on_both_databases!(
         assert_eq!(sent[0].body(), "Hi! We open at nine.");
 
         // Handed off by hand: silent; resumed: the next message is answered.
-        let id = conversation_of(&desk.platform, "+15556000004").await["conversation"]["id"]
+        let id = desk.platform.conversation_with("+15556000004").await["conversation"]["id"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -234,7 +204,7 @@ on_both_databases!(
         desk.channel
             .inbound(&new_message_sid(), "+15556000004", "When are you open?")
             .await;
-        let sent = sent_to(&twilio, "+15556000004", 2).await;
+        let sent = twilio.wait_for_sent("+15556000004", 2).await;
         assert_eq!(
             sent[1].body(),
             HOURS,
@@ -260,9 +230,9 @@ on_both_databases!(without_credits_the_conversation_is_handed_off, |db: Db| asyn
     desk.channel
         .inbound(&new_message_sid(), "+15556000005", "When are you open?")
         .await;
-    let reply = sent_to(&twilio, "+15556000005", 1).await;
+    let reply = twilio.wait_for_sent("+15556000005", 1).await;
     assert_eq!(reply[0].body(), HANDOFF);
-    let thread = conversation_of(&desk.platform, "+15556000005").await;
+    let thread = desk.platform.conversation_with("+15556000005").await;
     assert_eq!(thread["conversation"]["handoff_reason"], "insufficient_credits");
     assert_eq!(credits(&desk.platform).await["balance"], 0.0, "nothing was charged");
 });
@@ -282,7 +252,7 @@ on_both_databases!(an_agent_without_routing_answers_nothing, |db: Db| async move
         .await;
     settle(&server).await;
     assert!(twilio.sent_to("+15556000006").is_empty());
-    let thread = conversation_of(&platform, "+15556000006").await;
+    let thread = platform.conversation_with("+15556000006").await;
     assert_eq!(thread["conversation"]["agent_id"], "");
 });
 
@@ -300,7 +270,7 @@ on_both_databases!(each_tier_costs_its_price, |db: Db| async move {
         desk.channel
             .inbound(&new_message_sid(), &phone, "When are you open?")
             .await;
-        sent_to(&twilio, &phone, 1).await;
+        twilio.wait_for_sent(&phone, 1).await;
         let after = credits(&desk.platform).await["balance"].as_f64().unwrap();
         assert!((before - after - cost).abs() < 1e-9, "{tier}: {before} -> {after}");
     }
@@ -327,7 +297,7 @@ on_both_databases!(
         });
         frontdesk_tests::join_all(asks).await;
         for phone in &phones {
-            let reply = sent_to(&twilio, phone, 1).await;
+            let reply = twilio.wait_for_sent(phone, 1).await;
             assert_eq!(reply[0].body(), HOURS);
         }
         let after = credits(&desk.platform).await;
@@ -393,16 +363,16 @@ on_both_databases!(empty_long_and_attachment_only_messages, |db: Db| async move 
             &[("https://media.example/1.jpg", "image/jpeg")],
         )
         .await;
-    let reply = sent_to(&twilio, "+15556040001", 1).await;
+    let reply = twilio.wait_for_sent("+15556040001", 1).await;
     assert_eq!(reply[0].body(), HANDOFF);
-    let thread = conversation_of(&desk.platform, "+15556040001").await;
+    let thread = desk.platform.conversation_with("+15556040001").await;
     assert_eq!(thread["conversation"]["handoff_reason"], "attachment");
     // Spaces alone: nothing to answer, no reply to nothing.
     desk.channel.inbound(&new_message_sid(), "+15556040002", "   ").await;
     // 4,000 characters around the question: answered or handed off, never a failure.
     let long = format!("{} When are you open? {}", "so ".repeat(1_300), "thanks ".repeat(40));
     desk.channel.inbound(&new_message_sid(), "+15556040003", &long).await;
-    let reply = sent_to(&twilio, "+15556040003", 1).await;
+    let reply = twilio.wait_for_sent("+15556040003", 1).await;
     assert!([HOURS, HANDOFF].contains(&reply[0].body()), "{}", reply[0].body());
     settle(&server).await;
     assert!(twilio.sent_to("+15556040002").is_empty(), "no reply to nothing");
@@ -416,7 +386,7 @@ on_both_databases!(a_paused_or_deleted_agent_answers_nothing, |db: Db| async mov
     desk.channel
         .inbound(&new_message_sid(), "+15556050001", "When are you open?")
         .await;
-    sent_to(&twilio, "+15556050001", 1).await;
+    twilio.wait_for_sent("+15556050001", 1).await;
     let pause = json!({"status": "paused"});
     desk.platform
         .ok("PUT", &format!("/v1/agents/{}", desk.agent), Some(pause))
@@ -443,12 +413,12 @@ on_both_databases!(the_agent_speaks_its_language, |db: Db| async move {
         .ok("PUT", &format!("/v1/agents/{}", desk.agent), Some(spanish))
         .await;
     desk.channel.inbound(&new_message_sid(), "+15556060001", "¡Hola!").await;
-    let reply = sent_to(&twilio, "+15556060001", 1).await;
+    let reply = twilio.wait_for_sent("+15556060001", 1).await;
     assert_eq!(reply[0].body(), "¡Hola! ¿En qué puedo ayudarte hoy?");
     desk.channel
         .inbound(&new_message_sid(), "+15556060002", "¿Reparan motores de helicóptero?")
         .await;
-    let reply = sent_to(&twilio, "+15556060002", 1).await;
+    let reply = twilio.wait_for_sent("+15556060002", 1).await;
     assert_eq!(
         reply[0].body(),
         "Gracias por tu mensaje. Una persona de nuestro equipo te responderá en breve."
@@ -475,9 +445,9 @@ on_both_databases!(a_sigkill_around_the_reply_leaves_one_reply, |db: Db| async m
         server = server.restart().await;
         channel = channel.at(&server);
         let platform = Platform::of(&server, &account_id, &key);
-        sent_to(&twilio, &phone, 1).await;
+        twilio.wait_for_sent(&phone, 1).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let thread = conversation_of(&platform, &phone).await;
+        let thread = platform.conversation_with(&phone).await;
         let replies: Vec<&Value> = thread["messages"]
             .as_array()
             .unwrap()

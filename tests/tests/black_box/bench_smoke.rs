@@ -45,6 +45,8 @@ fn the_benchmark_harness_runs_every_scenario() {
         "engine: a quiet tenant's sends (20/s), accept to provider, beside another tenant's",
         "ai: question stored to reply queued",
         "ai: replies stored per second",
+        "ai model: question stored to model request",
+        "ai model: 500 conversations asking at once",
         "compared: webhook fan-out, this build",
         "compared: webhook fan-out, previous build",
         "compared: send pipeline capacity, this build",
@@ -73,6 +75,10 @@ fn the_benchmark_harness_runs_every_scenario() {
         "{stdout}"
     );
     assert!(stdout.contains("| embedding at import, one core"), "{stdout}");
+    assert!(
+        stdout.contains("| AI replies with a model: the service's memory per reply waiting on the model"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("| accepting a send: the most its share can be here"),
         "the accept's ceiling from the floors:\n{stdout}"

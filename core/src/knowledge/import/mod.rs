@@ -8,6 +8,7 @@ pub mod decode;
 pub mod documents;
 pub mod extract;
 pub mod fetch;
+pub mod pairs;
 pub mod progress;
 pub mod robots;
 pub mod sitemap;
@@ -24,6 +25,7 @@ use self::{
     documents::Format,
     extract::Extracted,
     fetch::{Fetcher, PageError},
+    pairs::PairWriter,
     progress::Recorded,
     robots::RobotsRules,
 };
@@ -78,6 +80,8 @@ pub struct Import {
     pages: PageReader,
     /// Makes the source's FAQ vectors before it is `ready` (none: lexical retrieval only).
     embedder: Option<Arc<dyn Embedder>>,
+    /// Writes question-answer pairs from sections when the account has a model provider.
+    pairs: Arc<dyn PairWriter>,
 }
 
 impl Import {
@@ -86,12 +90,14 @@ impl Import {
         clock: Arc<dyn Clock>,
         fetcher: Arc<Fetcher>,
         embedder: Option<Arc<dyn Embedder>>,
+        pairs: Arc<dyn PairWriter>,
     ) -> Self {
         Self {
             db,
             clock,
             pages: PageReader { fetcher },
             embedder,
+            pairs,
         }
     }
 
@@ -150,6 +156,13 @@ impl Import {
                 self.document(&source.id).await?
             } else {
                 self.pages.read(&mut robots, &page.url).await
+            };
+            let read = match read {
+                Ok(extracted) => {
+                    let account_id = AccountId::of_row(&source.account_id);
+                    Ok(pairs::rewrite(self.pairs.as_ref(), &account_id, extracted).await)
+                }
+                Err(error) => Err(error),
             };
             let now = self.clock.now();
             match read {

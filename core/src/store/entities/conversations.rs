@@ -31,9 +31,41 @@ pub struct Model {
     pub inbound_seq: i64,
     /// How many of those are answered: by an AI reply, or by a person's send.
     pub ai_answered_seq: i64,
+    /// `inbound_seq` when the agent last replied: follow-ups go out while it is still the same.
+    pub follow_up_seq: i64,
+    /// Follow-ups sent since the agent's last reply.
+    pub follow_ups_sent: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+/// A stored conversation for unit tests: open, with no agent, nothing counted.
+#[cfg(test)]
+pub fn sample() -> Model {
+    let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+    Model {
+        id: "cv_1".into(),
+        account_id: "acct_1".into(),
+        contact_id: "ct_1".into(),
+        channel: "sms-main".into(),
+        channel_id: "ch_1".into(),
+        channel_type: "sms".into(),
+        agent_id: String::new(),
+        status: "open".into(),
+        handoff: false,
+        handoff_reason: String::new(),
+        unread_count: 0,
+        last_message_at: at,
+        activity_bucket: 6_000_000,
+        broadcast_id: String::new(),
+        created_at: at,
+        closed_at: None,
+        inbound_seq: 0,
+        ai_answered_seq: 0,
+        follow_up_seq: 0,
+        follow_ups_sent: 0,
+    }
+}

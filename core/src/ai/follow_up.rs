@@ -1,0 +1,238 @@
+//! Follow-ups: when an agent's `follow_ups` are enabled, a contact who has not answered the agent's reply within
+//! `delay_minutes` gets the configured `message` (free), or without one a nudge the model writes (charged at
+//! the agent's tier; the local provider says a fixed sentence of the agent's language, free), up to
+//! `max_count` times. The reply that answered the contact enqueues the conversation's follow-up job (its key is
+//! the conversation's) and records the contact's message count it answered (`follow_up_seq`); any message
+//! from the contact moves the count past it, which ends the follow-ups. Each follow-up is stored in one
+//! transaction with its delivery, its charge, the count of those sent and the next one's job, and only while
+//! the conversation is still the agent's and the contact has still not written.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, sea_query::Expr,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{phrases, providers::Providers, reply};
+use crate::{
+    access::AccountId,
+    agents::fields::FollowUpSettings,
+    clock::Clock,
+    conversations::replies,
+    error::ApiResult,
+    jobs::{self, Class, Handler, Job, JobArgs, NewJob, OnConflict, Outcome, Wake},
+    store::{
+        self,
+        entities::{agents, conversations, messages},
+        from_json_text,
+    },
+};
+
+pub const KIND: &str = "agent_follow_up";
+const MAX_ATTEMPTS: i32 = 5;
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+#[derive(Serialize, Deserialize)]
+pub struct Payload {
+    pub conversation_id: String,
+}
+
+impl JobArgs for Payload {
+    const KIND: &'static str = KIND;
+}
+
+/// The agent's follow-up settings when they are on.
+pub fn settings(agent: &agents::Model) -> Option<FollowUpSettings> {
+    Some(from_json_text::<FollowUpSettings>(&agent.follow_ups)).filter(|s| s.enabled && s.max_count > 0)
+}
+
+/// The conversation's next follow-up, `settings.delay_minutes` after `now`.
+pub fn job(conversation: &conversations::Model, settings: &FollowUpSettings, now: DateTime<Utc>) -> NewJob {
+    let args = Payload {
+        conversation_id: conversation.id.clone(),
+    };
+    NewJob {
+        class: Class::Interactive,
+        lane: replies::LANE.to_owned(),
+        run_at_ms: now.timestamp_millis() + i64::from(settings.delay_minutes.max(1)) * 60_000,
+        max_attempts: MAX_ATTEMPTS,
+        unique_key: Some(format!("follow_up:{}", conversation.id)),
+        on_conflict: OnConflict::Reschedule,
+        ..NewJob::new(&AccountId::of_row(&conversation.account_id), &args)
+    }
+}
+
+/// In the transaction of an agent's reply: follow-ups start again from this reply.
+pub async fn restart(
+    txn: &DatabaseTransaction,
+    conversation: &conversations::Model,
+    agent: &agents::Model,
+    answered_seq: i64,
+    now: DateTime<Utc>,
+) -> ApiResult<()> {
+    let Some(settings) = settings(agent) else {
+        return Ok(());
+    };
+    conversations::Entity::update_many()
+        .col_expr(conversations::Column::FollowUpSeq, Expr::value(answered_seq))
+        .col_expr(conversations::Column::FollowUpsSent, Expr::value(0))
+        .filter(conversations::Column::Id.eq(conversation.id.as_str()))
+        .exec(txn)
+        .await?;
+    jobs::enqueue(txn, job(conversation, &settings, now), now).await?;
+    Ok(())
+}
+
+pub struct FollowUp {
+    pub db: DatabaseConnection,
+    pub clock: Arc<dyn Clock>,
+    pub providers: Arc<Providers>,
+    pub wake: Wake,
+    pub send_attempts: i32,
+}
+
+/// Whether the follow-up is still due: the conversation is the agent's, open, not handed off, the contact
+/// has not written since the reply, and fewer than `max_count` went out.
+fn due(conversation: &conversations::Model, settings: &FollowUpSettings) -> bool {
+    replies::answers(conversation)
+        && conversation.inbound_seq == conversation.follow_up_seq
+        && conversation.follow_ups_sent < settings.max_count
+}
+
+/// Whether the conversation's latest message is the agent's: a person of the team who wrote since has the
+/// thread, and follows up themselves.
+async fn agent_spoke_last(db: &DatabaseConnection, conversation: &conversations::Model) -> ApiResult<bool> {
+    let latest = messages::Entity::find()
+        .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
+        .order_by_desc(messages::Column::Seq)
+        .one(db)
+        .await?;
+    Ok(latest.is_some_and(|m| m.author == "agent"))
+}
+
+#[async_trait::async_trait]
+impl Handler for FollowUp {
+    async fn run(&self, job: &Job) -> Outcome {
+        let payload: Payload = match job.args() {
+            Ok(payload) => payload,
+            Err(unreadable) => return unreadable,
+        };
+        match self.follow_up(&job.account(), &payload.conversation_id).await {
+            Ok(()) => Outcome::Done(None),
+            Err(err) => Outcome::Retry {
+                error: err.message,
+                after: RETRY_AFTER,
+            },
+        }
+    }
+}
+
+impl FollowUp {
+    async fn follow_up(&self, account_id: &AccountId, conversation_id: &str) -> ApiResult<()> {
+        let Some(conversation) = store::owned::<conversations::Entity>(
+            &self.db,
+            conversations::Column::AccountId,
+            account_id,
+            conversation_id,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        let agent =
+            store::owned::<agents::Entity>(&self.db, agents::Column::AccountId, account_id, &conversation.agent_id)
+                .await?
+                .filter(|agent| agent.status == "active");
+        let Some((agent, settings)) = agent.and_then(|agent| settings(&agent).map(|s| (agent, s))) else {
+            return Ok(());
+        };
+        if !due(&conversation, &settings) || !agent_spoke_last(&self.db, &conversation).await? {
+            return Ok(());
+        }
+        // The configured message is free; a nudge the model writes is charged at the agent's tier.
+        let (text, cost) = if !settings.message.trim().is_empty() {
+            (settings.message.trim().to_owned(), 0)
+        } else {
+            let chosen = self.providers.for_reply(account_id, &agent).await?;
+            let history = reply::history(&self.db, &conversation).await?;
+            let profile = reply::profile(&agent);
+            match chosen.provider.nudge(&profile, &history).await {
+                Some(text) => (text, reply::reply_cost(&agent.ai_tier, chosen.own_key)),
+                None => (phrases::of(&agent.language).nudge.to_owned(), 0),
+            }
+        };
+        let now = self.clock.now();
+        let txn = crate::store::begin_write(&self.db).await?;
+        let Some(current) = reply::locked(&txn, &conversation).await? else {
+            return Ok(());
+        };
+        // Nothing moved since the read: no message from the contact, no new reply restarting the count.
+        let unchanged = due(&current, &settings)
+            && current.agent_id == agent.id
+            && current.inbound_seq == conversation.inbound_seq
+            && current.follow_up_seq == conversation.follow_up_seq
+            && current.follow_ups_sent == conversation.follow_ups_sent;
+        if !unchanged {
+            return Ok(());
+        }
+        if cost > 0 && !reply::charge(&txn, &current, cost, &super::provider::Basis::FollowUp, now).await? {
+            // No credits for a written nudge: the follow-ups end quietly (a person sees the thread as it is).
+            return Ok(());
+        }
+        reply::send(&txn, &current, &text, self.send_attempts, now).await?;
+        let sent = current.follow_ups_sent + 1;
+        conversations::Entity::update_many()
+            .col_expr(conversations::Column::FollowUpsSent, Expr::value(sent))
+            .filter(conversations::Column::Id.eq(current.id.as_str()))
+            .exec(&txn)
+            .await?;
+        if sent < settings.max_count {
+            jobs::enqueue(&txn, job(&current, &settings, now), now).await?;
+        }
+        txn.commit().await?;
+        self.wake.notify();
+        metrics::counter!("frontdesk_ai_follow_ups_total").increment(1);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follow_up_is_due_only_while_the_contact_is_silent_and_under_the_count() {
+        let settings = FollowUpSettings {
+            enabled: true,
+            delay_minutes: 60,
+            max_count: 2,
+            message: String::new(),
+        };
+        let conversation = conversations::Model {
+            agent_id: "agt_1".into(),
+            status: "open".into(),
+            inbound_seq: 3,
+            follow_up_seq: 3,
+            follow_ups_sent: 1,
+            ..conversations::sample()
+        };
+        assert!(due(&conversation, &settings));
+        let wrote = conversations::Model {
+            inbound_seq: 4,
+            ..conversation.clone()
+        };
+        assert!(!due(&wrote, &settings), "the contact wrote since");
+        let enough = conversations::Model {
+            follow_ups_sent: 2,
+            ..conversation.clone()
+        };
+        assert!(!due(&enough, &settings), "max_count reached");
+        let person = conversations::Model {
+            handoff: true,
+            ..conversation
+        };
+        assert!(!due(&person, &settings), "a person has it");
+    }
+}

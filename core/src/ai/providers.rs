@@ -1,0 +1,195 @@
+//! Which provider answers a reply: the account's own (`PUT /v1/model-provider`) when it connected one, else
+//! the server's (`FRONTDESK_MODEL_PROVIDER`), else the local one. An agent's `anthropic_model` names the
+//! Claude model wherever Anthropic answers and the account's own connection names none. An account's own
+//! base URL is a customer's URL: it is called through the outbound policy's client (no private addresses
+//! unless allowed, no redirects); the server's are the operator's and are called as configured.
+
+use std::sync::Arc;
+
+use sea_orm::{DatabaseConnection, EntityTrait};
+
+use super::{
+    chat::{ChatModel, anthropic::Anthropic, openai::OpenAi},
+    config::{ModelConfig, ProviderKind},
+    local::LocalModel,
+    provider::ModelProvider,
+    remote::{RemoteProvider, ReplyLimits},
+};
+use crate::{
+    access::AccountId,
+    error::ApiResult,
+    integrations::outbound::OutboundPolicy,
+    knowledge::import::pairs::PairWriter,
+    secrets::Sealer,
+    store::entities::{agents, model_providers},
+};
+
+/// The APIs an account's own key is used with when it named no base URL, and OpenAI's model then.
+const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+const OPENAI_MODEL: &str = "gpt-4o-mini";
+
+fn vendor_base_url(kind: ProviderKind) -> &'static str {
+    if kind == ProviderKind::Anthropic {
+        ANTHROPIC_BASE_URL
+    } else {
+        OPENAI_BASE_URL
+    }
+}
+
+/// The provider of one reply.
+pub struct Chosen {
+    pub provider: Arc<dyn ModelProvider>,
+    /// The account's own key pays the model: pro replies cost no credits.
+    pub own_key: bool,
+}
+
+pub struct Providers {
+    db: DatabaseConnection,
+    sealer: Sealer,
+    config: ModelConfig,
+    limits: ReplyLimits,
+    local: Arc<LocalModel>,
+    /// For the server's providers.
+    server_client: reqwest::Client,
+    /// For accounts' own base URLs.
+    guarded_client: reqwest::Client,
+}
+
+impl Providers {
+    pub fn new(
+        db: DatabaseConnection,
+        sealer: Sealer,
+        config: ModelConfig,
+        policy: &OutboundPolicy,
+    ) -> anyhow::Result<Self> {
+        config.check()?;
+        let limits = ReplyLimits {
+            per_reply: config.reply_time_limit,
+            context_tokens: config.context_tokens as usize,
+            ..ReplyLimits::default()
+        };
+        Ok(Self {
+            server_client: crate::integrations::http::client(config.call_timeout)?,
+            guarded_client: policy.client(config.call_timeout)?,
+            db,
+            sealer,
+            config,
+            limits,
+            local: Arc::new(LocalModel::default()),
+        })
+    }
+
+    /// The provider for a reply of `agent` on `account_id`'s behalf.
+    pub async fn for_reply(&self, account_id: &AccountId, agent: &agents::Model) -> ApiResult<Chosen> {
+        Ok(match self.remote_for(account_id, Some(agent)).await? {
+            Some((provider, own_key)) => Chosen { provider, own_key },
+            None => Chosen {
+                provider: self.local.clone(),
+                own_key: false,
+            },
+        })
+    }
+
+    fn remote(
+        &self,
+        kind: ProviderKind,
+        api_key: String,
+        base_url: Option<&str>,
+        model: Option<&str>,
+        agent: Option<&agents::Model>,
+        client: &reqwest::Client,
+    ) -> Arc<RemoteProvider> {
+        let (chat, model): (Arc<dyn ChatModel>, String) = match kind {
+            ProviderKind::Openai => (
+                Arc::new(OpenAi {
+                    client: client.clone(),
+                    base_url: base_url.unwrap_or(&self.config.openai_base_url).to_owned(),
+                    api_key,
+                }),
+                model.unwrap_or(&self.config.openai_model).to_owned(),
+            ),
+            _ => (
+                Arc::new(Anthropic {
+                    client: client.clone(),
+                    base_url: base_url.unwrap_or(&self.config.anthropic_base_url).to_owned(),
+                    api_key,
+                }),
+                model
+                    .or(agent.map(|a| a.anthropic_model.as_str()).filter(|m| !m.is_empty()))
+                    .unwrap_or(&self.config.anthropic_model)
+                    .to_owned(),
+            ),
+        };
+        Arc::new(RemoteProvider {
+            chat,
+            model,
+            limits: self.limits,
+        })
+    }
+
+    /// The account's model-backed provider (its own, else the server's), or `None` when only the local one
+    /// answers for it; and whether it is the account's own.
+    async fn remote_for(
+        &self,
+        account_id: &AccountId,
+        agent: Option<&agents::Model>,
+    ) -> ApiResult<Option<(Arc<RemoteProvider>, bool)>> {
+        let own = model_providers::Entity::find_by_id(account_id.as_str())
+            .one(&self.db)
+            .await?;
+        if let Some(own) = own {
+            match self.sealer.open(account_id.as_str(), &own.sealed_key) {
+                Ok(key) => {
+                    let key = String::from_utf8_lossy(&key).into_owned();
+                    let kind = if own.provider == "anthropic" {
+                        ProviderKind::Anthropic
+                    } else {
+                        ProviderKind::Openai
+                    };
+                    // The vendor's own API and model when the account named none: never the operator's
+                    // endpoint or model, which are the server's and may be private.
+                    let base_url = Some(own.base_url.as_str())
+                        .filter(|u| !u.is_empty())
+                        .unwrap_or(vendor_base_url(kind));
+                    let model = Some(own.model.as_str())
+                        .filter(|m| !m.is_empty())
+                        .or((kind == ProviderKind::Openai).then_some(OPENAI_MODEL));
+                    let provider = self.remote(kind, key, Some(base_url), model, agent, &self.guarded_client);
+                    return Ok(Some((provider, true)));
+                }
+                Err(_) => {
+                    tracing::error!(account = %account_id, "the account's model key cannot be opened with this server's key; the server's provider answers")
+                }
+            }
+        }
+        let key = match self.config.provider {
+            ProviderKind::Local => return Ok(None),
+            ProviderKind::Anthropic => self.config.anthropic_api_key.clone(),
+            ProviderKind::Openai => self.config.openai_api_key.clone(),
+        };
+        let provider = self.remote(
+            self.config.provider,
+            key.unwrap_or_default(),
+            None,
+            None,
+            agent,
+            &self.server_client,
+        );
+        Ok(Some((provider, false)))
+    }
+}
+
+#[async_trait::async_trait]
+impl PairWriter for Providers {
+    async fn pairs(&self, account_id: &AccountId, heading: &str, text: &str) -> Option<Vec<(String, String)>> {
+        match self.remote_for(account_id, None).await {
+            Ok(Some((provider, _))) => provider.write_pairs(heading, text).await,
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(account = %account_id, error = %err.message, "the account's model provider could not be read; the section stays one FAQ");
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! A provider backed by a chat model (`anthropic`, `openai`): the context becomes a prompt, the model answers
+//! or calls tools, the tools' answers go back, for at most `MAX_TOOL_ROUNDS` rounds and `limits.per_reply`
+//! in all. A failed call is tried four times (waits of 1, 2 and 4 s +-20%, or the provider's `retry-after`
+//! when it asks for longer, within the reply's time); then the conversation goes to a person with
+//! `model_unavailable`. Nothing here touches the database but the tools, each in its own short transaction.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use rand::Rng;
+
+use super::{
+    chat::{ChatAnswer, ChatError, ChatMessage, ChatModel, ChatRequest, ToolResult},
+    phrases, prompt,
+    provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Profile, ToolOutcome, Toolbox, Turn},
+};
+
+/// What the model is asked to make of an imported section.
+const PAIRS: &str = "You turn one section of a business's web page into the questions its customers would ask and \
+                     the answers the section gives. Answer with JSON only: {\"pairs\": [{\"question\": \"...\", \
+                     \"answer\": \"...\"}]}, at most 5 pairs, answered from the section alone, in its language.";
+
+/// What the model is asked for a follow-up.
+const NUDGE: &str = "\nThe customer has not answered your last message for a while. Write one short, friendly \
+                     follow-up message that invites them to go on; add no new facts.\n";
+
+/// Rounds of tool calls a reply may make; a model that still calls tools after them is handed off.
+pub const MAX_TOOL_ROUNDS: usize = 5;
+/// Tries of one call.
+const ATTEMPTS: u32 = 4;
+/// The wait before the second try; it doubles for each further one.
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+
+/// How long and how much a reply may take.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplyLimits {
+    /// The whole reply: every model call, wait and tool call.
+    pub per_reply: Duration,
+    /// Tokens of instructions, knowledge and messages sent.
+    pub context_tokens: usize,
+    /// Tokens of the model's answer.
+    pub answer_tokens: u32,
+}
+
+impl Default for ReplyLimits {
+    fn default() -> Self {
+        Self {
+            per_reply: Duration::from_secs(60),
+            context_tokens: 8_000,
+            answer_tokens: 1_024,
+        }
+    }
+}
+
+pub struct RemoteProvider {
+    pub chat: Arc<dyn ChatModel>,
+    pub model: String,
+    pub limits: ReplyLimits,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for RemoteProvider {
+    fn name(&self) -> &'static str {
+        self.chat.protocol()
+    }
+
+    fn uses_tools(&self) -> bool {
+        true
+    }
+
+    async fn nudge(&self, agent: &Profile, history: &[Turn]) -> Option<String> {
+        self.write_nudge(agent, history).await
+    }
+
+    async fn decide(&self, context: &Context, tools: &dyn Toolbox) -> Decision {
+        let deadline = Instant::now() + self.limits.per_reply;
+        let handoff = |reason| Decision::Handoff {
+            text: phrases::of(&context.agent.language).handoff.to_owned(),
+            reason,
+        };
+        if let Some(decision) = super::provider::without_text(context) {
+            return decision;
+        }
+        let mut request = prompt::request(
+            context,
+            tools.specs(),
+            &self.model,
+            self.limits.context_tokens,
+            self.limits.answer_tokens,
+        );
+        for round in 0..=MAX_TOOL_ROUNDS {
+            let answer = match self.complete(&request, deadline).await {
+                Ok(answer) => answer,
+                Err(err) => {
+                    tracing::warn!(provider = self.name(), model = %self.model, error = err.message(), "the model gave no answer; the conversation goes to a person");
+                    return handoff(HandoffReason::ModelUnavailable);
+                }
+            };
+            if answer.calls.is_empty() {
+                let text = answer.text.trim();
+                return if text.is_empty() {
+                    handoff(HandoffReason::NoConfidentAnswer)
+                } else {
+                    Decision::Answer {
+                        text: text.to_owned(),
+                        basis: Basis::Model,
+                    }
+                };
+            }
+            if round == MAX_TOOL_ROUNDS {
+                tracing::warn!(provider = self.name(), model = %self.model, "the model still called tools after {MAX_TOOL_ROUNDS} rounds");
+                return handoff(HandoffReason::ToolRounds);
+            }
+            let mut results = Vec::with_capacity(answer.calls.len());
+            for call in &answer.calls {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let outcome = tokio::time::timeout(left, tools.call(call))
+                    .await
+                    .unwrap_or_else(|_| ToolOutcome::Error("the reply ran out of time".into()));
+                let (content, is_error) = match outcome {
+                    ToolOutcome::Answer(content) => (content, false),
+                    ToolOutcome::Error(content) => (content, true),
+                    ToolOutcome::Handoff(reason) => return handoff(HandoffReason::Requested(reason)),
+                };
+                results.push(ToolResult {
+                    call_id: call.id.clone(),
+                    content,
+                    is_error,
+                });
+            }
+            let ChatAnswer { text, calls } = answer;
+            request.messages.push(ChatMessage::Assistant { text, calls });
+            request.messages.push(ChatMessage::ToolResults(results));
+        }
+        unreachable!("the last round returns")
+    }
+}
+
+impl RemoteProvider {
+    /// The question-answer pairs the model writes from an imported section; `None` when it gave none usable.
+    pub async fn write_pairs(&self, heading: &str, text: &str) -> Option<Vec<(String, String)>> {
+        let deadline = Instant::now() + self.limits.per_reply;
+        let request = ChatRequest {
+            model: self.model.clone(),
+            system: PAIRS.to_owned(),
+            messages: vec![ChatMessage::User(format!("Heading: {heading}\n\n{text}"))],
+            tools: Vec::new(),
+            max_tokens: self.limits.answer_tokens,
+        };
+        match self.complete(&request, deadline).await {
+            Ok(answer) => parse_pairs(&answer.text),
+            Err(err) => {
+                tracing::warn!(provider = self.name(), model = %self.model, error = err.message(), "the model wrote no pairs; the section stays one FAQ");
+                None
+            }
+        }
+    }
+
+    async fn write_nudge(&self, agent: &Profile, history: &[Turn]) -> Option<String> {
+        let deadline = Instant::now() + self.limits.per_reply;
+        let context = Context {
+            agent: agent.clone(),
+            history: history.to_vec(),
+            ..Context::default()
+        };
+        let mut request = prompt::request(
+            &context,
+            Vec::new(),
+            &self.model,
+            self.limits.context_tokens,
+            self.limits.answer_tokens,
+        );
+        request.system.push_str(NUDGE);
+        // Both protocols answer a user turn: the silence is one.
+        request
+            .messages
+            .push(ChatMessage::User("(no answer from the customer)".into()));
+        match self.complete(&request, deadline).await {
+            Ok(answer) if !answer.text.trim().is_empty() => Some(answer.text.trim().to_owned()),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!(provider = self.name(), model = %self.model, error = err.message(), "the model wrote no follow-up; the fixed one is sent");
+                None
+            }
+        }
+    }
+
+    /// One answer, tried up to `ATTEMPTS` times before `deadline`.
+    async fn complete(&self, request: &ChatRequest, deadline: Instant) -> Result<ChatAnswer, ChatError> {
+        let mut attempt = 1;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let error = match tokio::time::timeout(left, self.chat.complete(request)).await {
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(error)) => error,
+                Err(_) => ChatError::Permanent("the reply's time ran out waiting for the model".into()),
+            };
+            let ChatError::Transient { message, retry_after } = &error else {
+                return Err(error);
+            };
+            let scheduled = FIRST_WAIT * 2u32.pow(attempt - 1);
+            let wait = scheduled
+                .mul_f64(rand::rng().random_range(0.8..=1.2))
+                .max(retry_after.unwrap_or_default());
+            if attempt >= ATTEMPTS || Instant::now() + wait >= deadline {
+                return Err(error);
+            }
+            tracing::info!(provider = self.name(), attempt, error = %message, wait_ms = wait.as_millis() as u64, "the model call is tried again");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+}
+
+/// `{"pairs": [{"question", "answer"}]}` out of a model's answer (which may wrap it in prose or a code fence).
+fn parse_pairs(text: &str) -> Option<Vec<(String, String)>> {
+    #[derive(serde::Deserialize)]
+    struct Pairs {
+        pairs: Vec<Pair>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Pair {
+        question: String,
+        answer: String,
+    }
+    let json = text.get(text.find('{')?..=text.rfind('}')?)?;
+    let parsed: Pairs = serde_json::from_str(json).ok()?;
+    Some(parsed.pairs.into_iter().map(|p| (p.question, p.answer)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_pairs;
+
+    #[test]
+    fn pairs_are_read_out_of_prose_and_fences() {
+        let answer = "Here you go:\n```json\n{\"pairs\": [{\"question\": \"When do you open?\", \"answer\": \"At nine.\"}]}\n```";
+        assert_eq!(
+            parse_pairs(answer),
+            Some(vec![("When do you open?".to_owned(), "At nine.".to_owned())])
+        );
+        assert_eq!(parse_pairs("no JSON at all"), None);
+        assert_eq!(parse_pairs("{\"pairs\": \"not a list\"}"), None);
+    }
+}

@@ -1,0 +1,24 @@
+//! An appointment an agent booked for a contact (`book_appointment`).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "appointments")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub contact_id: String,
+    pub conversation_id: String,
+    pub agent_id: String,
+    pub start_time: DateTimeUtc,
+    pub name: String,
+    pub email: String,
+    pub notes: String,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
