@@ -657,6 +657,21 @@ on_both_databases!(follow_ups_go_out_on_time_up_to_their_count, |db: Db| async m
         .await;
     assert_eq!(twilio.wait_for_sent("+15557000051", 2).await[1].body(), HANDOFF);
 
+    // A third: a person of the team writes after the agent's answer, and follows up themselves.
+    desk.channel
+        .inbound(&new_message_sid(), "+15557000052", "What are your opening hours?")
+        .await;
+    twilio.wait_for_sent("+15557000052", 1).await;
+    let thread = desk.platform.conversation_with("+15557000052").await;
+    let contact = thread["conversation"]["contact_id"].as_str().unwrap();
+    let person = json!({"text": "Hi, Sam from the team here."});
+    let sent = desk
+        .platform
+        .send("POST", &format!("/v1/contacts/{contact}/send-message"), Some(person))
+        .await;
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    twilio.wait_for_sent("+15557000052", 2).await;
+
     clock_at(&server, start, 29).await;
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15557000050").len(), 1, "not before the delay");
@@ -676,6 +691,11 @@ on_both_databases!(follow_ups_go_out_on_time_up_to_their_count, |db: Db| async m
         twilio.sent_to("+15557000051").len(),
         2,
         "the other's message and handoff ended its follow-ups"
+    );
+    assert_eq!(
+        twilio.sent_to("+15557000052").len(),
+        2,
+        "a person's message ends the agent's follow-ups"
     );
     let thread = desk.platform.conversation_with("+15557000050").await;
     assert_eq!(thread["messages"][2]["author"], "agent");
