@@ -1,6 +1,7 @@
 //! Models and tools. An account may connect its own model provider (`model_providers`, one row per account,
 //! the API key sealed like channel credentials). An agent's built-in tools store appointments on the contact
-//! (`appointments`) and tasks for the team (`tasks`, shown in the daily summary). A conversation counts the
+//! (`appointments`) and tasks for the team (`tasks`, shown in the daily summary); `tool_effects` keys each such
+//! write, so that a reply run again after a failure does not make it twice. A conversation counts the
 //! follow-ups sent since the agent's last reply (`follow_ups_sent`) and the contact's message count that reply
 //! answered (`follow_up_seq`): a message from the contact since then moves `inbound_seq` past it, which ends
 //! the follow-ups.
@@ -96,6 +97,17 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
+            .create_table(
+                Table::create()
+                    .table(c("tool_effects"))
+                    .col(string(c("key")).primary_key())
+                    .col(string(c("account_id")))
+                    .col(text(c("result")))
+                    .col(timestamp_with_time_zone(c("created_at")))
+                    .to_owned(),
+            )
+            .await?;
+        manager
             .create_index(
                 Index::create()
                     .name("tasks_account_created")
@@ -108,7 +120,7 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for table in ["tasks", "appointments", "model_providers"] {
+        for table in ["tool_effects", "tasks", "appointments", "model_providers"] {
             manager.drop_table(Table::drop().table(c(table)).to_owned()).await?;
         }
         for column in ["follow_ups_sent", "follow_up_seq"] {

@@ -8,7 +8,7 @@ use frontdesk_api::v1::{
     CreateDealRequest, Deal, DealAnswer, DealList, DeleteDealRequest, Deleted, GetDealRequest, ListDealsRequest,
     MoveDealRequest, UpdateDealRequest, deals_server::Deals,
 };
-use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, IntoActiveModel};
+use sea_orm::{ActiveModelTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel};
 use tonic::{Request, Response, Status};
 
 use super::{
@@ -31,6 +31,47 @@ use crate::{
 pub struct DealsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+}
+
+/// Creates a deal in `txn` (the API's `POST /deals`, an agent's `create_deal`), with its `deal.created` event.
+pub async fn create_in(
+    txn: &DatabaseTransaction,
+    account_id: &AccountId,
+    fields: DealFields,
+    now: DateTime<Utc>,
+) -> ApiResult<deals::Model> {
+    fields.validate(true)?;
+    accounts::store::lock(txn, account_id).await?;
+    let stage_id = fields.stage.clone().unwrap_or_default();
+    let stage = existing_stage(txn, account_id, &stage_id).await?;
+    let position = store::stage_size(txn, account_id, &stage.id).await?;
+    let deal = deals::Model {
+        id: format!("deal_{}", crate::ids::base62(16)),
+        account_id: account_id.to_string(),
+        title: fields.title.unwrap_or_default().trim().to_owned(),
+        description: fields.description.unwrap_or_default(),
+        company: fields.company.unwrap_or_default(),
+        stage: stage.id,
+        pipeline_id: Some(stage.pipeline_id),
+        value: fields.value.unwrap_or(0.0),
+        probability: fields.probability.unwrap_or(0.0),
+        priority: fields.priority.unwrap_or_else(|| "medium".into()),
+        status: fields.status.unwrap_or_else(|| "open".into()),
+        source: fields.source.unwrap_or_else(|| "api".into()),
+        position,
+        contact_id: fields.contact_id.unwrap_or_default(),
+        assigned_to: fields.assigned_to.unwrap_or_default(),
+        tags: serde_json::to_string(&fields.tags.unwrap_or_default()).unwrap_or_else(|_| "[]".into()),
+        close_date: fields.close_date.flatten(),
+        created_at: now,
+        updated_at: now,
+        stage_entered_at: now,
+    };
+    deals::Entity::insert(deals::ActiveModel::from(deal.clone()).reset_all())
+        .exec_without_returning(txn)
+        .await?;
+    record_change(txn, None, &deal, now).await?;
+    Ok(deal)
 }
 
 impl DealsService {
@@ -111,41 +152,9 @@ async fn record_change(
 }
 
 impl DealsService {
-    /// Creates a deal (the API's `POST /deals`, an agent's `create_deal`), with its `deal.created` event.
-    pub async fn create(&self, account_id: &AccountId, fields: DealFields) -> ApiResult<deals::Model> {
-        fields.validate(true)?;
-        let now = self.clock.now();
+    async fn create(&self, account_id: &AccountId, fields: DealFields) -> ApiResult<deals::Model> {
         let txn = crate::store::begin_write(&self.db).await?;
-        accounts::store::lock(&txn, account_id).await?;
-        let stage_id = fields.stage.clone().unwrap_or_default();
-        let stage = existing_stage(&txn, account_id, &stage_id).await?;
-        let position = store::stage_size(&txn, account_id, &stage.id).await?;
-        let deal = deals::Model {
-            id: format!("deal_{}", crate::ids::base62(16)),
-            account_id: account_id.to_string(),
-            title: fields.title.unwrap_or_default().trim().to_owned(),
-            description: fields.description.unwrap_or_default(),
-            company: fields.company.unwrap_or_default(),
-            stage: stage.id,
-            pipeline_id: Some(stage.pipeline_id),
-            value: fields.value.unwrap_or(0.0),
-            probability: fields.probability.unwrap_or(0.0),
-            priority: fields.priority.unwrap_or_else(|| "medium".into()),
-            status: fields.status.unwrap_or_else(|| "open".into()),
-            source: fields.source.unwrap_or_else(|| "api".into()),
-            position,
-            contact_id: fields.contact_id.unwrap_or_default(),
-            assigned_to: fields.assigned_to.unwrap_or_default(),
-            tags: serde_json::to_string(&fields.tags.unwrap_or_default()).unwrap_or_else(|_| "[]".into()),
-            close_date: fields.close_date.flatten(),
-            created_at: now,
-            updated_at: now,
-            stage_entered_at: now,
-        };
-        deals::Entity::insert(deals::ActiveModel::from(deal.clone()).reset_all())
-            .exec_without_returning(&txn)
-            .await?;
-        record_change(&txn, None, &deal, now).await?;
+        let deal = create_in(&txn, account_id, fields, self.clock.now()).await?;
         txn.commit().await?;
         Ok(deal)
     }

@@ -778,3 +778,63 @@ on_both_databases!(
         );
     }
 );
+
+// The process dies after the model's tool call wrote its deal and before the reply was stored: the reply runs
+// again after the restart, the model calls the same tool with the same arguments, and the deal is not made twice.
+on_both_databases!(
+    a_reply_run_again_does_not_repeat_its_tools_writes,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let model = FakeModel::start().await;
+        // The second round of the first run hangs (the process is killed meanwhile); every later one answers.
+        let hang_once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        model.script(move |request| {
+            let reply = if request.tool_results().is_empty() {
+                Reply::call(
+                    "toolu_d",
+                    "create_deal",
+                    json!({"title": "Wedding party", "value": 900}),
+                )
+            } else if hang_once.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                Reply::Hang
+            } else {
+                Reply::text("Noted, our team will call you.")
+            };
+            (reply, Duration::ZERO)
+        });
+        let mut server = start(&db, &twilio, &model, "anthropic", &[]).await;
+        let (account_id, key, mut channel) = {
+            let desk = desk(&server, &twilio, json!({})).await;
+            (
+                desk.platform.account_id.clone(),
+                desk.platform.key.clone(),
+                desk.channel.clone(),
+            )
+        };
+        channel
+            .inbound(
+                &new_message_sid(),
+                "+15557000060",
+                "A wedding party for 40, can you help?",
+            )
+            .await;
+        let asked = Instant::now();
+        while model.requests().len() < 2 {
+            assert!(asked.elapsed() < WAIT, "the model's second round");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server = server.restart().await;
+        channel = channel.at(&server);
+        let platform = Platform::of(&server, &account_id, &key);
+        let reply = twilio.wait_for_sent("+15557000060", 1).await;
+        assert_eq!(reply[0].body(), "Noted, our team will call you.");
+        let deals = platform.ok("GET", "/v1/deals?source=ai_agent", None).await;
+        assert_eq!(deals["deals"].as_array().unwrap().len(), 1, "one deal: {deals}");
+        let results = model.requests().last().unwrap().tool_results();
+        assert!(
+            results[0].1.starts_with("created: deal "),
+            "the first run's answer: {results:?}"
+        );
+        let _ = channel;
+    }
+);

@@ -1,12 +1,13 @@
 //! The tools every model-backed agent has: `book_appointment` (when booking is on; stores the appointment on
 //! the contact and emits `appointment.booked`), `handoff_to_human`, `create_deal` (source `ai_agent`, linked
-//! to the contact) and `create_task`. Each write is its own short transaction; what the model gave wrong
-//! (a missing title, a time that is not RFC 3339) goes back to it as a tool error.
+//! to the contact) and `create_task`. Each write is its own short transaction, keyed so that a reply run again
+//! after a failure does not make it twice; what the model gave wrong (a missing title, a time that is not RFC
+//! 3339) goes back to it as a tool error.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, EntityTrait};
+use sea_orm::{DatabaseConnection, DatabaseTransaction, EntityTrait};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -14,9 +15,9 @@ use super::super::{chat::ToolSpec, provider::ToolOutcome};
 use crate::{
     access::AccountId,
     clock::Clock,
-    deals::{fields::DealFields, service::DealsService},
+    deals::{fields::DealFields, service::create_in},
     events::{self, EventType},
-    store::entities::{appointments, conversations, tasks},
+    store::entities::{appointments, conversations, tasks, tool_effects},
 };
 
 /// The most characters of a handoff reason kept.
@@ -113,7 +114,7 @@ impl Builtins {
     /// Runs the built-in `name`; `None` when no built-in has that name.
     pub async fn call(&self, name: &str, arguments: &Value) -> Option<ToolOutcome> {
         let outcome = match name {
-            "book_appointment" if self.booking => self.book(arguments).await,
+            "book_appointment" if self.booking => self.write(name, arguments).await,
             "handoff_to_human" => read::<Handoff>(arguments).map(|h| {
                 let reason: String = h.reason.trim().chars().take(REASON_CHARS).collect();
                 ToolOutcome::Handoff(if reason.is_empty() {
@@ -122,8 +123,7 @@ impl Builtins {
                     reason
                 })
             }),
-            "create_deal" => self.deal(arguments).await,
-            "create_task" => self.task(arguments).await,
+            "create_deal" | "create_task" => self.write(name, arguments).await,
             _ => return None,
         };
         Some(outcome.unwrap_or_else(ToolOutcome::Error))
@@ -133,10 +133,51 @@ impl Builtins {
         AccountId::of_row(&self.conversation.account_id)
     }
 
-    async fn book(&self, arguments: &Value) -> Result<ToolOutcome, String> {
+    /// A write of the tool `name`, at most once per key: the same call in a reply run again (same
+    /// conversation, same messages answered, same arguments) answers what the first one wrote. The write, its
+    /// event and its key commit together.
+    async fn write(&self, name: &str, arguments: &Value) -> Result<ToolOutcome, String> {
+        let key = self.effect_key(name, arguments);
+        let now = self.clock.now();
+        let txn = crate::store::begin_write(&self.db).await.map_err(unstored)?;
+        if let Some(done) = tool_effects::Entity::find_by_id(key.as_str())
+            .one(&txn)
+            .await
+            .map_err(unstored)?
+        {
+            return Ok(ToolOutcome::Answer(done.result));
+        }
+        let result = match name {
+            "book_appointment" => self.book(&txn, arguments, now).await?,
+            "create_deal" => self.deal(&txn, arguments, now).await?,
+            _ => self.task(&txn, arguments, now).await?,
+        };
+        let effect = tool_effects::Model {
+            key,
+            account_id: self.conversation.account_id.clone(),
+            result: result.clone(),
+            created_at: now,
+        };
+        tool_effects::Entity::insert(tool_effects::ActiveModel::from(effect))
+            .exec_without_returning(&txn)
+            .await
+            .map_err(unstored)?;
+        txn.commit().await.map_err(unstored)?;
+        Ok(ToolOutcome::Answer(result))
+    }
+
+    fn effect_key(&self, name: &str, arguments: &Value) -> String {
+        // serde_json's maps are sorted: the same arguments are the same text.
+        let identity = format!(
+            "{}\n{}\n{name}\n{arguments}",
+            self.conversation.id, self.conversation.inbound_seq
+        );
+        hex::encode(ring::digest::digest(&ring::digest::SHA256, identity.as_bytes()))
+    }
+
+    async fn book(&self, txn: &DatabaseTransaction, arguments: &Value, now: DateTime<Utc>) -> Result<String, String> {
         let booking: Booking = read(arguments)?;
         let start = time("start_time", &booking.start_time)?;
-        let now = self.clock.now();
         if start <= now {
             return Err(format!("start_time {start} is in the past; it is now {now}"));
         }
@@ -157,32 +198,23 @@ impl Builtins {
             "agent_id": row.agent_id, "start_time": row.start_time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             "name": row.name, "email": row.email, "notes": row.notes,
         }});
-        let stored = async {
-            let txn = crate::store::begin_write(&self.db).await?;
-            appointments::Entity::insert(appointments::ActiveModel::from(row.clone()))
-                .exec_without_returning(&txn)
-                .await?;
-            events::record(&txn, &self.account(), EventType::AppointmentBooked, data, now).await?;
-            txn.commit().await
-        };
-        stored.await.map_err(|err| {
-            tracing::error!(error = %err, "an appointment could not be stored");
-            "the appointment could not be stored; try again later".to_owned()
-        })?;
-        Ok(ToolOutcome::Answer(format!(
-            "booked: appointment {} at {}",
-            row.id,
-            start.to_rfc3339()
-        )))
+        appointments::Entity::insert(appointments::ActiveModel::from(row.clone()))
+            .exec_without_returning(txn)
+            .await
+            .map_err(unstored)?;
+        events::record(txn, &self.account(), EventType::AppointmentBooked, data, now)
+            .await
+            .map_err(unstored)?;
+        Ok(format!("booked: appointment {} at {}", row.id, start.to_rfc3339()))
     }
 
-    async fn deal(&self, arguments: &Value) -> Result<ToolOutcome, String> {
+    async fn deal(&self, txn: &DatabaseTransaction, arguments: &Value, now: DateTime<Utc>) -> Result<String, String> {
         let deal: Deal = read(arguments)?;
         let stage = match deal.stage.filter(|s| !s.trim().is_empty()) {
             Some(stage) => stage,
-            None => crate::deals::store::first_stage(&self.db, &self.account())
+            None => crate::deals::store::first_stage(txn, &self.account())
                 .await
-                .map_err(|err| err.to_string())?
+                .map_err(unstored)?
                 .map(|stage| stage.id)
                 .ok_or("the main pipeline has no stage; name one")?,
         };
@@ -194,25 +226,20 @@ impl Builtins {
             contact_id: Some(self.conversation.contact_id.clone()),
             ..DealFields::default()
         };
-        let service = DealsService::new(self.db.clone(), self.clock.clone());
-        let created = service
-            .create(&self.account(), fields)
+        // A field the model got wrong (an unknown stage) is its to mend: the API's message goes back to it.
+        let created = create_in(txn, &self.account(), fields, now)
             .await
             .map_err(|err| err.to_string())?;
-        Ok(ToolOutcome::Answer(format!(
-            "created: deal {} in stage {}",
-            created.id, created.stage
-        )))
+        Ok(format!("created: deal {} in stage {}", created.id, created.stage))
     }
 
-    async fn task(&self, arguments: &Value) -> Result<ToolOutcome, String> {
+    async fn task(&self, txn: &DatabaseTransaction, arguments: &Value, now: DateTime<Utc>) -> Result<String, String> {
         let task: Task = read(arguments)?;
         let title = cut(&task.title);
         if title.is_empty() {
             return Err("title must not be empty".into());
         }
         let due = task.due.as_deref().map(|d| time("due", d)).transpose()?;
-        let now = self.clock.now();
         let row = tasks::Model {
             id: format!("task_{}", crate::ids::base62(16)),
             account_id: self.conversation.account_id.clone(),
@@ -226,14 +253,17 @@ impl Builtins {
             updated_at: now,
         };
         tasks::Entity::insert(tasks::ActiveModel::from(row.clone()))
-            .exec_without_returning(&self.db)
+            .exec_without_returning(txn)
             .await
-            .map_err(|err| {
-                tracing::error!(error = %err, "a task could not be stored");
-                "the task could not be stored; try again later".to_owned()
-            })?;
-        Ok(ToolOutcome::Answer(format!("created: task {}", row.id)))
+            .map_err(unstored)?;
+        Ok(format!("created: task {}", row.id))
     }
+}
+
+/// A database failure, logged here, said to the model in words it can act on.
+fn unstored(err: sea_orm::DbErr) -> String {
+    tracing::error!(error = %err, "an agent's tool could not write");
+    "the change could not be stored; try again later".to_owned()
 }
 
 /// The arguments as `T`, or what is wrong with them (for the model).

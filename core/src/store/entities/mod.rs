@@ -37,6 +37,7 @@ pub mod source_faqs;
 pub mod stages;
 pub mod subscribers;
 pub mod tasks;
+pub mod tool_effects;
 pub mod webhook_attempts;
 pub mod webhook_deliveries;
 pub mod webhooks;
