@@ -838,3 +838,45 @@ on_both_databases!(
         let _ = channel;
     }
 );
+
+on_both_databases!(a_model_writes_the_follow_up_and_charges_it, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let model = FakeModel::start().await;
+    model.script(|request| {
+        let reply = if request.system().contains("has not answered your last message") {
+            Reply::text("Still thinking about that spa day? I can hold a slot for you.")
+        } else {
+            Reply::text("We have spa days every weekday.")
+        };
+        (reply, Duration::ZERO)
+    });
+    let server = start(&db, &twilio, &model, "anthropic", &[("FRONTDESK_TEST_CLOCK", "true")]).await;
+    let follow_ups = json!({"ai_tier": "max", "follow_ups": {"enabled": true, "delay_minutes": 10, "max_count": 1}});
+    let desk = desk(&server, &twilio, follow_ups).await;
+    let start = chrono::Utc::now();
+    clock_at(&server, start, 0).await;
+
+    desk.channel
+        .inbound(&new_message_sid(), "+15557000070", "Spa days?")
+        .await;
+    twilio.wait_for_sent("+15557000070", 1).await;
+    let before = balance(&desk.platform).await;
+    clock_at(&server, start, 11).await;
+    let sent = twilio.wait_for_sent("+15557000070", 2).await;
+    assert_eq!(
+        sent[1].body(),
+        "Still thinking about that spa day? I can hold a slot for you."
+    );
+    let nudge = model.requests().last().unwrap().clone();
+    assert_eq!(nudge.last_user_text(), "(no answer from the customer)");
+    assert!(nudge.tool_names().is_empty(), "a nudge calls no tools");
+    let credits = desk.platform.ok("GET", "/v1/credits", None).await;
+    assert!(
+        (before - balance(&desk.platform).await - 0.25).abs() < 1e-9,
+        "a written follow-up costs the tier"
+    );
+    assert_eq!(credits["credits"]["entries"][0]["reason"], "ai_reply: follow-up");
+    clock_at(&server, start, 30).await;
+    frontdesk_tests::admin::quiesce(&server).await;
+    assert_eq!(twilio.sent_to("+15557000070").len(), 2, "max_count 1");
+});
