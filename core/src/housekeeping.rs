@@ -1,6 +1,6 @@
-//! The recurring housekeeping job: closes idle conversations (`conversations::idle`) and forgets idempotency
-//! keys past their 24 hours (`messaging::idempotency`), on whichever replica claims it, once a minute (at
-//! once again while it finds full batches).
+//! The recurring housekeeping job: closes idle conversations (`conversations::idle`), forgets idempotency
+//! keys past their 24 hours (`messaging::idempotency`) and agents' tool-write keys past their week
+//! (`ai::tools`), on whichever replica claims it, once a minute (at once again while it finds full batches).
 
 use std::{sync::Arc, time::Duration};
 
@@ -49,7 +49,8 @@ impl Handler for Housekeeping {
         let work = async {
             let closed = idle::close_idle(&self.db, self.idle, now, BATCH).await?;
             let forgotten = idempotency::prune(&self.db, now, BATCH).await?;
-            Ok::<_, DbErr>(closed == BATCH || forgotten == BATCH)
+            let effects = crate::ai::tools::prune_effects(&self.db, now, BATCH).await?;
+            Ok::<_, DbErr>(closed == BATCH || forgotten == BATCH || effects == BATCH)
         };
         recurring::next_turn(now, work.await, INTERVAL)
     }

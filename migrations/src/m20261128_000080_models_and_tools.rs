@@ -110,6 +110,15 @@ impl MigrationTrait for Migration {
         manager
             .create_index(
                 Index::create()
+                    .name("tool_effects_created")
+                    .table(c("tool_effects"))
+                    .col(c("created_at"))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
                     .name("tasks_account_created")
                     .table(c("tasks"))
                     .col(c("account_id"))

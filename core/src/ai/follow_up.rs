@@ -11,7 +11,8 @@ use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
+    sea_query::Expr,
 };
 use serde::{Deserialize, Serialize};
 
@@ -103,7 +104,7 @@ fn due(conversation: &conversations::Model, settings: &FollowUpSettings) -> bool
 
 /// Whether the conversation's latest message is the agent's: a person of the team who wrote since has the
 /// thread, and follows up themselves.
-async fn agent_spoke_last(db: &DatabaseConnection, conversation: &conversations::Model) -> ApiResult<bool> {
+async fn agent_spoke_last(db: &impl ConnectionTrait, conversation: &conversations::Model) -> ApiResult<bool> {
     let latest = messages::Entity::find()
         .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
         .order_by_desc(messages::Column::Seq)
@@ -174,7 +175,8 @@ impl FollowUp {
             && current.inbound_seq == conversation.inbound_seq
             && current.follow_up_seq == conversation.follow_up_seq
             && current.follow_ups_sent == conversation.follow_ups_sent;
-        if !unchanged {
+        // A person who wrote while the nudge was being written has the thread.
+        if !unchanged || !agent_spoke_last(&txn, &current).await? {
             return Ok(());
         }
         if cost > 0 && !reply::charge(&txn, &current, cost, &super::provider::Basis::FollowUp, now).await? {

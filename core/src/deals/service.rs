@@ -153,6 +153,8 @@ async fn record_change(
 
 impl DealsService {
     async fn create(&self, account_id: &AccountId, fields: DealFields) -> ApiResult<deals::Model> {
+        // A bad request is refused before it takes the write lock.
+        fields.validate(true)?;
         let txn = crate::store::begin_write(&self.db).await?;
         let deal = create_in(&txn, account_id, fields, self.clock.now()).await?;
         txn.commit().await?;

@@ -78,6 +78,31 @@ pub struct Builtins {
     pub clock: Arc<dyn Clock>,
     pub conversation: conversations::Model,
     pub booking: bool,
+    /// Writing calls made so far in this reply, by tool: the n-th call of a tool is the same write in every
+    /// run of the reply, whatever words the model chose for it this time.
+    pub calls: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+/// How long a write's key is kept: far longer than a reply can be run again.
+pub const EFFECTS_KEPT: chrono::Duration = chrono::Duration::days(7);
+
+/// Forgets the keys of writes older than `EFFECTS_KEPT` (the housekeeping job), at most `limit` at a time.
+pub async fn prune_effects(
+    db: &impl sea_orm::ConnectionTrait,
+    now: DateTime<Utc>,
+    limit: u64,
+) -> Result<u64, sea_orm::DbErr> {
+    let sql = format!(
+        "DELETE FROM tool_effects WHERE key IN (SELECT key FROM tool_effects WHERE created_at <= $1 LIMIT {limit})"
+    );
+    let done = db
+        .execute_raw(sea_orm::Statement::from_sql_and_values(
+            db.get_database_backend(),
+            sql,
+            [(now - EFFECTS_KEPT).into()],
+        ))
+        .await?;
+    Ok(done.rows_affected())
 }
 
 #[derive(Deserialize)]
@@ -133,44 +158,65 @@ impl Builtins {
         AccountId::of_row(&self.conversation.account_id)
     }
 
-    /// A write of the tool `name`, at most once per key: the same call in a reply run again (same
-    /// conversation, same messages answered, same arguments) answers what the first one wrote. The write, its
-    /// event and its key commit together.
+    /// A write of the tool `name`, at most once per key: the n-th call of a tool in a reply run again (its
+    /// process died after the write, before the reply was stored) answers what the first run wrote. The write,
+    /// its event and its key commit together.
     async fn write(&self, name: &str, arguments: &Value) -> Result<ToolOutcome, String> {
-        let key = self.effect_key(name, arguments);
+        let key = self.effect_key(name);
+        if let Some(done) = self.recorded(&key).await? {
+            return Ok(ToolOutcome::Answer(done));
+        }
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await.map_err(unstored)?;
-        if let Some(done) = tool_effects::Entity::find_by_id(key.as_str())
-            .one(&txn)
-            .await
-            .map_err(unstored)?
-        {
-            return Ok(ToolOutcome::Answer(done.result));
-        }
         let result = match name {
             "book_appointment" => self.book(&txn, arguments, now).await?,
             "create_deal" => self.deal(&txn, arguments, now).await?,
             _ => self.task(&txn, arguments, now).await?,
         };
         let effect = tool_effects::Model {
-            key,
+            key: key.clone(),
             account_id: self.conversation.account_id.clone(),
             result: result.clone(),
             created_at: now,
         };
-        tool_effects::Entity::insert(tool_effects::ActiveModel::from(effect))
+        let kept = tool_effects::Entity::insert(tool_effects::ActiveModel::from(effect))
             .exec_without_returning(&txn)
-            .await
-            .map_err(unstored)?;
-        txn.commit().await.map_err(unstored)?;
+            .await;
+        match kept {
+            Ok(_) => txn.commit().await.map_err(unstored)?,
+            // Another run of the same reply wrote it meanwhile (PostgreSQL lets both look first): its answer.
+            Err(err) => {
+                drop(txn);
+                return match self.recorded(&key).await? {
+                    Some(done) => Ok(ToolOutcome::Answer(done)),
+                    None => Err(unstored(err)),
+                };
+            }
+        }
         Ok(ToolOutcome::Answer(result))
     }
 
-    fn effect_key(&self, name: &str, arguments: &Value) -> String {
-        // serde_json's maps are sorted: the same arguments are the same text.
+    async fn recorded(&self, key: &str) -> Result<Option<String>, String> {
+        let found = tool_effects::Entity::find_by_id(key)
+            .one(&self.db)
+            .await
+            .map_err(unstored)?;
+        Ok(found.map(|effect| effect.result))
+    }
+
+    /// The conversation, the point the reply answers from (it moves only when a reply is stored, a person
+    /// answers or a handoff ends: not when the contact writes again before a run again), the tool, and which
+    /// of its writing calls in this reply this is.
+    fn effect_key(&self, name: &str) -> String {
+        let nth = {
+            let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count = calls.entry(name.to_owned()).or_insert(0);
+            *count += 1;
+            *count
+        };
         let identity = format!(
-            "{}\n{}\n{name}\n{arguments}",
-            self.conversation.id, self.conversation.inbound_seq
+            "{}\n{}\n{name}\n{nth}",
+            self.conversation.id, self.conversation.ai_answered_seq
         );
         hex::encode(ring::digest::digest(&ring::digest::SHA256, identity.as_bytes()))
     }

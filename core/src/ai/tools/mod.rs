@@ -8,6 +8,8 @@ mod builtins;
 mod functions;
 mod mcp;
 
+pub use builtins::prune_effects;
+
 use std::{sync::Arc, time::Duration};
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
@@ -96,6 +98,7 @@ impl ToolKit {
                 clock: self.clock.clone(),
                 conversation: conversation.clone(),
                 booking: from_json_text::<BookingSettings>(&agent.booking).enabled,
+                calls: Default::default(),
             },
             functions,
         })
