@@ -90,7 +90,8 @@ impl ModelProvider for RemoteProvider {
             self.limits.context_tokens,
             self.limits.answer_tokens,
         );
-        for round in 0..=MAX_TOOL_ROUNDS {
+        let mut round = 0;
+        loop {
             let answer = match self.complete(&request, deadline).await {
                 Ok(answer) => answer,
                 Err(err) => {
@@ -133,8 +134,8 @@ impl ModelProvider for RemoteProvider {
             let ChatAnswer { text, calls } = answer;
             request.messages.push(ChatMessage::Assistant { text, calls });
             request.messages.push(ChatMessage::ToolResults(results));
+            round += 1;
         }
-        unreachable!("the last round returns")
     }
 }
 

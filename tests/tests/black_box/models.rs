@@ -882,3 +882,52 @@ on_both_databases!(a_model_writes_the_follow_up_and_charges_it, |db: Db| async m
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15557000070").len(), 2, "max_count 1");
 });
+
+// The contact writes while the model is still writing the follow-up: the nudge, late, is not sent (the new
+// message and its reply commit first, whatever the timing, because the nudge waits 4 s at the model).
+on_both_databases!(
+    a_nudge_written_while_the_contact_wrote_is_not_sent,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let model = FakeModel::start().await;
+        model.script(|request| {
+            if request.system().contains("has not answered your last message") {
+                (Reply::text("Still there?"), Duration::from_secs(4))
+            } else {
+                (
+                    Reply::text(&format!("re: {}", request.last_user_text())),
+                    Duration::ZERO,
+                )
+            }
+        });
+        let server = start(&db, &twilio, &model, "anthropic", &[("FRONTDESK_TEST_CLOCK", "true")]).await;
+        let follow_ups = json!({"follow_ups": {"enabled": true, "delay_minutes": 10, "max_count": 3}});
+        let desk = desk(&server, &twilio, follow_ups).await;
+        let start = chrono::Utc::now();
+        clock_at(&server, start, 0).await;
+
+        desk.channel
+            .inbound(&new_message_sid(), "+15557000080", "Spa days?")
+            .await;
+        twilio.wait_for_sent("+15557000080", 1).await;
+        clock_at(&server, start, 11).await;
+        let asked = Instant::now();
+        while !model.requests().iter().any(|r| r.system().contains("has not answered")) {
+            assert!(asked.elapsed() < WAIT, "the nudge is asked for");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        desk.channel
+            .inbound(&new_message_sid(), "+15557000080", "Saturday?")
+            .await;
+        let sent = twilio.wait_for_sent("+15557000080", 2).await;
+        assert_eq!(sent[1].body(), "re: Saturday?");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        frontdesk_tests::admin::quiesce(&server).await;
+        let bodies: Vec<String> = twilio
+            .sent_to("+15557000080")
+            .iter()
+            .map(|m| m.body().to_owned())
+            .collect();
+        assert_eq!(bodies, ["re: Spa days?", "re: Saturday?"], "no late nudge");
+    }
+);

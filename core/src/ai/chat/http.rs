@@ -6,6 +6,7 @@ use http::{HeaderMap, StatusCode, header};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::ChatError;
+use crate::integrations::http::{BodyError, read_limited};
 
 /// The most of a provider's error text kept in a message.
 const ERROR_CHARS: usize = 300;
@@ -36,7 +37,18 @@ pub async fn post<T: DeserializeOwned>(
         .get(header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| crate::retry::parse_retry_after(v, chrono::Utc::now()));
-    let bytes = read_capped(response).await?;
+    let bytes = read_limited(response, MAX_ANSWER_BYTES)
+        .await
+        .map_err(|err| match err {
+            BodyError::TooLarge => ChatError::Permanent(format!(
+                "the answer is larger than {} MiB",
+                MAX_ANSWER_BYTES / 1024 / 1024
+            )),
+            BodyError::Transport(err) => ChatError::Transient {
+                message: unreachable(&err),
+                retry_after: None,
+            },
+        })?;
     if status.is_success() {
         return serde_json::from_slice(&bytes)
             .map_err(|err| ChatError::Permanent(format!("the answer is not the protocol's: {err}")));
@@ -46,29 +58,6 @@ pub async fn post<T: DeserializeOwned>(
         Err(ChatError::Transient { message, retry_after })
     } else {
         Err(ChatError::Permanent(message))
-    }
-}
-
-/// The answer's body, refused past `MAX_ANSWER_BYTES` without reading further.
-async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, ChatError> {
-    let mut body = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_ANSWER_BYTES => {
-                return Err(ChatError::Permanent(format!(
-                    "the answer is larger than {} MiB",
-                    MAX_ANSWER_BYTES / 1024 / 1024
-                )));
-            }
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) => return Ok(body),
-            Err(err) => {
-                return Err(ChatError::Transient {
-                    message: unreachable(&err),
-                    retry_after: None,
-                });
-            }
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::super::{chat::ToolSpec, provider::ToolOutcome};
 use crate::{
-    integrations::outbound::OutboundPolicy,
+    integrations::{http::innermost_cause, outbound::OutboundPolicy},
     store::{entities::custom_functions, from_json_text},
 };
 
@@ -67,7 +67,7 @@ impl Function {
                     "did not answer within 10 s".to_owned()
                 } else if err.is_connect() {
                     // The guard refuses a private address at connection time; the error says so.
-                    format!("could not be reached: {}", innermost(&err))
+                    format!("could not be reached: {}", innermost_cause(&err))
                 } else {
                     "broke off its answer".to_owned()
                 };
@@ -109,13 +109,4 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Stri
         }
     };
     Ok(text)
-}
-
-/// The innermost cause of an error: for a refused private address, the resolver's own words.
-fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = err;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }

@@ -21,6 +21,8 @@ use reqwest::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::integrations::http::{BodyError, read_limited};
+
 /// The user agent of every request, and the one `robots.txt` rules are read for.
 pub const BOT_NAME: &str = "FrontDeskBot";
 
@@ -185,23 +187,11 @@ fn next_hop(from: &Url, location: &str) -> Result<Url, PageError> {
 }
 
 /// The body, or `too_large` as soon as it passes `max_bytes` (so a huge page is never held whole).
-async fn read_capped(
-    mut response: reqwest::Response,
-    max_bytes: usize,
-    timeout: Duration,
-) -> Result<Vec<u8>, PageError> {
-    let too_large = || PageError::new("too_large", format!("the page is larger than {max_bytes} bytes"));
-    if response.content_length().is_some_and(|len| len > max_bytes as u64) {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| transport(&e, timeout))? {
-        if body.len() + chunk.len() > max_bytes {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+async fn read_capped(response: reqwest::Response, max_bytes: usize, timeout: Duration) -> Result<Vec<u8>, PageError> {
+    read_limited(response, max_bytes).await.map_err(|err| match err {
+        BodyError::TooLarge => PageError::new("too_large", format!("the page is larger than {max_bytes} bytes")),
+        BodyError::Transport(e) => transport(&e, timeout),
+    })
 }
 
 fn timed_out(timeout: Duration) -> PageError {

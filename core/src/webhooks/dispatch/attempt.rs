@@ -137,9 +137,8 @@ fn describe(err: &reqwest::Error) -> String {
     if err.is_timeout() {
         return "timed out waiting for the endpoint".to_owned();
     }
-    let mut cause: &dyn std::error::Error = err;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    format!("could not reach the endpoint: {cause}")
+    format!(
+        "could not reach the endpoint: {}",
+        crate::integrations::http::innermost_cause(err)
+    )
 }
