@@ -139,6 +139,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     let adapters = Arc::new(Adapters::new(
         sealer.clone(),
         &conversations.twilio_base_url,
+        conversations.graph_api(),
         http::client(conversations.provider_timeout)?,
         Arc::new(webchat::adapter::WebChatAdapter::new(live.clone())),
     ));
@@ -183,10 +184,18 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 clock.clone(),
                 adapters.clone(),
                 pacer,
-                RetrySchedule::new(send_schedule),
+                RetrySchedule::new(send_schedule.clone()),
                 &conversations.public_url,
                 conversations.provider_timeout,
             )),
+        )
+        .with(
+            crate::channels::signals::KIND,
+            Arc::new(crate::messaging::signals::Signals {
+                db: db.clone(),
+                adapters: adapters.clone(),
+                schedule: RetrySchedule::new(send_schedule),
+            }),
         )
         .with(
             housekeeping::KIND,

@@ -159,6 +159,14 @@ pub struct ConversationConfig {
     #[arg(long, env = "FRONTDESK_TWILIO_BASE_URL", default_value = "https://api.twilio.com")]
     pub twilio_base_url: String,
 
+    /// Base URL of Meta's Graph API (WhatsApp Cloud, Messenger and Instagram sends).
+    #[arg(long, env = "FRONTDESK_GRAPH_BASE_URL", default_value = "https://graph.facebook.com")]
+    pub graph_base_url: String,
+
+    /// The Graph API version every Meta call names (`{base}/{version}/...`).
+    #[arg(long, env = "FRONTDESK_GRAPH_API_VERSION", default_value = "v21.0", value_parser = parse_graph_version)]
+    pub graph_api_version: String,
+
     /// A conversation with no message for this many hours closes by itself; the next message opens a new one.
     #[arg(long, env = "FRONTDESK_CONVERSATION_IDLE_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=8760))]
     pub idle_hours: u32,
@@ -192,7 +200,28 @@ pub struct ConversationConfig {
     pub reply_debounce_ms: u64,
 }
 
+/// A Graph API version: `v` and a number (`v21.0`), so that it is a plain path segment.
+fn parse_graph_version(raw: &str) -> Result<String, String> {
+    let number = raw.strip_prefix('v').unwrap_or_default();
+    let well_formed = !number.is_empty()
+        && number
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()));
+    if well_formed {
+        Ok(raw.to_owned())
+    } else {
+        Err(format!("`{raw}` is not a Graph API version such as v21.0"))
+    }
+}
+
 impl ConversationConfig {
+    pub fn graph_api(&self) -> crate::channels::meta::GraphApi {
+        crate::channels::meta::GraphApi {
+            base_url: self.graph_base_url.trim_end_matches('/').to_owned(),
+            version: self.graph_api_version.clone(),
+        }
+    }
+
     pub fn reply_policy(&self) -> crate::conversations::replies::ReplyPolicy {
         crate::conversations::replies::ReplyPolicy {
             debounce: Duration::from_millis(self.reply_debounce_ms),

@@ -22,6 +22,7 @@ mod m20261127_000060_job_engine;
 mod m20261127_000061_chat_session_expiry;
 mod m20261127_000070_ai_replies;
 mod m20261128_000080_models_and_tools;
+mod m20261129_000090_meta_channels;
 
 pub struct Migrator;
 
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000061_chat_session_expiry::Migration),
             Box::new(m20261127_000070_ai_replies::Migration),
             Box::new(m20261128_000080_models_and_tools::Migration),
+            Box::new(m20261129_000090_meta_channels::Migration),
         ]
     }
 }

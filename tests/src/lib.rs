@@ -9,6 +9,7 @@ pub mod browser;
 pub mod db;
 pub mod knowledge;
 pub mod mcp_server;
+pub mod meta;
 pub mod model_server;
 pub mod platform;
 pub mod razorpay;

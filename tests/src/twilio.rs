@@ -536,12 +536,29 @@ pub fn signature<N: AsRef<str>, V: AsRef<str>>(auth_token: &str, url: &str, para
     STANDARD.encode(ring::hmac::sign(&key, signed.as_bytes()))
 }
 
-/// What our hook answered Twilio.
+/// What our hook answered a provider.
 #[derive(Debug)]
 pub struct HookAnswer {
     pub status: u16,
     pub content_type: String,
     pub body: String,
+}
+
+impl HookAnswer {
+    /// Sends `request` to a hook and reads its answer.
+    pub async fn of(request: reqwest::RequestBuilder) -> Self {
+        let response = request.send().await.expect("hook request sent");
+        Self {
+            status: response.status().as_u16(),
+            content_type: response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned(),
+            body: response.text().await.expect("hook answer"),
+        }
+    }
 }
 
 /// Plays Twilio calling `url`: POSTs form `params` signed with `auth_token` for `public_url`, the address Twilio
@@ -576,17 +593,7 @@ pub async fn post_form<N: AsRef<str>, V: AsRef<str>>(
     if let Some(signature) = signature {
         request = request.header("x-twilio-signature", signature);
     }
-    let response = request.send().await.expect("hook request sent");
-    HookAnswer {
-        status: response.status().as_u16(),
-        content_type: response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned(),
-        body: response.text().await.expect("hook answer"),
-    }
+    HookAnswer::of(request).await
 }
 
 /// The form Twilio posts to a number's messaging webhook for an inbound SMS; each `media` pair (URL, content

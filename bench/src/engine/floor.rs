@@ -105,6 +105,7 @@ impl BatchWriter for RowsWriter {
                     provider_message_id: None,
                     reply_to: "",
                     broadcast_id: "",
+                    template: "",
                 };
                 new_message::row(&message, now)
             })

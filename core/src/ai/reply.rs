@@ -382,6 +382,7 @@ pub(super) async fn send(
             provider_message_id: None,
             reply_to: "",
             broadcast_id: "",
+            template: "",
         },
         now,
     );

@@ -4,14 +4,19 @@
 //! what a message means for a conversation is decided by the caller.
 
 pub mod live_feed;
+pub mod meta;
 pub mod pacing;
+mod provider_http;
 pub mod registry;
+pub mod signals;
 pub mod twilio;
 pub mod widget;
 
 use std::time::Duration;
 
 use axum::body::Bytes;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 pub use twilio::TwilioAdapter;
 
@@ -37,11 +42,14 @@ impl RawRequest {
     }
 }
 
-/// What one callback carries: new messages, delivery updates of sent ones, or both.
+/// What one callback carries: new messages, delivery updates of sent ones, the contacts' reactions, or
+/// any mix of them (Meta batches them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inbound {
     pub messages: Vec<InboundMessage>,
     pub statuses: Vec<StatusUpdate>,
+    pub watermarks: Vec<Watermark>,
+    pub reactions: Vec<InboundReaction>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +66,48 @@ pub struct InboundMessage {
     pub referral: String,
     /// The web page the message was written on (web chat), else empty.
     pub page_url: String,
+    /// Whether the message asks for an answer: `false` for what only stands in for something the contact did
+    /// (a sticker, a link opened), which is stored for the record but prompts no AI reply.
+    pub answerable: bool,
+}
+
+/// A contact's reaction to a message of the conversation (`""`: the reaction was taken back).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboundReaction {
+    pub sender: Sender,
+    /// The provider's id of the message reacted to.
+    pub provider_message_id: String,
+    pub emoji: String,
+}
+
+/// A delivery report by time (Messenger's and Instagram's `watermark`): every message sent to `recipient` on
+/// the channel up to `up_to` reached `status` (delivered or read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watermark {
+    pub recipient: Sender,
+    pub up_to: DateTime<Utc>,
+    pub status: ProviderStatus,
+}
+
+/// A WhatsApp message template: its name, language code and body parameters, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    pub name: String,
+    pub language: String,
+    pub parameters: Vec<String>,
+}
+
+impl Template {
+    /// What a message sent as this template shows in its conversation when the sender wrote no text:
+    /// `[template order_update (en_US): 4417, Friday]`.
+    pub fn describe(&self) -> String {
+        let head = format!("[template {} ({})", self.name, self.language);
+        if self.parameters.is_empty() {
+            format!("{head}]")
+        } else {
+            format!("{head}: {}]", self.parameters.join(", "))
+        }
+    }
 }
 
 /// Who wrote a message, as the provider identifies them.
@@ -104,6 +154,21 @@ pub struct Outbound<'a> {
     pub attachments: &'a [Attachment],
     /// Absolute URL the provider calls with delivery updates; empty for none.
     pub status_callback: &'a str,
+    /// The template to send instead of the text (WhatsApp).
+    pub template: Option<&'a Template>,
+}
+
+/// What a provider is told besides messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal<'a> {
+    /// The business read the contact's messages up to the one with this provider id.
+    Read { to: &'a str, provider_message_id: &'a str },
+    /// The business's reaction to a message (`""` takes it back).
+    React {
+        to: &'a str,
+        provider_message_id: &'a str,
+        emoji: &'a str,
+    },
 }
 
 /// How a provider answered a send.
@@ -155,6 +220,9 @@ pub enum ParseError {
     InvalidField { field: String, reason: &'static str },
     #[error("unknown callback path {0:?}")]
     UnknownPath(String),
+    /// Signed with this channel's secret, but about another page or number: the caller answers 404.
+    #[error("the callback is for {0}, not this channel")]
+    OtherChannel(String),
 }
 
 /// Why a channel's stored configuration cannot make an adapter.
@@ -170,6 +238,10 @@ pub enum ConfigError {
 pub trait ChannelAdapter: Send + Sync {
     /// Sends one message through the provider's API.
     async fn send(&self, message: &Outbound<'_>) -> SendOutcome;
+    /// Tells the provider `signal`; `None` when the provider has no such thing (sms read receipts).
+    async fn signal(&self, _signal: &Signal<'_>) -> Option<SendOutcome> {
+        None
+    }
     /// How the provider's callbacks (`/hooks/...`) are read; `None` for a channel that has none (web chat,
     /// whose visitors use the visitor API).
     fn callbacks(&self) -> Option<&dyn Callbacks> {
@@ -179,6 +251,11 @@ pub trait ChannelAdapter: Send + Sync {
 
 /// A provider's callbacks: incoming messages and delivery reports, signed by the provider.
 pub trait Callbacks: Send + Sync {
+    /// The answer to a provider's check of the callback URL (Meta's `GET` with `hub.challenge`), or `None`
+    /// when `request` is no such check.
+    fn handshake(&self, _request: &RawRequest) -> Option<Reply> {
+        None
+    }
     /// Checks that the provider signed this request; `Err` when the signature is missing or wrong.
     fn verify(&self, request: &RawRequest) -> Result<(), SignatureError>;
     /// Reads a verified request into provider-neutral shapes.

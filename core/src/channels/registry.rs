@@ -6,7 +6,11 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use super::{ChannelAdapter, ConfigError, TwilioAdapter, pacing};
+use super::{
+    ChannelAdapter, ConfigError, TwilioAdapter,
+    meta::{GraphApi, MessengerAdapter, WhatsAppAdapter},
+    pacing,
+};
 use crate::{secrets::Sealer, store::entities::channels};
 
 /// An adapter ready to use, with the channel's send pace.
@@ -31,6 +35,7 @@ pub enum AdapterError {
 pub struct Adapters {
     sealer: Sealer,
     twilio_base_url: String,
+    graph: GraphApi,
     http: reqwest::Client,
     /// The built-in web chat's adapter (web chat sits above the channels and hands it in).
     webchat: Arc<dyn ChannelAdapter>,
@@ -38,10 +43,17 @@ pub struct Adapters {
 }
 
 impl Adapters {
-    pub fn new(sealer: Sealer, twilio_base_url: &str, http: reqwest::Client, webchat: Arc<dyn ChannelAdapter>) -> Self {
+    pub fn new(
+        sealer: Sealer,
+        twilio_base_url: &str,
+        graph: GraphApi,
+        http: reqwest::Client,
+        webchat: Arc<dyn ChannelAdapter>,
+    ) -> Self {
         Self {
             sealer,
             twilio_base_url: twilio_base_url.trim_end_matches('/').to_owned(),
+            graph,
             http,
             webchat,
             built: Mutex::default(),
@@ -58,13 +70,25 @@ impl Adapters {
             return Ok(ready.clone());
         }
         let config = self.config(channel)?;
-        let (adapter, default_pace): (Arc<dyn ChannelAdapter>, f64) = match channel.provider.as_str() {
-            "twilio" => (
-                Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, self.http.clone())?),
-                pacing::DEFAULT_PER_SECOND,
-            ),
-            "builtin" => (self.webchat.clone(), pacing::MAX_PER_SECOND),
+        let (verify_token, http) = (&channel.verify_token, self.http.clone());
+        let adapter: Arc<dyn ChannelAdapter> = match channel.provider.as_str() {
+            "twilio" => Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, http)?),
+            "whatsapp_cloud" => Arc::new(WhatsAppAdapter::new(&config, verify_token, &self.graph, http)?),
+            "meta" => Arc::new(MessengerAdapter::new(
+                &channel.kind,
+                &config,
+                verify_token,
+                &self.graph,
+                http,
+            )?),
+            "builtin" => self.webchat.clone(),
             other => return Err(AdapterError::Unsupported(other.to_owned())),
+        };
+        // Web chat's "provider" is this service: nothing to pace.
+        let default_pace = if channel.provider == "builtin" {
+            pacing::MAX_PER_SECOND
+        } else {
+            pacing::DEFAULT_PER_SECOND
         };
         let ready = Ready {
             adapter,

@@ -8,7 +8,7 @@ mod signature;
 
 use std::{borrow::Cow, collections::BTreeMap, time::Duration};
 
-use http::{HeaderMap, StatusCode, header};
+use http::{StatusCode, header};
 use ring::hmac;
 use serde::Deserialize;
 use url::form_urlencoded;
@@ -16,6 +16,7 @@ use url::form_urlencoded;
 use super::{
     Attachment, Callbacks, ChannelAdapter, ConfigError, Inbound, InboundMessage, Outbound, ParseError, ProviderStatus,
     RawRequest, Reply, SendOutcome, Sender, SignatureError, StatusUpdate,
+    provider_http::{refused, retry_after, transport_failure},
 };
 
 /// Empty TwiML: the message is taken and Twilio should send no reply of its own.
@@ -107,11 +108,11 @@ impl Callbacks for TwilioAdapter {
         match request.path_suffix.as_str() {
             "" => Ok(Inbound {
                 messages: vec![inbound_message(&form)?],
-                statuses: Vec::new(),
+                ..Inbound::default()
             }),
             "status" => Ok(Inbound {
-                messages: Vec::new(),
                 statuses: status_update(&form)?.into_iter().collect(),
+                ..Inbound::default()
             }),
             other => Err(ParseError::UnknownPath(other.to_owned())),
         }
@@ -208,6 +209,7 @@ fn inbound_message(form: &Form<'_>) -> Result<InboundMessage, ParseError> {
         sender_name: String::new(),
         referral: String::new(),
         page_url: String::new(),
+        answerable: true,
     })
 }
 
@@ -239,18 +241,6 @@ fn provider_status(status: &str, error_code: Option<&str>, error_message: Option
         }
         _ => None,
     }
-}
-
-/// The seconds of a `Retry-After` header; its HTTP-date form is not used by Twilio.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = headers
-        .get(header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(seconds))
 }
 
 /// The Message resource Twilio answers a create with; only its sid matters here.
@@ -297,42 +287,8 @@ fn classify(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> S
     let error = ErrorAnswer::read(body);
     let code = error.as_ref().and_then(ErrorAnswer::code);
     let message = error.and_then(|e| e.message).filter(|m| !m.is_empty());
-    if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-        return SendOutcome::Rejected {
-            code: code.unwrap_or_else(|| status.as_u16().to_string()),
-            message: message.unwrap_or_else(|| status.canonical_reason().unwrap_or("rejected").to_owned()),
-        };
-    }
-    let detail = [code, message].into_iter().flatten().collect::<Vec<_>>().join(" ");
-    SendOutcome::Unavailable {
-        reason: if detail.is_empty() {
-            status.to_string()
-        } else {
-            format!("{status}: {detail}")
-        },
-        retry_after,
-    }
-}
-
-/// A send that got no complete answer: timed out, refused, cut off. The reason names no URL.
-fn transport_failure(error: reqwest::Error) -> SendOutcome {
-    let reason = if error.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        let error = error.without_url();
-        let mut reason = error.to_string();
-        let mut cause = std::error::Error::source(&error);
-        while let Some(inner) = cause {
-            reason.push_str(": ");
-            reason.push_str(&inner.to_string());
-            cause = inner.source();
-        }
-        reason
-    };
-    SendOutcome::Unavailable {
-        reason,
-        retry_after: None,
-    }
+    let final_ = status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS;
+    refused(status, code, message, retry_after, final_)
 }
 
 #[cfg(test)]
@@ -341,6 +297,7 @@ mod tests {
 
     use axum::{Router, body::Bytes, extract::State, routing::post};
     use base64::{Engine, engine::general_purpose::STANDARD};
+    use http::HeaderMap;
 
     use super::*;
     use crate::store::entities::messages;
@@ -506,6 +463,7 @@ mod tests {
                 sender_name: String::new(),
                 referral: String::new(),
                 page_url: String::new(),
+                answerable: true,
             }]
         );
     }
@@ -683,14 +641,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reads_retry_after_seconds() {
-        let headers = |value: &str| HeaderMap::from_iter([(header::RETRY_AFTER, value.parse().unwrap())]);
-        assert_eq!(retry_after(&headers(" 5 ")), Some(Duration::from_secs(5)));
-        assert_eq!(retry_after(&headers("Wed, 21 Oct 2015 07:28:00 GMT")), None);
-        assert_eq!(retry_after(&HeaderMap::new()), None);
-    }
-
     /// What the test server saw of one request.
     #[derive(Clone, Debug, Default)]
     struct Seen {
@@ -756,6 +706,7 @@ mod tests {
                 text: "Your table is ready & waiting",
                 attachments: &attachments,
                 status_callback: "https://frontdesk.example/hooks/twilio/ch_1/status",
+                template: None,
             })
             .await;
         assert_eq!(
@@ -798,6 +749,7 @@ mod tests {
             text: "hi",
             attachments: &[],
             status_callback: "",
+            template: None,
         };
         let hanging = adapter_at(&serve(app).await, Duration::from_millis(300));
         assert_eq!(

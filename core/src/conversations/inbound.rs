@@ -86,7 +86,16 @@ impl Arrivals {
     }
 
     pub async fn receive(&self, arrival: Arrival) -> Stored {
-        self.commits.submit(arrival).await.unwrap_or_else(|| {
+        Ok(self.receive_all(vec![arrival]).await?.pop().flatten())
+    }
+
+    /// Stores one callback's arrivals together: all of them or, on an error, none (the provider's retry
+    /// then stores them). Each answer is the stored message, or `None` for one stored before.
+    pub async fn receive_all(&self, arrivals: Vec<Arrival>) -> ApiResult<Vec<Option<messages::Model>>> {
+        if arrivals.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.commits.submit(arrivals).await.unwrap_or_else(|| {
             Err(ApiError::new(
                 tonic::Code::Unavailable,
                 Reason::Unavailable,
@@ -106,23 +115,42 @@ struct ArrivalWriter {
 
 #[async_trait::async_trait]
 impl BatchWriter for ArrivalWriter {
-    type Item = Arrival;
-    type Answer = Stored;
+    /// One callback's arrivals: stored together, in one transaction.
+    type Item = Vec<Arrival>;
+    type Answer = ApiResult<Vec<Option<messages::Model>>>;
 
     const KIND: &'static str = "inbound";
 
-    async fn write(&self, arrivals: Vec<Arrival>) -> Vec<Stored> {
+    async fn write(&self, deliveries: Vec<Vec<Arrival>>) -> Vec<Self::Answer> {
         let now = self.clock.now();
-        let batch: Vec<&Arrival> = arrivals.iter().collect();
-        let stored: Vec<Stored> = together_or_alone(&batch, |batch| self.transaction(batch, now))
-            .await
-            .into_iter()
-            .map(|stored| stored.and_then(|own| own))
-            .collect();
-        if stored.iter().any(|stored| matches!(stored, Ok(Some(_)))) {
+        let answers: Vec<Self::Answer> = together_or_alone(&deliveries, |group: &[Vec<Arrival>]| async move {
+            let batch: Vec<&Arrival> = group.iter().flatten().collect();
+            let mut stored = self.transaction(&batch, now).await?.into_iter();
+            Ok(group
+                .iter()
+                .map(|delivery| {
+                    delivery
+                        .iter()
+                        .map(|_| {
+                            stored
+                                .next()
+                                .unwrap_or_else(|| Err(ApiError::internal("an arrival was left unanswered")))
+                        })
+                        .collect::<ApiResult<Vec<_>>>()
+                })
+                .collect())
+        })
+        .await
+        .into_iter()
+        .map(|answer| answer.and_then(|own| own))
+        .collect();
+        let any_stored = answers
+            .iter()
+            .any(|answer| answer.as_ref().is_ok_and(|stored| stored.iter().any(Option::is_some)));
+        if any_stored {
             self.committed.signal();
         }
-        stored
+        answers
     }
 }
 
@@ -145,10 +173,14 @@ impl Known {
                 let phone = E164Phone::parse(phone)?;
                 self.by_phone.get(&(account_id.to_string(), phone.as_str().to_owned()))
             }
-            Sender::Identity { kind, external_id } => {
-                self.by_identity
-                    .get(&(account_id.to_string(), *kind, external_id.clone()))
-            }
+            Sender::Identity { kind, external_id } => self
+                .by_identity
+                .get(&(account_id.to_string(), *kind, external_id.clone()))
+                // A WhatsApp sender may be a contact known by phone before it wrote on WhatsApp.
+                .or_else(|| {
+                    let phone = whatsapp_phone(kind, external_id)?;
+                    self.by_phone.get(&(account_id.to_string(), phone.as_str().to_owned()))
+                }),
         }
     }
 
@@ -190,7 +222,7 @@ impl ArrivalWriter {
             }
             match self.message_row(&txn, arrival, &sid, &mut known, now).await? {
                 Ok((row, conversation)) => {
-                    if replies::answers(&conversation) {
+                    if arrival.message.answerable && replies::answers(&conversation) {
                         to_answer.insert(row.id.clone(), conversation);
                     }
                     rows.push((n, row));
@@ -315,6 +347,7 @@ impl ArrivalWriter {
             provider_message_id: Some(sid),
             reply_to: "",
             broadcast_id: "",
+            template: "",
         };
         let row = new_message::row(&new, now);
         Ok(Ok((row, conversation)))
@@ -332,6 +365,7 @@ fn new_contact(channel: &channels::Model, inbound: &InboundMessage) -> ApiResult
         },
         Sender::Identity { kind, external_id } => NewContact {
             name,
+            phone: whatsapp_phone(kind, external_id),
             identities: vec![NewIdentity {
                 kind: IdentityKind::parse(kind)
                     .ok_or_else(|| ApiError::internal("an adapter named an unknown identity kind"))?,
@@ -341,6 +375,13 @@ fn new_contact(channel: &channels::Model, inbound: &InboundMessage) -> ApiResult
             ..NewContact::default()
         },
     })
+}
+
+/// A WhatsApp sender's phone: `+` and the wa_id (WhatsApp ids are phone numbers).
+fn whatsapp_phone(kind: &str, external_id: &str) -> Option<E164Phone> {
+    (kind == "whatsapp")
+        .then(|| E164Phone::parse(&format!("+{external_id}")))
+        .flatten()
 }
 
 /// The `(channel id, provider message id)` pairs of the batch that are stored already.
@@ -372,9 +413,10 @@ async fn known(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<Known
     let phones: HashSet<String> = batch
         .iter()
         .filter_map(|a| match &a.message.sender {
-            Sender::Phone(phone) => E164Phone::parse(phone).map(|p| p.as_str().to_owned()),
-            Sender::Identity { .. } => None,
+            Sender::Phone(phone) => E164Phone::parse(phone),
+            Sender::Identity { kind, external_id } => whatsapp_phone(kind, external_id),
         })
+        .map(|p| p.as_str().to_owned())
         .collect();
     let external_ids: HashSet<&str> = batch
         .iter()

@@ -2,6 +2,7 @@
 //! conversation on a channel, storing what arrives, and closing idle conversations.
 
 pub mod activity;
+pub mod contact_reactions;
 mod history;
 pub mod idle;
 pub mod inbound;

@@ -29,6 +29,8 @@ pub struct NewMessage<'a> {
     pub provider_message_id: Option<&'a str>,
     pub reply_to: &'a str,
     pub broadcast_id: &'a str,
+    /// A WhatsApp template as JSON, or `""`.
+    pub template: &'a str,
 }
 
 /// The row of a new message, with a fresh id.
@@ -60,6 +62,7 @@ pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
         delivered_at: None,
         read_at: None,
         revised_at: None,
+        template: new.template.to_owned(),
     }
 }
 
@@ -133,19 +136,19 @@ pub fn touches<'a>(messages: impl IntoIterator<Item = &'a messages::Model>) -> B
 pub fn insert_statement(messages: &[messages::Model]) -> Statement {
     const SQL: &str = "INSERT INTO messages (id, account_id, conversation_id, contact_id, channel_id, direction, \
         author, text, attachments, status, error_code, error_message, provider_message_id, reactions, edited, \
-        edits, removed, reply_to, broadcast_id, created_at, sent_at, delivered_at, read_at, revised_at) \
+        edits, removed, reply_to, broadcast_id, created_at, sent_at, delivered_at, read_at, revised_at, template) \
         SELECT id, account_id, conversation_id, contact_id, channel_id, direction, author, text, attachments, \
         status, NULLIF(error_code, ''), NULLIF(error_message, ''), NULLIF(provider_message_id, ''), reactions, \
         edited, edits, removed, reply_to, broadcast_id, created_at, NULLIF(sent_at, '')::timestamptz, \
         NULLIF(delivered_at, '')::timestamptz, NULLIF(read_at, '')::timestamptz, \
-        NULLIF(revised_at, '')::timestamptz \
+        NULLIF(revised_at, '')::timestamptz, template \
         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
         $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bool[], \
         $16::text[], $17::bool[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[], \
-        $23::text[], $24::text[]) WITH ORDINALITY AS new(id, account_id, conversation_id, contact_id, \
+        $23::text[], $24::text[], $25::text[]) WITH ORDINALITY AS new(id, account_id, conversation_id, contact_id, \
         channel_id, direction, author, text, attachments, status, error_code, error_message, \
         provider_message_id, reactions, edited, edits, removed, reply_to, broadcast_id, created_at, sent_at, \
-        delivered_at, read_at, revised_at, position) \
+        delivered_at, read_at, revised_at, template, position) \
         ORDER BY position ON CONFLICT DO NOTHING";
     let texts = |field: fn(&messages::Model) -> &str| -> Value {
         messages
@@ -203,6 +206,7 @@ pub fn insert_statement(messages: &[messages::Model]) -> Statement {
         time(|m| m.delivered_at),
         time(|m| m.read_at),
         time(|m| m.revised_at),
+        texts(|m| &m.template),
     ];
     Statement::from_sql_and_values(DbBackend::Postgres, SQL, values)
 }

@@ -16,9 +16,9 @@ use super::{
 };
 use crate::{
     access::AccountId,
-    channels::{ProviderStatus, StatusUpdate},
+    channels::{InboundReaction, ProviderStatus, Sender, StatusUpdate, Watermark},
     events,
-    store::entities::{channels, messages},
+    store::entities::{channels, contact_identities, messages},
 };
 
 /// What a report did.
@@ -112,6 +112,84 @@ async fn report(
     message.clone().into_active_model().reset_all().update(&txn).await?;
     txn.commit().await?;
     Ok(Applied::Moved(passed))
+}
+
+/// What one callback reports besides new messages.
+pub struct Reports<'a> {
+    pub statuses: &'a [StatusUpdate],
+    pub watermarks: &'a [Watermark],
+    pub reactions: &'a [InboundReaction],
+}
+
+/// Applies a callback's reports, each as it comes; a status report for a message not recorded yet is kept
+/// as a job. Whether such jobs were written (the workers are to be woken).
+pub async fn apply_reports(
+    db: &DatabaseConnection,
+    channel: &channels::Model,
+    reports: &Reports<'_>,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let mut late = Vec::new();
+    for update in reports.statuses {
+        if apply(db, &channel.id, update, now).await? == Applied::Unknown {
+            late.push(late_job(channel, update, now));
+        }
+    }
+    for watermark in reports.watermarks {
+        apply_watermark(db, channel, watermark, now).await?;
+    }
+    for reaction in reports.reactions {
+        super::contact_reactions::apply(db, &channel.id, reaction, now).await?;
+    }
+    let waiting = !late.is_empty();
+    crate::jobs::enqueue_all(db, late, now).await?;
+    Ok(waiting)
+}
+
+/// A report by time: every message sent to the contact on the channel up to `up_to` reached the status.
+/// Meta's watermark is the time of the latest message delivered (or read), which it stamps while the send
+/// call is under way: a message is taken as covered when it was queued by then.
+async fn apply_watermark(
+    db: &DatabaseConnection,
+    channel: &channels::Model,
+    watermark: &Watermark,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let Sender::Identity { kind, external_id } = &watermark.recipient else {
+        return Ok(());
+    };
+    let behind: &[&str] = match watermark.status {
+        ProviderStatus::Delivered => &["sent"],
+        ProviderStatus::Read => &["sent", "delivered"],
+        ProviderStatus::Sent | ProviderStatus::Failed { .. } => return Ok(()),
+    };
+    let contact_id: Option<String> = contact_identities::Entity::find()
+        .select_only()
+        .column(contact_identities::Column::ContactId)
+        .filter(contact_identities::Column::AccountId.eq(&channel.account_id))
+        .filter(contact_identities::Column::Kind.eq(*kind))
+        .filter(contact_identities::Column::ExternalId.eq(external_id))
+        .into_tuple()
+        .one(db)
+        .await?;
+    let Some(contact_id) = contact_id else {
+        return Ok(());
+    };
+    let covered: Vec<String> = messages::Entity::find()
+        .select_only()
+        .column(messages::Column::Id)
+        .filter(messages::Column::ContactId.eq(contact_id))
+        .filter(messages::Column::ChannelId.eq(&channel.id))
+        .filter(messages::Column::Direction.eq("outbound"))
+        .filter(messages::Column::Status.is_in(behind.iter().copied()))
+        .filter(messages::Column::CreatedAt.lte(watermark.up_to))
+        .into_tuple()
+        .all(db)
+        .await?;
+    for message_id in covered {
+        apply_to_message(db, &message_id, &watermark.status, now).await?;
+    }
+    Ok(())
 }
 
 /// A report for a message not recorded yet, kept as a job and applied once the message is there.

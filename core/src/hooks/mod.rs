@@ -1,8 +1,10 @@
 //! Provider callbacks (`/hooks/{provider}/{channelId}[/status]`), forwarded by the edge as they arrived. The
 //! provider's signature is the only credential: a missing or wrong one is 401 and nothing is stored or logged
-//! of the body. A verified callback's messages and status reports are stored before the answer (the
-//! provider's retry of a message stores nothing new); everything after the commit (sends, AI replies,
-//! webhooks) runs from jobs and the outbox.
+//! of the body (Meta's `GET` check of the URL is answered first, by its verify token). A verified callback is
+//! read whole before anything is stored (a malformed one is 400 and stores nothing); its messages are then
+//! stored together in one transaction, and its status reports and reactions after them, before the answer:
+//! a failure answers 5xx, the provider retries, and what was stored the first time is not stored again.
+//! Everything after the commit (sends, AI replies, webhooks) runs from jobs and the outbox.
 
 use std::sync::Arc;
 
@@ -17,15 +19,15 @@ use tonic::{Request, Response, Status};
 use crate::error::Reason;
 use crate::{
     channels::{
-        RawRequest,
+        ParseError, RawRequest, Reply,
         registry::{AdapterError, Adapters},
     },
     clock::Clock,
     conversations::{
         inbound::{Arrival, Arrivals},
-        receipts,
+        receipts::{self, Reports},
     },
-    jobs::{self, Wake},
+    jobs::Wake,
     raw_http,
     store::entities::channels,
 };
@@ -142,6 +144,9 @@ impl ChannelHooksService {
                 .collect(),
             body: r.body.into(),
         };
+        if let Some(reply) = callbacks.handshake(&raw) {
+            return Ok(answer(reply));
+        }
         if let Err(err) = callbacks.verify(&raw) {
             metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "bad_signature").increment(1);
             tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
@@ -154,6 +159,10 @@ impl ChannelHooksService {
         }
         let parsed = match callbacks.parse(&raw) {
             Ok(parsed) => parsed,
+            Err(err @ ParseError::OtherChannel(_)) => {
+                tracing::info!(channel = channel.id, reason = %err, "channel callback for another page or number");
+                return Ok(not_found());
+            }
             Err(err) => {
                 return Ok(raw_http::error(
                     400,
@@ -163,38 +172,38 @@ impl ChannelHooksService {
                 ));
             }
         };
-        let now = self.clock.now();
-        for message in &parsed.messages {
-            let arrival = Arrival {
+        let arrivals = parsed
+            .messages
+            .into_iter()
+            .map(|message| Arrival {
                 channel: channel.clone(),
-                message: message.clone(),
-            };
-            self.arrivals.receive(arrival).await?;
-        }
-        let mut late = false;
-        for update in &parsed.statuses {
-            let applied = receipts::apply(&self.db, &channel.id, update, now)
-                .await
-                .map_err(crate::error::ApiError::from)?;
-            if applied == receipts::Applied::Unknown {
-                let job = receipts::late_job(&channel, update, now);
-                jobs::enqueue(&self.db, job, now)
-                    .await
-                    .map_err(crate::error::ApiError::from)?;
-                late = true;
-            }
-        }
+                message,
+            })
+            .collect();
+        self.arrivals.receive_all(arrivals).await?;
+        let now = self.clock.now();
+        let reports = Reports {
+            statuses: &parsed.statuses,
+            watermarks: &parsed.watermarks,
+            reactions: &parsed.reactions,
+        };
+        let late = receipts::apply_reports(&self.db, &channel, &reports, now)
+            .await
+            .map_err(crate::error::ApiError::from)?;
         if late {
             self.wake.notify();
         }
         metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "accepted").increment(1);
-        let reply = callbacks.acknowledge();
-        Ok(HttpResponse {
-            status: u32::from(reply.status),
-            content_type: reply.content_type.to_owned(),
-            body: reply.body.into_bytes(),
-            headers: Vec::new(),
-        })
+        Ok(answer(callbacks.acknowledge()))
+    }
+}
+
+fn answer(reply: Reply) -> HttpResponse {
+    HttpResponse {
+        status: u32::from(reply.status),
+        content_type: reply.content_type.to_owned(),
+        body: reply.body.into_bytes(),
+        headers: Vec::new(),
     }
 }
 

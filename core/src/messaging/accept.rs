@@ -50,7 +50,7 @@ use crate::{
         self,
         entities::{idempotency_keys, messages},
         group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
-        sql,
+        sql, to_json_text,
     },
 };
 
@@ -371,6 +371,7 @@ impl AcceptWriter {
                 conversation
             }
         };
+        let template = outgoing.template.as_ref().map(to_json_text).unwrap_or_default();
         let message = new_message::row(
             &NewMessage {
                 conversation: &conversation,
@@ -382,6 +383,7 @@ impl AcceptWriter {
                 provider_message_id: None,
                 reply_to: &outgoing.reply_to,
                 broadcast_id: "",
+                template: &template,
             },
             now,
         );

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::channels::pacing::{MAX_WAIT, Pacer, Slot};
 use crate::{
     access::AccountId,
-    channels::{Outbound, SendOutcome, registry::Adapters},
+    channels::{Outbound, SendOutcome, Template, registry::Adapters},
     clock::Clock,
     conversations::{
         render::{self, StoredAttachment},
@@ -33,6 +33,9 @@ use crate::{
 };
 
 pub const KIND: &str = "deliver_message";
+
+/// WhatsApp's customer-service window: free-form messages only this long after the contact's last one.
+const WINDOW_HOURS: i64 = 24;
 
 #[derive(Serialize, Deserialize)]
 struct Payload {
@@ -106,36 +109,29 @@ impl Deliver {
             return Ok(Loaded::Gone);
         }
         let Some(channel) = channel else {
-            return Ok(Loaded::Cancelled(message.id, "the channel was disconnected"));
+            return Ok(Loaded::Cancelled(
+                message.id,
+                "cancelled",
+                "the channel was disconnected",
+            ));
         };
         let Some(contact) = contact else {
             return Ok(Loaded::Gone);
         };
-        let address = match channel.kind.as_str() {
-            "sms" | "whatsapp" => contact.phone.clone(),
-            // A visitor is reached through a session of this very account, channel and contact, never
-            // through an id a caller could have written into an identity.
-            "webchat" => {
-                chat_sessions::Entity::find()
-                    .select_only()
-                    .column(chat_sessions::Column::Id)
-                    .filter(chat_sessions::Column::AccountId.eq(&message.account_id))
-                    .filter(chat_sessions::Column::ChannelId.eq(&channel.id))
-                    .filter(chat_sessions::Column::ContactId.eq(&contact.id))
-                    .order_by_desc(chat_sessions::Column::StartedAt)
-                    .into_tuple()
-                    .one(&self.db)
-                    .await?
-            }
-            kind => contact_identities::Entity::find()
-                .filter(contact_identities::Column::ContactId.eq(&contact.id))
-                .filter(contact_identities::Column::Kind.eq(kind))
-                .one(&self.db)
-                .await?
-                .map(|identity| identity.external_id),
-        };
+        let address = address(&self.db, &message.account_id, &channel, &contact).await?;
         if channel.kind == "sms" && contact.opted_out {
-            return Ok(Loaded::Cancelled(message.id, "the contact opted out of sms"));
+            return Ok(Loaded::Cancelled(
+                message.id,
+                "cancelled",
+                "the contact opted out of sms",
+            ));
+        }
+        if channel.kind == "whatsapp" && message.template.is_empty() && !self.window_open(&message).await? {
+            return Ok(Loaded::Cancelled(
+                message.id,
+                "outside_window",
+                "the contact last wrote on WhatsApp more than 24 hours ago: only a template may be sent",
+            ));
         }
         Ok(match address {
             Some(address) => Loaded::Ready(Box::new(Sendable {
@@ -143,30 +139,80 @@ impl Deliver {
                 channel,
                 address,
             })),
-            None => Loaded::Cancelled(message.id, "the contact has no address on this channel"),
+            None => Loaded::Cancelled(message.id, "cancelled", "the contact has no address on this channel"),
         })
     }
 }
 
 impl Deliver {
+    /// Whether the contact wrote on the message's channel within WhatsApp's customer-service window (24 hours
+    /// before now), when a free-form message may be sent: the contact's latest message there, by the index
+    /// of a contact's thread.
+    async fn window_open(&self, message: &messages::Model) -> Result<bool, DbErr> {
+        let latest: Option<DateTime<Utc>> = messages::Entity::find()
+            .select_only()
+            .column(messages::Column::CreatedAt)
+            .filter(messages::Column::ContactId.eq(&message.contact_id))
+            .filter(messages::Column::ChannelId.eq(&message.channel_id))
+            .filter(messages::Column::Direction.eq("inbound"))
+            .order_by_desc(messages::Column::Seq)
+            .into_tuple()
+            .one(&self.db)
+            .await?;
+        Ok(latest.is_some_and(|at| self.clock.now() - at < chrono::Duration::hours(WINDOW_HOURS)))
+    }
+
     /// The message ready to send, or the outcome of a run that has nothing to send.
     async fn sendable(&self, job: &Job, message_id: &str) -> Result<Sendable, Outcome> {
         match self.load(message_id).await {
             Ok(Loaded::Ready(ready)) => Ok(*ready),
             Ok(Loaded::Gone) => Err(Outcome::Done(None)),
-            Ok(Loaded::Cancelled(message_id, why)) => {
-                Err(fail(why.to_owned(), Some(failed(&message_id, "cancelled", why))))
+            Ok(Loaded::Cancelled(message_id, code, why)) => {
+                Err(fail(why.to_owned(), Some(failed(&message_id, code, why))))
             }
             Err(err) => Err(retry(&self.schedule, job, format!("database: {err}"), None).into()),
         }
     }
 }
 
+/// The contact's address on the channel: a phone for sms and WhatsApp, the web chat session for a
+/// visitor, else the contact's id on the platform (Messenger's PSID, Instagram's IGSID).
+pub(super) async fn address(
+    db: &DatabaseConnection,
+    account_id: &str,
+    channel: &channels::Model,
+    contact: &contacts::Model,
+) -> Result<Option<String>, DbErr> {
+    Ok(match channel.kind.as_str() {
+        "sms" | "whatsapp" => contact.phone.clone(),
+        // A visitor is reached through a session of this very account, channel and contact, never
+        // through an id a caller could have written into an identity.
+        "webchat" => {
+            chat_sessions::Entity::find()
+                .select_only()
+                .column(chat_sessions::Column::Id)
+                .filter(chat_sessions::Column::AccountId.eq(account_id))
+                .filter(chat_sessions::Column::ChannelId.eq(&channel.id))
+                .filter(chat_sessions::Column::ContactId.eq(&contact.id))
+                .order_by_desc(chat_sessions::Column::StartedAt)
+                .into_tuple()
+                .one(db)
+                .await?
+        }
+        kind => contact_identities::Entity::find()
+            .filter(contact_identities::Column::ContactId.eq(&contact.id))
+            .filter(contact_identities::Column::Kind.eq(kind))
+            .one(db)
+            .await?
+            .map(|identity| identity.external_id),
+    })
+}
+
 enum Loaded {
     /// Erased, or no longer queued (sent by an earlier run whose job completion was lost, removed).
     Gone,
-    /// The message (by id) cannot go out, for this reason.
-    Cancelled(String, &'static str),
+    /// The message (by id) cannot go out: the code it fails with, and why.
+    Cancelled(String, &'static str, &'static str),
     Ready(Box<Sendable>),
 }
 
@@ -254,12 +300,16 @@ impl Handler for Deliver {
             })
             .collect();
         let status_callback = format!("{}/status", webhook_url(&self.public_url, &channel));
+        let template: Option<Template> = (!message.template.is_empty())
+            .then(|| serde_json::from_str(&message.template).ok())
+            .flatten();
         let outbound = Outbound {
             message: &message,
             to: &address,
             text: &message.text,
             attachments: &attachments,
             status_callback: &status_callback,
+            template: template.as_ref(),
         };
         // A worker paused past its lease (another may have taken the job) must not send it too.
         // Due again at once with no try spent: if the claim was in fact still held, the job simply runs again.

@@ -2,13 +2,16 @@
 //! old one in `edits`; where the channel cannot edit a sent message (sms, whatsapp, messenger, instagram) a
 //! `Correction: <text>` message follows through the send pipeline, while web chat shows the edit itself. A
 //! removal erases text and attachments from storage (a message not yet handed to the provider is not sent).
-//! A reaction is the caller's one emoji on the message, stored for the providers that show reactions. The
-//! contract has no event for any of them.
+//! A reaction is the caller's one emoji on the message, stored, and passed on to the providers that show
+//! reactions (`provider_signal` job). The contract has no event for any of them.
 
 use std::sync::Arc;
 
 use frontdesk_api::v1::{CorrectMessageRequest, SendMessageRequest};
-use sea_orm::{ActiveModelTrait, DatabaseConnection, DatabaseTransaction, IntoActiveModel};
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel,
+    QuerySelect,
+};
 
 use super::{
     accept::{Author, Sender},
@@ -18,7 +21,10 @@ use super::{
 };
 use crate::{
     access::AccountId,
-    channels::live_feed::{Change, Feed},
+    channels::{
+        live_feed::{Change, Feed},
+        signals::{self, Action},
+    },
     clock::Clock,
     conversations::{
         lookup,
@@ -26,8 +32,9 @@ use crate::{
         status::Status,
     },
     error::{ApiError, ApiResult},
+    jobs,
     store::{
-        entities::{conversations, messages},
+        entities::{channels, conversations, messages},
         from_json_text, to_json_text,
     },
 };
@@ -155,7 +162,7 @@ impl Edits {
             _ => {}
         }
         reactions.retain(|r| r.author != author);
-        if let Some(emoji) = emoji {
+        if let Some(emoji) = &emoji {
             reactions.push(StoredReaction {
                 emoji: emoji.as_str().to_owned(),
                 author: author.to_owned(),
@@ -163,7 +170,14 @@ impl Edits {
             });
         }
         message.reactions = to_json_text(&reactions);
-        message.revised_at = Some(self.clock.now());
+        let now = self.clock.now();
+        message.revised_at = Some(now);
+        if message.provider_message_id.is_some() && tells_provider(&txn, &message.channel_id).await? {
+            let action = Action::React {
+                emoji: emoji.as_ref().map(|e| e.as_str().to_owned()).unwrap_or_default(),
+            };
+            jobs::enqueue(&txn, signals::job(&message, action, now), now).await?;
+        }
         let saved = save(txn, message).await?;
         self.feed.message_changed(&saved, Change::Reaction).await;
         Ok(saved)
@@ -217,6 +231,17 @@ fn send_on(conversation: &conversations::Model, message: &messages::Model, text:
     let outgoing = Outgoing::to_contact(request, None)?;
     outgoing.fits(&conversation.channel_type)?;
     Ok(outgoing)
+}
+
+/// Whether the provider of the channel `channel_id` is told of reactions and reads.
+pub(super) async fn tells_provider(db: &impl ConnectionTrait, channel_id: &str) -> ApiResult<bool> {
+    let kind: Option<String> = channels::Entity::find_by_id(channel_id)
+        .select_only()
+        .column(channels::Column::Kind)
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(kind.is_some_and(|kind| signals::takes_signals(&kind)))
 }
 
 /// Writes the message and commits.

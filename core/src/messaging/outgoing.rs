@@ -1,10 +1,11 @@
 //! A send request parsed into what the engine acts on: who it goes to, what it says, and the checks that do
 //! not depend on the channel (those that do come once the channel is chosen: `Outgoing::fits`).
 
-use frontdesk_api::v1::{Attachment, SendMessageRequest, SendToContactRequest, Template};
+use frontdesk_api::v1::{Attachment, SendMessageRequest, SendToContactRequest, Template as TemplateRequest};
 use sha2::{Digest, Sha256};
 
 use crate::{
+    channels::Template,
     contacts::{E164Phone, Email},
     conversations::render::StoredAttachment,
     error::{ApiError, ApiResult},
@@ -149,10 +150,11 @@ impl Common {
         text: String,
         channel: String,
         attachments: &[Attachment],
-        template: Option<Template>,
+        template: Option<TemplateRequest>,
         reply_to: String,
     ) -> Self {
-        v.text("text", &text, true, MAX_TEXT_CHARS);
+        // A template says what it says: a text beside it is only the record's, and may be left out.
+        v.text("text", &text, template.is_none(), MAX_TEXT_CHARS);
         v.check(
             attachments.len() <= MAX_ATTACHMENTS,
             "attachments",
@@ -170,6 +172,15 @@ impl Common {
             v.list("template.parameters", &t.parameters, 20, 1_024);
         }
         v.check(reply_to.len() <= 64, "reply_to", "is not a message id");
+        let template = template.map(|t| Template {
+            name: t.name,
+            language: t.language,
+            parameters: t.parameters,
+        });
+        let text = match &template {
+            Some(t) if text.is_empty() => t.describe(),
+            _ => text,
+        };
         Self {
             text,
             channel: Some(channel).filter(|c| !c.is_empty()),

@@ -40,8 +40,8 @@ const PROVIDERS: &[(&str, &str)] = &[
 const REQUIRED_KEYS: &[(&str, &[&str])] = &[
     ("builtin", &[]),
     ("twilio", &["account_sid", "auth_token"]),
-    ("whatsapp_cloud", &["phone_number_id", "access_token"]),
-    ("meta", &["page_id", "access_token"]),
+    ("whatsapp_cloud", &["phone_number_id", "access_token", "app_secret"]),
+    ("meta", &["page_id", "access_token", "app_secret"]),
 ];
 const MAX_KEYS: usize = 20;
 const MAX_VALUE_CHARS: usize = 4_096;
@@ -168,6 +168,14 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
         provider != "twilio" || has("from_number") || has("messaging_service_sid"),
         "config.from_number",
         "twilio needs from_number or messaging_service_sid",
+    );
+    v.check(
+        provider != "whatsapp_cloud"
+            || r.config
+                .get("phone_number_id")
+                .is_none_or(|id| id.bytes().all(|b| b.is_ascii_digit())),
+        "config.phone_number_id",
+        "is the number's id in Meta's console: digits only",
     );
     v.check(
         r.config.len() <= MAX_KEYS,

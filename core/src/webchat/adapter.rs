@@ -64,6 +64,7 @@ mod tests {
             text: &stored.text,
             attachments: &[],
             status_callback: "",
+            template: None,
         };
         let away = adapter.send(&outbound).await;
         assert_eq!(

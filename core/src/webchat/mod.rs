@@ -175,6 +175,7 @@ impl WebChat {
                 sender_name: session.visitor_name.clone(),
                 referral: sessions::page_ref(&session.page_url),
                 page_url: session.page_url.clone(),
+                answerable: true,
             },
         };
         self.presence.seen(&session.id);

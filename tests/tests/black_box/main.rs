@@ -16,6 +16,7 @@ mod jobs;
 mod kb_files;
 mod kb_imports;
 mod messaging;
+mod meta_channels;
 mod models;
 mod pacing;
 mod platform_access;

@@ -120,19 +120,19 @@ on_both_databases!(channels_are_connected_listed_and_disconnected, |db: Db| asyn
             "wa",
             "whatsapp",
             "whatsapp_cloud",
-            json!({"phone_number_id": "1234567890", "access_token": "EAAG_WA_SECRET"}),
+            json!({"phone_number_id": "1234567890", "access_token": "EAAG_WA_SECRET", "app_secret": "s1"}),
         ),
         (
             "ig",
             "instagram",
             "meta",
-            json!({"page_id": "99887766", "access_token": "EAAG_IG_SECRET"}),
+            json!({"page_id": "99887766", "access_token": "EAAG_IG_SECRET", "app_secret": "s2"}),
         ),
         (
             "fb_page",
             "messenger",
             "meta",
-            json!({"page_id": "99887766", "access_token": "EAAG_FB_SECRET"}),
+            json!({"page_id": "99887766", "access_token": "EAAG_FB_SECRET", "app_secret": "s3"}),
         ),
     ] {
         let answer = api

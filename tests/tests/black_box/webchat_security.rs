@@ -474,34 +474,6 @@ on_both_databases!(empty_sessions_expire_with_their_empty_contacts, |db: Db| asy
     assert_eq!(wrote.thread(&server, "").await.len(), 1);
 });
 
-// A channel whose provider has no adapter yet takes no callbacks: 404, as an unknown channel, on every
-// request (not an error logged and a 503 each time).
-on_both_databases!(
-    callbacks_of_a_provider_without_an_adapter_are_not_found,
-    |db: Db| async move {
-        let server = start(&db, &[]).await;
-        let business = Platform::new(&server).await;
-        let config = json!({"phone_number_id": "1234567890", "access_token": "EAAG_WA", "app_secret": "s"});
-        let body = json!({"name": "wa", "type": "whatsapp", "config": config});
-        let channel = business.ok("POST", "/v1/channels", Some(body)).await["channel"].clone();
-        let hook = format!("/hooks/meta/{}", channel["id"].as_str().unwrap());
-        for method in ["GET", "POST"] {
-            let answer = frontdesk_tests::call(method, &server.url(&hook), Some("{}")).await;
-            assert_eq!(
-                (answer.status, answer.code()),
-                (404, "not_found"),
-                "{method}: {}",
-                answer.body
-            );
-        }
-        let logs = server.logs();
-        let errors = logs
-            .lines()
-            .filter(|line| line.contains("ERROR") && line.contains("adapter"));
-        assert_eq!(errors.count(), 0, "{logs}");
-    }
-);
-
 // Pages of this very server need no listing, but only under its own scheme: the same host over another
 // scheme is another origin.
 on_both_databases!(the_server_s_own_pages_are_its_scheme_and_host, |db: Db| async move {

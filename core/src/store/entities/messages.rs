@@ -38,6 +38,8 @@ pub struct Model {
     /// When the message was last corrected, removed or reacted to: a reconnecting web chat visitor is sent
     /// the messages revised since it was last there.
     pub revised_at: Option<DateTimeUtc>,
+    /// A WhatsApp template message's template as JSON (`channels::Template`); `""` for any other message.
+    pub template: String,
 }
 
 /// What a delivery reads with its message in one statement.
@@ -100,5 +102,6 @@ pub fn sample(author: &str, text: &str) -> Model {
         delivered_at: None,
         read_at: None,
         revised_at: None,
+        template: String::new(),
     }
 }

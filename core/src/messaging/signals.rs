@@ -1,0 +1,92 @@
+//! The `provider_signal` job (`channels::signals`): tells the provider that the business read the contact's
+//! messages, or reacted to one. A provider that cannot be reached is tried again on the send schedule; a
+//! refusal is logged and dropped (a receipt or reaction that does not get through fails no message).
+
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+
+use super::deliver::address;
+use crate::{
+    channels::{
+        SendOutcome, Signal,
+        registry::Adapters,
+        signals::{Action, SignalJob},
+    },
+    jobs::{Handler, Job, Outcome},
+    retry::RetrySchedule,
+    store::entities::{channels, contacts, messages},
+};
+
+pub struct Signals {
+    pub db: DatabaseConnection,
+    pub adapters: std::sync::Arc<Adapters>,
+    pub schedule: RetrySchedule,
+}
+
+#[async_trait::async_trait]
+impl Handler for Signals {
+    async fn run(&self, job: &Job) -> Outcome {
+        let args: SignalJob = match job.args() {
+            Ok(args) => args,
+            Err(unreadable) => return unreadable,
+        };
+        match self.signal(&args).await {
+            Ok(None) => Outcome::Done(None),
+            Ok(Some(SendOutcome::Rejected { code, message })) => {
+                tracing::info!(
+                    message_id = args.message_id,
+                    code,
+                    reason = message,
+                    "the provider refused a signal"
+                );
+                Outcome::Done(None)
+            }
+            Ok(Some(SendOutcome::Unavailable { reason, retry_after })) => self.retry(job, reason, retry_after),
+            Ok(Some(SendOutcome::Accepted { .. } | SendOutcome::Delivered { .. })) => Outcome::Done(None),
+            Err(err) => self.retry(job, format!("database: {err}"), None),
+        }
+    }
+}
+
+impl Signals {
+    /// What the provider answered, or `None` when there is nothing to tell: the message, its provider id,
+    /// the channel or the contact's address is gone, or the provider takes no such signal.
+    async fn signal(&self, args: &SignalJob) -> Result<Option<SendOutcome>, sea_orm::DbErr> {
+        let Some((message, Some(channel), Some(contact))) = messages::Entity::find()
+            .filter(messages::Column::Id.eq(&args.message_id))
+            .find_also_related(channels::Entity)
+            .find_also_related(contacts::Entity)
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(provider_message_id) = message.provider_message_id.as_deref() else {
+            return Ok(None);
+        };
+        let Some(to) = address(&self.db, &message.account_id, &channel, &contact).await? else {
+            return Ok(None);
+        };
+        let Ok(ready) = self.adapters.for_channel(&channel) else {
+            return Ok(None);
+        };
+        let signal = match &args.action {
+            Action::Read => Signal::Read {
+                to: &to,
+                provider_message_id,
+            },
+            Action::React { emoji } => Signal::React {
+                to: &to,
+                provider_message_id,
+                emoji,
+            },
+        };
+        Ok(ready.adapter.signal(&signal).await)
+    }
+
+    fn retry(&self, job: &Job, error: String, retry_after: Option<std::time::Duration>) -> Outcome {
+        match self.schedule.wait_after(job.attempt, retry_after) {
+            Some(after) if !job.is_last_attempt() => Outcome::Retry { error, after },
+            _ => Outcome::Fail { error, effect: None },
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Meta channels. A WhatsApp template message keeps its template (`messages.template`, JSON
+//! `{name, language, parameters}`, `""` for any other message) until the deliver job sends it.
+
+use sea_orm_migration::{prelude::*, schema::*};
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Alias::new("messages"))
+                    .add_column(text(Alias::new("template")).default(""))
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Alias::new("messages"))
+                    .drop_column(Alias::new("template"))
+                    .to_owned(),
+            )
+            .await
+    }
+}
