@@ -56,6 +56,8 @@ pub struct Footprint {
     pub deals_plan: Option<String>,
     /// What the inbound scenario stored, against what it sent.
     pub inbound_stored: Option<crate::engine::Stored>,
+    /// The same for the WhatsApp batches.
+    pub meta_stored: Option<crate::engine::Stored>,
     /// How the AI replies' decisions were timed, when that scenario ran.
     pub ai_decisions: Option<crate::engine::DecisionsByPhase>,
     /// The memory of model-written replies waiting on the model, when that scenario ran.
@@ -335,6 +337,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
             started_in,
             deals_plan,
             inbound_stored: engine.stored,
+            meta_stored: engine.meta_stored,
             ai_decisions: engine.decisions,
             model_waiting: engine.waiting,
             idle_sockets: webchat.idle,

@@ -28,15 +28,17 @@ pub struct Stored {
     pub sent: u64,
     /// Of them, answered other than 200.
     pub refused: u64,
+    /// Messages each request carries.
+    pub per_request: u64,
     pub messages: i64,
     pub distinct_sids: i64,
     pub events: i64,
 }
 
 impl Stored {
-    /// Every request answered 200 stored exactly one message and its event.
+    /// Every request answered 200 stored exactly its messages and their events.
     pub fn exact(&self) -> bool {
-        let answered = i64::try_from(self.sent - self.refused).unwrap_or(-1);
+        let answered = i64::try_from((self.sent - self.refused) * self.per_request).unwrap_or(-1);
         self.messages == answered && self.distinct_sids == answered && self.events == answered
     }
 }
@@ -73,6 +75,7 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
     let stored = Stored {
         sent: sent.load(Ordering::Relaxed),
         refused: measured.outcome.error_count(),
+        per_request: 1,
         messages: engine
             .count(
                 "SELECT count(*) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",

@@ -2,13 +2,14 @@
 //! send against `GET /v1/api-keys/current` on the same server just before, twice (first on an API-only
 //! replica that runs no jobs, then on one `serve` that also delivers what it accepts), the storage floors of
 //! the call and of a send beside the first (`floor`), the send pipeline's capacity and its latency at half
-//! of it (`pipeline`), and signed inbound sms (`inbound`). The account has
+//! of it (`pipeline`), signed inbound sms (`inbound`) and signed WhatsApp batches (`meta_inbound`). The account has
 //! one sms channel and, for the sends, many contacts: sends spread over them, so no two in flight touch the
 //! same conversation.
 
 mod fairness;
 mod floor;
 mod inbound;
+mod meta_inbound;
 mod model_replies;
 mod pipeline;
 mod replies;
@@ -36,6 +37,7 @@ pub const SEND_API_ONLY: &str =
 pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
+pub use meta_inbound::{META_INBOUND, META_REFUSED, PER_POST};
 pub use model_replies::{MODEL_BURST, MODEL_LATENCY, Waiting};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
@@ -63,6 +65,8 @@ fn basic_auth() -> String {
 pub struct Figures {
     pub measured: Vec<Measured>,
     pub stored: Option<Stored>,
+    /// The same for the WhatsApp batches.
+    pub meta_stored: Option<Stored>,
     pub decisions: Option<DecisionsByPhase>,
     /// The memory of model-written replies waiting on the model, when that scenario ran.
     pub waiting: Option<Waiting>,
@@ -82,6 +86,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let mut figures = Figures {
         measured: Vec::new(),
         stored: None,
+        meta_stored: None,
         decisions: None,
         waiting: None,
     };
@@ -97,7 +102,8 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     }
     let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
     let fair = wanted(QUIET_ALONE) || wanted(QUIET_BESIDE_BACKLOG);
-    if !(send || pipeline || inbound || fair) {
+    let meta = wanted(META_INBOUND) || wanted(META_REFUSED);
+    if !(send || pipeline || inbound || fair || meta) {
         return Ok(figures);
     }
     let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
@@ -153,6 +159,12 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         let (measured, stored) = inbound::run(&engine, &serve, shape).await?;
         figures.measured.push(measured);
         figures.stored = Some(stored);
+    }
+    if meta {
+        engine.drained().await?;
+        let (measured, stored) = meta_inbound::run(&engine, &serve, shape).await?;
+        figures.measured.extend(measured);
+        figures.meta_stored = Some(stored);
     }
     drop(serve);
     engine.db.close().await?;

@@ -74,7 +74,6 @@ pub struct InboundMessage {
 /// A contact's reaction to a message of the conversation (`""`: the reaction was taken back).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InboundReaction {
-    pub sender: Sender,
     /// The provider's id of the message reacted to.
     pub provider_message_id: String,
     pub emoji: String,

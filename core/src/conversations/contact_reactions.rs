@@ -1,9 +1,14 @@
 //! A contact's reaction to a message, as its provider reports it (WhatsApp, Messenger, Instagram): the
-//! contact's one reaction on the message becomes the new emoji, or goes when the contact took it back. A
-//! reaction to a message the channel does not hold (sent from the provider's own console) changes nothing.
+//! contact's one reaction on the message becomes the new emoji, or goes when the contact took it back. The
+//! message is read and written under a row lock (on SQLite the write transaction holds the database), as the
+//! business's own reactions are, so neither overwrites the other. A reaction to a message the channel does
+//! not hold (one sent from the provider's own console) changes nothing.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::Expr};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
+    QuerySelect,
+};
 
 use super::render::StoredReaction;
 use crate::{
@@ -14,19 +19,21 @@ use crate::{
 /// Who a contact's reactions are by, in `messages.reactions`.
 const AUTHOR: &str = "contact";
 
-/// Applies `reaction`, which came through the channel `channel_id`; whether a message changed.
+/// Applies `reaction`, which came through the channel `channel_id`; whether the message changed.
 pub async fn apply(
-    db: &impl ConnectionTrait,
+    db: &DatabaseConnection,
     channel_id: &str,
     reaction: &InboundReaction,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let Some(message) = messages::Entity::find()
+    let txn = crate::store::begin_write(db).await?;
+    let mut select = messages::Entity::find()
         .filter(messages::Column::ChannelId.eq(channel_id))
-        .filter(messages::Column::ProviderMessageId.eq(&reaction.provider_message_id))
-        .one(db)
-        .await?
-    else {
+        .filter(messages::Column::ProviderMessageId.eq(&reaction.provider_message_id));
+    if db.get_database_backend() == DbBackend::Postgres {
+        select = select.lock_exclusive();
+    }
+    let Some(mut message) = select.one(&txn).await? else {
         return Ok(false);
     };
     let before: Vec<StoredReaction> = from_json_text(&message.reactions);
@@ -38,21 +45,17 @@ pub async fn apply(
             created_at: now,
         });
     }
-    let same = |a: &[StoredReaction], b: &[StoredReaction]| {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.emoji == y.emoji && x.author == y.author)
-    };
-    if same(&before, &after) {
+    let unchanged = before.len() == after.len()
+        && before
+            .iter()
+            .zip(&after)
+            .all(|(b, a)| b.emoji == a.emoji && b.author == a.author);
+    if unchanged {
         return Ok(false);
     }
-    // Only over the reactions read: a concurrent change (the business's own reaction) is not overwritten,
-    // the provider's retry of this report finds the message as it is then.
-    let changed = messages::Entity::update_many()
-        .col_expr(messages::Column::Reactions, Expr::value(to_json_text(&after)))
-        .col_expr(messages::Column::RevisedAt, Expr::value(now))
-        .filter(messages::Column::Seq.eq(message.seq))
-        .filter(messages::Column::Reactions.eq(&message.reactions))
-        .exec(db)
-        .await?
-        .rows_affected;
-    Ok(changed > 0)
+    message.reactions = to_json_text(&after);
+    message.revised_at = Some(now);
+    message.into_active_model().reset_all().update(&txn).await?;
+    txn.commit().await?;
+    Ok(true)
 }

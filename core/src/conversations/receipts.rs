@@ -114,6 +114,9 @@ async fn report(
     Ok(Applied::Moved(passed))
 }
 
+/// How long after Meta stamps a message our send call may come back with its id.
+const WATERMARK_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
+
 /// What one callback reports besides new messages.
 pub struct Reports<'a> {
     pub statuses: &'a [StatusUpdate],
@@ -147,8 +150,10 @@ pub async fn apply_reports(
 }
 
 /// A report by time: every message sent to the contact on the channel up to `up_to` reached the status.
-/// Meta's watermark is the time of the latest message delivered (or read), which it stamps while the send
-/// call is under way: a message is taken as covered when it was queued by then.
+/// Meta's watermark is the time it stamped the latest message delivered (or read), while our send call was
+/// under way; we record `sent_at` when its answer comes back, a moment later. So a message counts as
+/// covered when its answer came back within `WATERMARK_SLACK` of the watermark: a message still queued or
+/// paced at that time (sent later) is not.
 async fn apply_watermark(
     db: &DatabaseConnection,
     channel: &channels::Model,
@@ -182,7 +187,7 @@ async fn apply_watermark(
         .filter(messages::Column::ChannelId.eq(&channel.id))
         .filter(messages::Column::Direction.eq("outbound"))
         .filter(messages::Column::Status.is_in(behind.iter().copied()))
-        .filter(messages::Column::CreatedAt.lte(watermark.up_to))
+        .filter(messages::Column::SentAt.lte(watermark.up_to + WATERMARK_SLACK))
         .into_tuple()
         .all(db)
         .await?;

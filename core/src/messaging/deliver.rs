@@ -300,9 +300,17 @@ impl Handler for Deliver {
             })
             .collect();
         let status_callback = format!("{}/status", webhook_url(&self.public_url, &channel));
-        let template: Option<Template> = (!message.template.is_empty())
-            .then(|| serde_json::from_str(&message.template).ok())
-            .flatten();
+        let template: Option<Template> = match message.template.as_str() {
+            "" => None,
+            stored => match serde_json::from_str(stored) {
+                Ok(template) => Some(template),
+                // Never the template's stand-in text in its place: that would go out as free-form text.
+                Err(_) => {
+                    let why = "the stored template cannot be read";
+                    return fail(why.to_owned(), Some(failed(&message.id, "invalid_template", why)));
+                }
+            },
+        };
         let outbound = Outbound {
             message: &message,
             to: &address,
@@ -353,14 +361,19 @@ fn failed(message_id: &str, code: &str, text: &str) -> Box<dyn Effect> {
 }
 
 /// A retry after the schedule's wait for this try; past the schedule, a failure.
-fn retry(schedule: &RetrySchedule, job: &Job, error: String, retry_after: Option<std::time::Duration>) -> Retry {
+pub(super) fn retry(
+    schedule: &RetrySchedule,
+    job: &Job,
+    error: String,
+    retry_after: Option<std::time::Duration>,
+) -> Retry {
     match schedule.wait_after(job.attempt, retry_after) {
         Some(after) if !job.is_last_attempt() => Retry::Again(Outcome::Retry { error, after }),
         _ => Retry::UsedUp(error),
     }
 }
 
-enum Retry {
+pub(super) enum Retry {
     Again(Outcome),
     UsedUp(String),
 }

@@ -234,7 +234,7 @@ fn send_on(conversation: &conversations::Model, message: &messages::Model, text:
 }
 
 /// Whether the provider of the channel `channel_id` is told of reactions and reads.
-pub(super) async fn tells_provider(db: &impl ConnectionTrait, channel_id: &str) -> ApiResult<bool> {
+async fn tells_provider(db: &impl ConnectionTrait, channel_id: &str) -> ApiResult<bool> {
     let kind: Option<String> = channels::Entity::find_by_id(channel_id)
         .select_only()
         .column(channels::Column::Kind)

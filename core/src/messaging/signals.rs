@@ -4,7 +4,7 @@
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 
-use super::deliver::address;
+use super::deliver::{address, retry};
 use crate::{
     channels::{
         SendOutcome, Signal,
@@ -40,9 +40,11 @@ impl Handler for Signals {
                 );
                 Outcome::Done(None)
             }
-            Ok(Some(SendOutcome::Unavailable { reason, retry_after })) => self.retry(job, reason, retry_after),
+            Ok(Some(SendOutcome::Unavailable { reason, retry_after })) => {
+                retry(&self.schedule, job, reason, retry_after).into()
+            }
             Ok(Some(SendOutcome::Accepted { .. } | SendOutcome::Delivered { .. })) => Outcome::Done(None),
-            Err(err) => self.retry(job, format!("database: {err}"), None),
+            Err(err) => retry(&self.schedule, job, format!("database: {err}"), None).into(),
         }
     }
 }
@@ -81,12 +83,5 @@ impl Signals {
             },
         };
         Ok(ready.adapter.signal(&signal).await)
-    }
-
-    fn retry(&self, job: &Job, error: String, retry_after: Option<std::time::Duration>) -> Outcome {
-        match self.schedule.wait_after(job.attempt, retry_after) {
-            Some(after) if !job.is_last_attempt() => Outcome::Retry { error, after },
-            _ => Outcome::Fail { error, effect: None },
-        }
     }
 }

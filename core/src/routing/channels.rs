@@ -173,7 +173,7 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
         provider != "whatsapp_cloud"
             || r.config
                 .get("phone_number_id")
-                .is_none_or(|id| id.bytes().all(|b| b.is_ascii_digit())),
+                .is_none_or(|id| crate::channels::meta::whatsapp::is_number_id(id)),
         "config.phone_number_id",
         "is the number's id in Meta's console: digits only",
     );
@@ -224,6 +224,7 @@ impl ChannelsService {
             "whatsapp_cloud" | "meta" => r
                 .config
                 .get("verify_token")
+                .filter(|token| !token.trim().is_empty())
                 .cloned()
                 .unwrap_or_else(|| crate::ids::base62(24)),
             _ => String::new(),

@@ -518,7 +518,8 @@ on_both_databases!(messenger_and_instagram_send_and_receive, |db: Db| async move
         json!([{"channel": "fb", "type": "messenger", "external_id": PSID}])
     );
 
-    // Our reply, then delivery and read by watermark (Meta's clock: now, and a second later).
+    // Our reply, then delivery and read by watermark: Meta stamps the watermark as it took our message; a
+    // message sent well after it is not covered.
     let body = json!({"channel": "fb", "external_id": PSID, "text": "Hi! How can we help?"});
     let sent = accepted(&platform, body).await;
     let calls = graph
@@ -531,7 +532,11 @@ on_both_databases!(messenger_and_instagram_send_and_receive, |db: Db| async move
         json!({"recipient": {"id": PSID}, "messaging_type": "RESPONSE", "message": {"text": "Hi! How can we help?"}})
     );
     sms::message_when(&platform, &sent, |m| m["status"] == "sent").await;
-    let now_ms = Utc::now().timestamp_millis() + 2_000;
+    let now_ms = Utc::now().timestamp_millis();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let body = json!({"channel": "fb", "external_id": PSID, "text": "Are you still there?"});
+    let later = accepted(&platform, body).await;
+    sms::message_when(&platform, &later, |m| m["status"] == "sent").await;
     let event = |kind: &str, report: Value| {
         let mut event = json!({"sender": {"id": PSID}, "recipient": {"id": PAGE_ID}, "timestamp": now_ms});
         event[kind] = report;
@@ -545,6 +550,8 @@ on_both_databases!(messenger_and_instagram_send_and_receive, |db: Db| async move
     }
     let message = sms::message_when(&platform, &sent, |m| m["status"] == "read").await;
     assert!(message["delivered_at"].is_string(), "{message}");
+    let after = platform.get(&format!("/v1/messages/{later}")).await["message"].clone();
+    assert_eq!(after["status"], "sent", "sent after the watermark: {after}");
 
     // The contact reacts; the business marks the conversation read (mark_seen).
     let reaction = messaging(
@@ -588,24 +595,20 @@ on_both_databases!(messenger_and_instagram_send_and_receive, |db: Db| async move
                 .any(|c| c.body["recipient"]["id"] == "7654321098765432" && c.is_message())
         })
         .await;
-    assert_eq!(IG_ACCOUNT_ID, "17841405822304914");
 });
 
 on_both_databases!(entry_points_follow_refs_and_ai_replies_answer, |db: Db| async move {
     let graph = FakeGraph::start().await;
     let server = meta::start(&db, &graph, &[("FRONTDESK_REPLY_DEBOUNCE_MS", "200")]).await;
     let platform = Platform::new(&server).await;
-    MetaChannel::messenger(&platform, "fb").await;
     let whatsapp = MetaChannel::whatsapp(&platform, "wa").await;
-    let page = MetaChannel {
-        ..MetaChannel::connect(
-            &platform,
-            "fb2",
-            "messenger",
-            json!({"page_id": "5550001", "access_token": meta::PAGE_TOKEN, "app_secret": meta::APP_SECRET}),
-        )
-        .await
-    };
+    let page = MetaChannel::connect(
+        &platform,
+        "fb2",
+        "messenger",
+        json!({"page_id": "5550001", "access_token": meta::PAGE_TOKEN, "app_secret": meta::APP_SECRET}),
+    )
+    .await;
     let general = platform.agent("General").await;
     let promo = platform.agent("Promo").await;
     for channel in ["fb2", "wa"] {
@@ -684,4 +687,88 @@ on_both_databases!(entry_points_follow_refs_and_ai_replies_answer, |db: Db| asyn
     );
     let thread = messages_of(&platform, wa["id"].as_str().unwrap()).await;
     assert_eq!(thread.last().unwrap()["text"], "[sticker]");
+});
+
+// Lookups by a provider's message id are the channel's own: another account's channel that is handed the
+// same ids changes nothing of ours.
+on_both_databases!(another_channel_s_reports_touch_nothing_of_ours, |db: Db| async move {
+    let graph = FakeGraph::start().await;
+    let server = meta::start(&db, &graph, &[]).await;
+    let ours = Platform::new(&server).await;
+    let theirs = Platform::new(&server).await;
+    let channel = MetaChannel::whatsapp(&ours, "wa").await;
+    let config = json!({"phone_number_id": "222", "access_token": "EAAG-other", "app_secret": meta::APP_SECRET});
+    let other = MetaChannel::connect(&theirs, "wa", "whatsapp", config).await;
+    channel.post(&fixture("whatsapp_text")).await;
+    let sent = sms::send(&ours, "wa", WA_PHONE, "Yes, in blue.").await;
+    let calls = graph
+        .wait_for("the send", |calls| calls.iter().any(GraphCall::is_message))
+        .await;
+    let wamid = calls.iter().find_map(|c| c.answered_id.clone()).unwrap();
+    sms::message_when(&ours, &sent, |m| m["status"] == "sent").await;
+    let for_other = |body: String| body.replace(PHONE_NUMBER_ID, "222");
+    let reaction =
+        fixture("whatsapp_reaction").replace("wamid.HBgLMTQxMjU1NTA4MjkVAgASGBQzQUNCNjk5RDUwNUZGMUZEM0VBRAA=", &wamid);
+    for body in [whatsapp_status(&wamid, "read", WA_ID), reaction] {
+        assert_eq!(other.post(&for_other(body)).await.status, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let message = ours.get(&format!("/v1/messages/{sent}")).await["message"].clone();
+    assert_eq!(
+        (message["status"].clone(), message["reactions"].clone()),
+        (json!("sent"), json!([]))
+    );
+});
+
+// The business's reactions and the contact's land on one message at once: neither overwrites the other.
+on_both_databases!(concurrent_reactions_keep_both_authors, |db: Db| async move {
+    let graph = FakeGraph::start().await;
+    let server = meta::start(&db, &graph, &[]).await;
+    let platform = Platform::new(&server).await;
+    let channel = MetaChannel::whatsapp(&platform, "wa").await;
+    channel.post(&fixture("whatsapp_text")).await;
+    let sent = sms::send(&platform, "wa", WA_PHONE, "Blue or green?").await;
+    let calls = graph
+        .wait_for("the send", |calls| calls.iter().any(GraphCall::is_message))
+        .await;
+    let wamid = calls.iter().find_map(|c| c.answered_id.clone()).unwrap();
+    sms::message_when(&platform, &sent, |m| m["status"] == "sent").await;
+    let emojis = ["\u{1F600}", "\u{1F44D}", "\u{2764}\u{FE0F}", "\u{1F389}", "\u{1F64F}"];
+    let business = {
+        let key = platform.key.clone();
+        let url = server.url(&format!("/v1/messages/{sent}/reactions"));
+        tokio::spawn(async move {
+            for round in 0..20 {
+                let body = json!({"emoji": emojis[round % emojis.len()]}).to_string();
+                let answer = frontdesk_tests::call_with("POST", &url, &[("x-api-key", &key)], Some(&body)).await;
+                assert_eq!(answer.status, 200, "{}", answer.body);
+            }
+        })
+    };
+    for round in 0..20 {
+        let emoji = emojis[(round + 2) % emojis.len()];
+        let body = meta::whatsapp_value(json!({"messages": [{"from": WA_ID, "id": format!("wamid.react{round}"),
+            "timestamp": "1", "type": "reaction", "reaction": {"message_id": wamid, "emoji": emoji}}]}));
+        assert_eq!(channel.post(&body).await.status, 200);
+    }
+    business.await.unwrap();
+    let message = platform.get(&format!("/v1/messages/{sent}")).await["message"].clone();
+    let mut reactions: Vec<(String, String)> = message["reactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["author"].as_str().unwrap().to_owned(),
+                r["emoji"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    reactions.sort();
+    let last = |round: usize| emojis[round % emojis.len()].to_owned();
+    assert_eq!(
+        reactions,
+        [("api".to_owned(), last(19)), ("contact".to_owned(), last(19 + 2))],
+        "each author's last reaction"
+    );
 });

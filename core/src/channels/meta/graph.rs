@@ -101,9 +101,7 @@ impl Graph {
         }
         Err(classify_failure(status, wait, &answer))
     }
-}
 
-impl Graph {
     /// Sends a message's parts to `path` in turn, each answered with its id (read by `id_of`): the first
     /// part's id once all are taken, or the first failure. A retry after a failure sends every part again.
     pub async fn send_parts(&self, path: &str, parts: Vec<Value>, id_of: fn(&Value) -> Option<&str>) -> SendOutcome {

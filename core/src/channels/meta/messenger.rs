@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 use serde_json::{Value, json};
+use wire::{Event, Payload, Referral};
 
 use super::{
     graph::{Graph, GraphApi},
@@ -156,7 +156,7 @@ impl Callbacks for MessengerAdapter {
             }
             addressed.ours();
             for event in &entry.messaging {
-                self.read_event(event, &mut inbound);
+                self.read_event(event, &mut inbound)?;
             }
         }
         addressed.verdict(inbound)
@@ -168,8 +168,22 @@ impl Callbacks for MessengerAdapter {
 }
 
 impl MessengerAdapter {
-    fn read_event(&self, event: &Event, inbound: &mut Inbound) {
-        let contact = event.sender.id.as_str();
+    /// Reads one event into `inbound`; an event of a kind read here must name its sender.
+    fn read_event(&self, event: &Event, inbound: &mut Inbound) -> Result<(), ParseError> {
+        let read = event.message.is_some()
+            || event.postback.is_some()
+            || event.referral.is_some()
+            || event.delivery.is_some()
+            || event.read.is_some()
+            || event.reaction.is_some();
+        if !read {
+            return Ok(());
+        }
+        let contact = event
+            .sender
+            .as_ref()
+            .map(|sender| sender.id.as_str())
+            .ok_or_else(|| ParseError::MissingField("entry[].messaging[].sender.id".to_owned()))?;
         let arrival = |id: String, text: String, attachments, referral: String, answerable| InboundMessage {
             provider_message_id: id,
             sender: self.sender(contact),
@@ -184,7 +198,7 @@ impl MessengerAdapter {
         if let Some(message) = &event.message {
             // Echoes are the page's own messages, deleted ones are gone: neither is the contact's news.
             if message.is_echo || message.is_deleted {
-                return;
+                return Ok(());
             }
             let attachments: Vec<Attachment> = message
                 .attachments
@@ -268,11 +282,11 @@ impl MessengerAdapter {
             }
         } else if let Some(reaction) = &event.reaction {
             inbound.reactions.push(InboundReaction {
-                sender: self.sender(contact),
                 provider_message_id: reaction.mid.clone(),
                 emoji: reaction.emoji(),
             });
         }
+        Ok(())
     }
 }
 
@@ -286,140 +300,6 @@ fn content_type(kind: &str) -> &'static str {
     }
 }
 
-#[derive(Deserialize)]
-struct Payload {
-    object: String,
-    #[serde(default)]
-    entry: Vec<Entry>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    id: String,
-    #[serde(default)]
-    messaging: Vec<Event>,
-}
-
-#[derive(Deserialize)]
-struct Event {
-    sender: Party,
-    #[serde(default)]
-    timestamp: i64,
-    message: Option<Message>,
-    postback: Option<Postback>,
-    referral: Option<Referral>,
-    delivery: Option<Delivery>,
-    read: Option<Read>,
-    reaction: Option<Reaction>,
-}
-
-#[derive(Deserialize)]
-struct Party {
-    id: String,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    mid: String,
-    text: Option<String>,
-    #[serde(default)]
-    attachments: Vec<MessageAttachment>,
-    #[serde(default)]
-    is_echo: bool,
-    #[serde(default)]
-    is_deleted: bool,
-    #[serde(default)]
-    is_unsupported: bool,
-    referral: Option<Referral>,
-}
-
-#[derive(Deserialize)]
-struct MessageAttachment {
-    #[serde(rename = "type")]
-    kind: String,
-    payload: Option<AttachmentPayload>,
-}
-
-#[derive(Deserialize)]
-struct AttachmentPayload {
-    url: Option<String>,
-    sticker_id: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct Postback {
-    #[serde(default)]
-    title: String,
-    mid: Option<String>,
-    referral: Option<Referral>,
-}
-
-/// Where the contact came from: an `m.me` link's `ref`, else the ad's id.
-#[derive(Deserialize)]
-struct Referral {
-    #[serde(rename = "ref", default)]
-    reference: String,
-    #[serde(default)]
-    ad_id: String,
-}
-
-impl Referral {
-    fn key(&self) -> String {
-        if self.reference.is_empty() {
-            self.ad_id.clone()
-        } else {
-            self.reference.clone()
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Delivery {
-    #[serde(default)]
-    mids: Vec<String>,
-    watermark: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct Read {
-    watermark: Option<i64>,
-    /// Instagram names the message read instead of a watermark.
-    mid: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Reaction {
-    mid: String,
-    #[serde(default)]
-    action: String,
-    #[serde(default)]
-    emoji: String,
-    /// The reaction's name when no emoji is given (`love`, `smile`, ...).
-    #[serde(default)]
-    reaction: String,
-}
-
-impl Reaction {
-    /// The emoji, `""` when the contact took the reaction back.
-    fn emoji(&self) -> String {
-        if self.action == "unreact" {
-            return String::new();
-        }
-        if !self.emoji.is_empty() {
-            return self.emoji.clone();
-        }
-        match self.reaction.as_str() {
-            "smile" => "\u{1F606}",
-            "angry" => "\u{1F620}",
-            "sad" => "\u{1F622}",
-            "wow" => "\u{1F62E}",
-            "love" => "\u{2764}\u{FE0F}",
-            "like" => "\u{1F44D}",
-            _ => "\u{2757}",
-        }
-        .to_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests;
+mod wire;

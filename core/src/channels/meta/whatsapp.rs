@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Deserialize;
 use serde_json::{Value, json};
+use wire::{ChangeValue, Location, Payload, WaError, WaMessage};
 
 use super::{
     graph::{Graph, GraphApi},
@@ -36,7 +36,7 @@ impl WhatsAppAdapter {
         http: reqwest::Client,
     ) -> Result<Self, ConfigError> {
         let phone_number_id = required(config, "phone_number_id")?;
-        if !phone_number_id.bytes().all(|b| b.is_ascii_digit()) {
+        if !is_number_id(phone_number_id) {
             return Err(ConfigError::Invalid {
                 key: "phone_number_id",
                 reason: "not a number id",
@@ -83,6 +83,11 @@ impl WhatsAppAdapter {
         }
         parts
     }
+}
+
+/// Whether `id` reads as a WhatsApp number's id (digits only), so that it is a plain path segment.
+pub fn is_number_id(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// WhatsApp's media type for a content type: image, video, audio, else a document.
@@ -202,7 +207,6 @@ impl WhatsAppAdapter {
                 && let Some(reaction) = &message.reaction
             {
                 inbound.reactions.push(InboundReaction {
-                    sender,
                     provider_message_id: reaction.message_id.clone(),
                     emoji: reaction.emoji.clone(),
                 });
@@ -296,8 +300,13 @@ impl WhatsAppAdapter {
                 let reply = message
                     .interactive
                     .as_ref()
-                    .and_then(|i| i.button_reply.as_ref().or(i.list_reply.as_ref()));
-                (reply.map(|r| r.title.clone()).unwrap_or_default(), Vec::new(), true)
+                    .and_then(|i| i.button_reply.as_ref().or(i.list_reply.as_ref()))
+                    .filter(|r| !r.title.is_empty());
+                match reply {
+                    Some(reply) => (reply.title.clone(), Vec::new(), true),
+                    // A form's answer (`nfm_reply`) and replies added later: kept, not answered by the AI.
+                    None => (placeholder("interactive"), Vec::new(), false),
+                }
             }
             "location" => {
                 let where_ = message.location.as_ref().map(Location::describe).unwrap_or_default();
@@ -338,187 +347,6 @@ pub fn prefilled_ref(text: &str) -> Option<(&str, String)> {
     Some((token, without))
 }
 
-#[derive(Deserialize)]
-struct Payload {
-    object: String,
-    #[serde(default)]
-    entry: Vec<Entry>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    #[serde(default)]
-    changes: Vec<Change>,
-}
-
-#[derive(Deserialize)]
-struct Change {
-    #[serde(default)]
-    field: String,
-    value: Option<ChangeValue>,
-}
-
-/// A change's value .
-#[derive(Deserialize)]
-struct ChangeValue {
-    metadata: Metadata,
-    #[serde(default)]
-    contacts: Vec<WaContact>,
-    #[serde(default)]
-    messages: Vec<WaMessage>,
-    #[serde(default)]
-    statuses: Vec<WaStatus>,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    phone_number_id: String,
-}
-
-#[derive(Deserialize)]
-struct WaContact {
-    wa_id: String,
-    profile: Option<Profile>,
-}
-
-#[derive(Deserialize)]
-struct Profile {
-    #[serde(default)]
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct WaMessage {
-    from: String,
-    id: String,
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<Text>,
-    image: Option<Media>,
-    video: Option<Media>,
-    audio: Option<Media>,
-    document: Option<Media>,
-    sticker: Option<Media>,
-    location: Option<Location>,
-    reaction: Option<Reaction>,
-    button: Option<Button>,
-    interactive: Option<Interactive>,
-    referral: Option<AdReferral>,
-}
-
-#[derive(Deserialize)]
-struct Text {
-    body: String,
-}
-
-#[derive(Deserialize)]
-struct Media {
-    id: String,
-    #[serde(default)]
-    mime_type: String,
-    caption: Option<String>,
-    #[serde(default)]
-    filename: String,
-}
-
-#[derive(Deserialize)]
-struct Location {
-    latitude: f64,
-    longitude: f64,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    address: String,
-}
-
-impl Location {
-    fn describe(&self) -> String {
-        let place = [self.name.as_str(), self.address.as_str()]
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!("{},{} {place}", self.latitude, self.longitude)
-            .trim_end()
-            .to_owned()
-    }
-}
-
-#[derive(Deserialize)]
-struct Reaction {
-    message_id: String,
-    /// Absent when the contact took the reaction back.
-    #[serde(default)]
-    emoji: String,
-}
-
-#[derive(Deserialize)]
-struct Button {
-    #[serde(default)]
-    text: String,
-}
-
-#[derive(Deserialize)]
-struct Interactive {
-    button_reply: Option<Choice>,
-    list_reply: Option<Choice>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    title: String,
-}
-
-/// The ad a Click-to-WhatsApp conversation started from.
-#[derive(Deserialize)]
-struct AdReferral {
-    #[serde(default)]
-    source_id: String,
-}
-
-#[derive(Deserialize)]
-struct WaStatus {
-    id: String,
-    status: String,
-    #[serde(default)]
-    errors: Vec<WaError>,
-}
-
-#[derive(Deserialize)]
-struct WaError {
-    code: i64,
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    message: String,
-    error_data: Option<WaErrorData>,
-}
-
-#[derive(Deserialize)]
-struct WaErrorData {
-    #[serde(default)]
-    details: String,
-}
-
-impl WaError {
-    fn text(&self) -> String {
-        let head = if self.message.is_empty() {
-            &self.title
-        } else {
-            &self.message
-        };
-        match self
-            .error_data
-            .as_ref()
-            .map(|d| d.details.as_str())
-            .filter(|d| !d.is_empty())
-        {
-            Some(details) => format!("{head}: {details}"),
-            None => head.clone(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;
+mod wire;

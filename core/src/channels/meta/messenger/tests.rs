@@ -113,7 +113,6 @@ fn reads_reactions_referrals_and_postbacks() {
     assert_eq!(
         reaction.reactions,
         [InboundReaction {
-            sender: contact(),
             provider_message_id: "mid.1458668856218:ed81099e15d3f4f233".to_owned(),
             emoji: "\u{2764}\u{FE0F}".to_owned(),
         }]
@@ -154,11 +153,19 @@ fn echoes_are_skipped_and_other_pages_are_not_this_channel() {
         "../../../../../tests/fixtures/meta/instagram_message.json"
     )));
     assert!(matches!(instagram_on_messenger, Err(ParseError::OtherChannel(_))));
+    let opt_in = json!({"object": "page", "entry": [{"id": PAGE, "messaging": [
+        {"recipient": {"id": PAGE}, "timestamp": 1, "optin": {"ref": "plugin", "user_ref": "u1"}}
+    ]}]});
+    assert_eq!(
+        messenger(&opt_in.to_string()),
+        Inbound::default(),
+        "an event not read here needs no sender"
+    );
     let missing_sender =
         json!({"object": "page", "entry": [{"id": PAGE, "messaging": [{"message": {"mid": "m", "text": "x"}}]}]});
     assert!(matches!(
         offline("messenger", PAGE).parse(&posted(&missing_sender.to_string())),
-        Err(ParseError::InvalidField { .. })
+        Err(ParseError::MissingField(_))
     ));
 }
 

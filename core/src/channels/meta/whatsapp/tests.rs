@@ -115,10 +115,6 @@ fn reactions_are_not_messages() {
     assert_eq!(
         added.reactions,
         [InboundReaction {
-            sender: Sender::Identity {
-                kind: "whatsapp",
-                external_id: "16505551234".to_owned()
-            },
             provider_message_id: "wamid.HBgLMTQxMjU1NTA4MjkVAgASGBQzQUNCNjk5RDUwNUZGMUZEM0VBRAA=".to_owned(),
             emoji: "\u{1F44D}".to_owned(),
         }]
@@ -170,6 +166,16 @@ fn other_kinds_get_readable_text() {
     ))
     .messages[0];
     assert!(!list.text.is_empty(), "{list:?}");
+}
+
+#[test]
+fn an_interactive_answer_without_a_title_is_a_stand_in() {
+    let mut form: Value = serde_json::from_str(TEXT).unwrap();
+    let message = &mut form["entry"][0]["changes"][0]["value"]["messages"][0];
+    message["type"] = json!("interactive");
+    message["interactive"] = json!({"type": "nfm_reply", "nfm_reply": {"response_json": "{}"}});
+    let message = &parsed(&form.to_string()).messages[0];
+    assert_eq!((message.text.as_str(), message.answerable), ("[interactive]", false));
 }
 
 #[test]
