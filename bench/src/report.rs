@@ -392,7 +392,20 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
             ">= 5,000/s",
             stored >= 5_000.0,
         ));
-        rows.push(p99_under("inbound WhatsApp: ack p99", batches, 50.0, "< 50 ms"));
+        rows.push(p99_under(
+            "inbound WhatsApp: ack p99, closed loop (the queue kept full; no goal)",
+            batches,
+            f64::INFINITY,
+            "-",
+        ));
+        if let Some(paced) = find(engine::META_PACED) {
+            rows.push(p99_under(
+                "inbound WhatsApp: ack p99 at 5,000 messages/s (500 POSTs/s)",
+                paced,
+                50.0,
+                "< 50 ms",
+            ));
+        }
         if let Some(floor) = find(engine::META_REFUSED) {
             let most = floor.outcome.per_second() * per_post;
             rows.push((

@@ -1,7 +1,9 @@
 //! Inbound WhatsApp as Meta sends it: `POST /hooks/meta/{channelId}` with the Cloud API's `messages` webhook,
 //! ten text messages per POST (Meta batches a number's traffic), each from one of 1,000 contacts in turn and
-//! with a fresh wamid, signed with `X-Hub-Signature-256` (HMAC-SHA256 of the body with the app secret). The
-//! limit beside it: the same POSTs refused at the signature check (401, nothing parsed or stored), which is
+//! with a fresh wamid, signed with `X-Hub-Signature-256` (HMAC-SHA256 of the body with the app secret). A
+//! closed loop says how many messages get stored per second; the same POSTs paced at the goal's 5,000
+//! messages per second say how long each ack takes when the hook is not kept saturated. The limit beside
+//! them: the same POSTs refused at the signature check (401, nothing parsed or stored), which is
 //! what the hook path costs before the storage: ten times its rate is the most messages per second the
 //! hook could take here. Afterwards the database is counted: every answered POST must
 //! have stored ten messages with their `message.received`.
@@ -26,8 +28,13 @@ use crate::{
 pub const META_INBOUND: &str = "engine: POST /hooks/meta/{channelId}, signed WhatsApp batches of 10 messages";
 pub const META_REFUSED: &str =
     "engine: the same WhatsApp batches with a wrong signature (401 at the signature check): the hook's floor";
+pub const META_PACED: &str =
+    "engine: the same signed WhatsApp batches paced at 500 POSTs/s (5,000 messages/s, the goal), ack";
 /// Messages in each POST.
 pub const PER_POST: u64 = 10;
+
+/// The goal for stored messages per second: the paced run's rate.
+pub const GOAL_MESSAGES_PER_SECOND: f64 = 5_000.0;
 
 const APP_SECRET: &str = "bench0app0secret";
 const PHONE_NUMBER_ID: &str = "106540352242922";
@@ -38,9 +45,10 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
     let senders: u64 = if shape.concurrency <= 2 { 50 } else { 1_000 };
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, APP_SECRET.as_bytes());
     let wrong = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"not the app secret");
-    // Message ids unique across runs too: the run's own prefix, then the message's number.
-    let run = rand::random::<u64>();
+    // Message ids unique across runs and across this scenario's loads: each load's own prefix, then the
+    // message's number (a repeated wamid would be Meta's retry, which stores nothing).
     let batches = move |key: ring::hmac::Key, path: String, sent: Arc<AtomicU64>| {
+        let run = rand::random::<u64>();
         Requests::each(move |turn| {
             sent.fetch_add(1, Ordering::Relaxed);
             let messages: Vec<serde_json::Value> = (0..PER_POST)
@@ -70,13 +78,29 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
     let stored_run = measure(
         META_INBOUND,
         &[serve],
-        load::http_sends(engine.http, batches(key, path, sent.clone()), Pace::Closed, shape),
+        load::http_sends(
+            engine.http,
+            batches(key.clone(), path.clone(), sent.clone()),
+            Pace::Closed,
+            shape,
+        ),
+    )
+    .await?;
+    // The closed loop answers how much gets stored; its acks wait in the queue it keeps full. At the goal's
+    // rate, the acks say how long Meta waits.
+    let goal = Pace::Open {
+        per_second: GOAL_MESSAGES_PER_SECOND / PER_POST as f64,
+    };
+    let paced = measure(
+        META_PACED,
+        &[serve],
+        load::http_sends(engine.http, batches(key, path, sent.clone()), goal, shape),
     )
     .await?;
     let channel = vec![channel_id.into()];
     let stored = Stored {
         sent: sent.load(Ordering::Relaxed),
-        refused: stored_run.outcome.error_count(),
+        refused: stored_run.outcome.error_count() + paced.outcome.error_count(),
         per_request: PER_POST,
         messages: engine
             .count(
@@ -92,7 +116,7 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
             .await?,
         events: received_events(engine).await? - events_before,
     };
-    Ok((vec![floor, stored_run], stored))
+    Ok((vec![floor, stored_run, paced], stored))
 }
 
 async fn received_events(engine: &Engine) -> anyhow::Result<i64> {

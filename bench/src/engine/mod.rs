@@ -37,7 +37,7 @@ pub const SEND_API_ONLY: &str =
 pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
-pub use meta_inbound::{META_INBOUND, META_REFUSED, PER_POST};
+pub use meta_inbound::{META_INBOUND, META_PACED, META_REFUSED, PER_POST};
 pub use model_replies::{MODEL_BURST, MODEL_LATENCY, Waiting};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
@@ -102,7 +102,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     }
     let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
     let fair = wanted(QUIET_ALONE) || wanted(QUIET_BESIDE_BACKLOG);
-    let meta = wanted(META_INBOUND) || wanted(META_REFUSED);
+    let meta = wanted(META_INBOUND) || wanted(META_REFUSED) || wanted(META_PACED);
     if !(send || pipeline || inbound || fair || meta) {
         return Ok(figures);
     }

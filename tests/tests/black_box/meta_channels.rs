@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 /// The documented samples' WhatsApp contact.
 const WA_ID: &str = "16505551234";
 const WA_PHONE: &str = "+16505551234";
+/// The message the documented reactions react to.
+const REACTED_WAMID: &str = "wamid.HBgLMTQxMjU1NTA4MjkVAgASGBQzQUNCNjk5RDUwNUZGMUZEM0VBRAA=";
 const DOCUMENTED_WAMID: &str = "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQTRBNjU5OUFFRTAzODEwMTQ0RgA=";
 
 async fn messages_of(platform: &Platform<'_>, conversation: &str) -> Vec<Value> {
@@ -48,6 +50,17 @@ async fn contact_by(platform: &Platform<'_>, query: &str) -> Value {
 
 fn urlencoding(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// Sends `text` to the documented WhatsApp contact, the only message Meta gets; its id and wamid once sent.
+async fn sent_to_whatsapp(platform: &Platform<'_>, graph: &FakeGraph, text: &str) -> (String, String) {
+    let sent = sms::send(platform, "wa", WA_PHONE, text).await;
+    let calls = graph
+        .wait_for("the send", |calls| calls.iter().any(GraphCall::is_message))
+        .await;
+    let wamid = calls.iter().find_map(|c| c.answered_id.clone()).unwrap();
+    sms::message_when(platform, &sent, |m| m["status"] == "sent").await;
+    (sent, wamid)
 }
 
 /// `POST /v1/contacts/send` with `body`, which must be accepted; the message's id.
@@ -439,14 +452,8 @@ on_both_databases!(reactions_and_read_marks_go_both_ways, |db: Db| async move {
     );
 
     // The contact reacts to our message, then takes it back: the documented reaction bodies.
-    let sent = sms::send(&platform, "wa", WA_PHONE, "Blue or green?").await;
-    let calls = graph
-        .wait_for("the send", |calls| calls.iter().any(GraphCall::is_message))
-        .await;
-    let wamid = calls.iter().find_map(|c| c.answered_id.clone()).unwrap();
-    sms::message_when(&platform, &sent, |m| m["status"] == "sent").await;
-    let documented_target = "wamid.HBgLMTQxMjU1NTA4MjkVAgASGBQzQUNCNjk5RDUwNUZGMUZEM0VBRAA=";
-    let reaction = fixture("whatsapp_reaction").replace(documented_target, &wamid);
+    let (sent, wamid) = sent_to_whatsapp(&platform, &graph, "Blue or green?").await;
+    let reaction = fixture("whatsapp_reaction").replace(REACTED_WAMID, &wamid);
     assert_eq!(channel.post(&reaction).await.status, 200);
     let message = sms::message_when(&platform, &sent, |m| {
         m["reactions"].as_array().is_some_and(|r| !r.is_empty())
@@ -454,7 +461,7 @@ on_both_databases!(reactions_and_read_marks_go_both_ways, |db: Db| async move {
     .await;
     assert_eq!(message["reactions"][0]["emoji"], "\u{1F44D}");
     assert_eq!(message["reactions"][0]["author"], "contact");
-    let removed = fixture("whatsapp_reaction_removed").replace(documented_target, &wamid);
+    let removed = fixture("whatsapp_reaction_removed").replace(REACTED_WAMID, &wamid);
     channel.post(&removed).await;
     sms::message_when(&platform, &sent, |m| m["reactions"] == json!([])).await;
     assert_eq!(
@@ -700,15 +707,9 @@ on_both_databases!(another_channel_s_reports_touch_nothing_of_ours, |db: Db| asy
     let config = json!({"phone_number_id": "222", "access_token": "EAAG-other", "app_secret": meta::APP_SECRET});
     let other = MetaChannel::connect(&theirs, "wa", "whatsapp", config).await;
     channel.post(&fixture("whatsapp_text")).await;
-    let sent = sms::send(&ours, "wa", WA_PHONE, "Yes, in blue.").await;
-    let calls = graph
-        .wait_for("the send", |calls| calls.iter().any(GraphCall::is_message))
-        .await;
-    let wamid = calls.iter().find_map(|c| c.answered_id.clone()).unwrap();
-    sms::message_when(&ours, &sent, |m| m["status"] == "sent").await;
+    let (sent, wamid) = sent_to_whatsapp(&ours, &graph, "Yes, in blue.").await;
     let for_other = |body: String| body.replace(PHONE_NUMBER_ID, "222");
-    let reaction =
-        fixture("whatsapp_reaction").replace("wamid.HBgLMTQxMjU1NTA4MjkVAgASGBQzQUNCNjk5RDUwNUZGMUZEM0VBRAA=", &wamid);
+    let reaction = fixture("whatsapp_reaction").replace(REACTED_WAMID, &wamid);
     for body in [whatsapp_status(&wamid, "read", WA_ID), reaction] {
         assert_eq!(other.post(&for_other(body)).await.status, 200);
     }
@@ -727,12 +728,7 @@ on_both_databases!(concurrent_reactions_keep_both_authors, |db: Db| async move {
     let platform = Platform::new(&server).await;
     let channel = MetaChannel::whatsapp(&platform, "wa").await;
     channel.post(&fixture("whatsapp_text")).await;
-    let sent = sms::send(&platform, "wa", WA_PHONE, "Blue or green?").await;
-    let calls = graph
-        .wait_for("the send", |calls| calls.iter().any(GraphCall::is_message))
-        .await;
-    let wamid = calls.iter().find_map(|c| c.answered_id.clone()).unwrap();
-    sms::message_when(&platform, &sent, |m| m["status"] == "sent").await;
+    let (sent, wamid) = sent_to_whatsapp(&platform, &graph, "Blue or green?").await;
     let emojis = ["\u{1F600}", "\u{1F44D}", "\u{2764}\u{FE0F}", "\u{1F389}", "\u{1F64F}"];
     let business = {
         let key = platform.key.clone();
