@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use frontdesk_tests::{
     Db, Server, admin,
     meta::{
-        self, FakeGraph, GraphCall, IG_ACCOUNT_ID, MetaChannel, PAGE_ID, PHONE_NUMBER_ID, PSID, fixture, messaging,
+        self, FakeGraph, GraphCall, MetaChannel, PAGE_ID, PHONE_NUMBER_ID, PSID, fixture, messaging,
         whatsapp_batch, whatsapp_status, whatsapp_text,
     },
     on_both_databases,
