@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use frontdesk_tests::{
     Db, Server, admin,
     meta::{
-        self, FakeGraph, GraphCall, MetaChannel, PAGE_ID, PHONE_NUMBER_ID, PSID, fixture, messaging,
-        whatsapp_batch, whatsapp_status, whatsapp_text,
+        self, FakeGraph, GraphCall, MetaChannel, PAGE_ID, PHONE_NUMBER_ID, PSID, fixture, messaging, whatsapp_batch,
+        whatsapp_status, whatsapp_text,
     },
     on_both_databases,
     platform::Platform,
