@@ -72,6 +72,7 @@ use crate::{
     secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
+    tasks::service::TasksService,
     webchat::{
         self, WebChat,
         empty_sessions::{self, EmptySessions},
@@ -286,6 +287,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         credits: CreditsService::new(db.clone()),
         model_providers: ModelProvidersService::new(db.clone(), clock.clone(), sealer.clone(), policy),
         deals: DealsService::new(db.clone(), clock.clone()),
+        tasks: TasksService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),
         agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy, retrieval),

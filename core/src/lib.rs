@@ -44,6 +44,7 @@ pub mod shutdown;
 pub mod site;
 pub mod store;
 pub mod tally;
+pub mod tasks;
 pub mod telemetry;
 // Public as `access::AccountId`.
 mod tenant;

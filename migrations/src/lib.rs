@@ -3,6 +3,7 @@
 
 pub use sea_orm_migration::prelude::*;
 
+mod column;
 mod m20261122_000001_site_payments;
 mod m20261122_000002_accounts;
 mod m20261122_000003_deals;
@@ -23,6 +24,7 @@ mod m20261127_000061_chat_session_expiry;
 mod m20261127_000070_ai_replies;
 mod m20261128_000080_models_and_tools;
 mod m20261129_000090_meta_channels;
+mod m20261130_000100_tasks;
 
 pub struct Migrator;
 
@@ -50,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000070_ai_replies::Migration),
             Box::new(m20261128_000080_models_and_tools::Migration),
             Box::new(m20261129_000090_meta_channels::Migration),
+            Box::new(m20261130_000100_tasks::Migration),
         ]
     }
 }

@@ -9,24 +9,10 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Alias::new("messages"))
-                    .add_column(text(Alias::new("template")).default(""))
-                    .to_owned(),
-            )
-            .await
+        crate::column::add(manager, "messages", text(Alias::new("template")).default("")).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Alias::new("messages"))
-                    .drop_column(Alias::new("template"))
-                    .to_owned(),
-            )
-            .await
+        crate::column::drop(manager, "messages", "template").await
     }
 }

@@ -1,7 +1,8 @@
 //! Changes of a conversation's state: closed, read, unread, handed off, resumed. Each is one conditional
-//! update that touches only the conversations not yet in the new state and writes the change's event for
-//! each one it changed, so a repeated or concurrent change does nothing (and announces nothing) twice. Closing
-//! by hand (the API) and closing when idle (housekeeping) are the same change.
+//! update that touches only the conversations not yet in the new state and writes the change's event (and,
+//! for a handoff or a resume, opens or closes the handoff's task) for each one it changed, so a repeated or
+//! concurrent change does nothing (and announces nothing) twice. Closing by hand (the API) and closing when
+//! idle (housekeeping) are the same change.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -26,6 +27,17 @@ pub struct Change {
     /// A column that takes the time of the change.
     stamp: Option<Column>,
     event: Option<EventType>,
+    tasks: Tasks,
+}
+
+/// What a change does to the changed conversations' tasks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tasks {
+    Untouched,
+    /// A person is to answer each contact.
+    OpenHandoff,
+    /// The AI answers again: the handoff's task is done.
+    CloseHandoff,
 }
 
 impl Change {
@@ -37,6 +49,7 @@ impl Change {
             derived: Vec::new(),
             stamp: Some(Column::ClosedAt),
             event: Some(EventType::ConversationClosed),
+            tasks: Tasks::Untouched,
         }
     }
 
@@ -48,6 +61,7 @@ impl Change {
             derived: Vec::new(),
             stamp: None,
             event: None,
+            tasks: Tasks::Untouched,
         }
     }
 
@@ -59,6 +73,7 @@ impl Change {
             derived: Vec::new(),
             stamp: None,
             event: None,
+            tasks: Tasks::Untouched,
         }
     }
 
@@ -71,6 +86,7 @@ impl Change {
             derived: Vec::new(),
             stamp: None,
             event: Some(EventType::ConversationHandoff),
+            tasks: Tasks::OpenHandoff,
         }
     }
 
@@ -83,6 +99,7 @@ impl Change {
             derived: vec![(Column::AiAnsweredSeq, Expr::col(Column::InboundSeq))],
             stamp: None,
             event: None,
+            tasks: Tasks::CloseHandoff,
         }
     }
 }
@@ -106,6 +123,11 @@ pub async fn apply(
         update = update.col_expr(column, Expr::value(now));
     }
     let changed = update.exec_with_returning(db).await?;
+    match change.tasks {
+        Tasks::Untouched => {}
+        Tasks::OpenHandoff => crate::tasks::open_for_handoffs(db, &changed, now).await?,
+        Tasks::CloseHandoff => crate::tasks::close_for_resumed(db, &changed, now).await?,
+    }
     if let Some(event) = change.event {
         for conversation in &changed {
             let data = render::conversation_data(conversation);

@@ -19,7 +19,7 @@ use frontdesk_api::{
         contacts_server::ContactsServer, conversations_server::ConversationsServer, credits_server::CreditsServer,
         deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
         kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
-        model_providers_server::ModelProvidersServer, pipelines_server::PipelinesServer,
+        model_providers_server::ModelProvidersServer, pipelines_server::PipelinesServer, tasks_server::TasksServer,
         webhooks_server::WebhooksServer,
     },
     webchat::v1::web_chat_server::WebChatServer,
@@ -48,6 +48,7 @@ use crate::{
     messaging::service::MessagesService,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
+    tasks::service::TasksService,
     webchat::service::{ChatSessionsService, WebChatService},
     webhooks::service::WebhooksService,
 };
@@ -60,6 +61,7 @@ pub struct Services {
     pub credits: CreditsService,
     pub model_providers: ModelProvidersService,
     pub deals: DealsService,
+    pub tasks: TasksService,
     pub pipelines: PipelinesService,
     pub webhooks: WebhooksService,
     pub agents: AgentsService,
@@ -91,6 +93,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .set_serving::<ModelProvidersServer<ModelProvidersService>>()
         .await;
     reporter.set_serving::<DealsServer<DealsService>>().await;
+    reporter.set_serving::<TasksServer<TasksService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
     reporter.set_serving::<AgentsServer<AgentsService>>().await;
@@ -128,6 +131,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(CreditsServer::new(services.credits)))
         .add_service(sized!(ModelProvidersServer::new(services.model_providers)))
         .add_service(sized!(DealsServer::new(services.deals)))
+        .add_service(sized!(TasksServer::new(services.tasks)))
         .add_service(sized!(PipelinesServer::new(services.pipelines)))
         .add_service(sized!(WebhooksServer::new(services.webhooks)))
         .add_service(sized!(AgentsServer::new(services.agents)))

@@ -286,18 +286,13 @@ impl Builtins {
             return Err("title must not be empty".into());
         }
         let due = task.due.as_deref().map(|d| time("due", d)).transpose()?;
-        let row = tasks::Model {
-            id: format!("task_{}", crate::ids::base62(16)),
-            account_id: self.conversation.account_id.clone(),
+        let new = crate::tasks::NewTask {
             title,
             due,
-            status: "open".into(),
-            contact_id: self.conversation.contact_id.clone(),
-            conversation_id: self.conversation.id.clone(),
-            agent_id: self.conversation.agent_id.clone(),
-            created_at: now,
-            updated_at: now,
+            kind: crate::tasks::FROM_TOOL,
+            conversation: &self.conversation,
         };
+        let row = crate::tasks::row(new, now);
         tasks::Entity::insert(tasks::ActiveModel::from(row.clone()))
             .exec_without_returning(txn)
             .await

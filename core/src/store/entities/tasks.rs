@@ -1,4 +1,5 @@
-//! A task for the business's team, made by an agent (`create_task`); shown in the daily summary.
+//! A task for the business's team, made by an agent (`create_task`) or by a handoff; shown in the daily
+//! summary.
 
 use sea_orm::entity::prelude::*;
 
@@ -12,6 +13,8 @@ pub struct Model {
     pub due: Option<DateTimeUtc>,
     /// `open` or `done`.
     pub status: String,
+    /// What made it: `tool` (an agent's `create_task`) or `handoff` (a person is to answer the contact).
+    pub kind: String,
     pub contact_id: String,
     pub conversation_id: String,
     pub agent_id: String,
