@@ -36,6 +36,37 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// What the channel `channel_id` holds after `sent` requests of `per_request` messages, `refused` of them
+    /// answered other than 200, beside the `events` counted for them.
+    pub(super) async fn counted(
+        engine: &Engine,
+        channel_id: &str,
+        sent: u64,
+        refused: u64,
+        per_request: u64,
+        events: i64,
+    ) -> anyhow::Result<Self> {
+        let channel = vec![channel_id.into()];
+        Ok(Self {
+            sent,
+            refused,
+            per_request,
+            messages: engine
+                .count(
+                    "SELECT count(*) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",
+                    channel.clone(),
+                )
+                .await?,
+            distinct_sids: engine
+                .count(
+                    "SELECT count(DISTINCT provider_message_id) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",
+                    channel,
+                )
+                .await?,
+            events,
+        })
+    }
+
     /// Every request answered 200 stored exactly its messages and their events.
     pub fn exact(&self) -> bool {
         let answered = i64::try_from((self.sent - self.refused) * self.per_request).unwrap_or(-1);
@@ -71,30 +102,22 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
         load::http_sends(engine.http, requests, Pace::Closed, shape),
     )
     .await?;
-    let channel = vec![engine.channel_id.clone().into()];
-    let stored = Stored {
-        sent: sent.load(Ordering::Relaxed),
-        refused: measured.outcome.error_count(),
-        per_request: 1,
-        messages: engine
-            .count(
-                "SELECT count(*) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",
-                channel.clone(),
-            )
-            .await?,
-        distinct_sids: engine
-            .count(
-                "SELECT count(DISTINCT provider_message_id) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",
-                channel,
-            )
-            .await?,
-        events: engine
-            .count(
-                "SELECT count(*) FROM event_outbox WHERE event_type = 'message.received'",
-                vec![],
-            )
-            .await?,
-    };
+    let events = engine
+        .count(
+            "SELECT count(*) FROM event_outbox WHERE event_type = 'message.received'",
+            vec![],
+        )
+        .await?;
+    let sent = sent.load(Ordering::Relaxed);
+    let stored = Stored::counted(
+        engine,
+        &engine.channel_id,
+        sent,
+        measured.outcome.error_count(),
+        1,
+        events,
+    )
+    .await?;
     Ok((measured, stored))
 }
 

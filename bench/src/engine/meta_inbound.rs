@@ -97,25 +97,10 @@ pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow
         load::http_sends(engine.http, batches(key, path, sent.clone()), goal, shape),
     )
     .await?;
-    let channel = vec![channel_id.into()];
-    let stored = Stored {
-        sent: sent.load(Ordering::Relaxed),
-        refused: stored_run.outcome.error_count() + paced.outcome.error_count(),
-        per_request: PER_POST,
-        messages: engine
-            .count(
-                "SELECT count(*) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",
-                channel.clone(),
-            )
-            .await?,
-        distinct_sids: engine
-            .count(
-                "SELECT count(DISTINCT provider_message_id) FROM messages WHERE channel_id = $1 AND direction = 'inbound'",
-                channel,
-            )
-            .await?,
-        events: received_events(engine).await? - events_before,
-    };
+    let refused = stored_run.outcome.error_count() + paced.outcome.error_count();
+    let events = received_events(engine).await? - events_before;
+    let sent = sent.load(Ordering::Relaxed);
+    let stored = Stored::counted(engine, &channel_id, sent, refused, PER_POST, events).await?;
     Ok((vec![floor, stored_run, paced], stored))
 }
 

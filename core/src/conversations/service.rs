@@ -12,7 +12,7 @@ use frontdesk_api::{
         TypingRequest, conversations_server::Conversations,
     },
 };
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::DatabaseConnection;
 use tonic::{Request, Response, Status};
 
 use super::{
@@ -22,12 +22,12 @@ use super::{
 };
 use crate::{
     access::AccountId,
-    channels::{live_feed::Feed, signals},
+    channels::live_feed::Feed,
     clock::Clock,
     error::{ApiError, ApiResult},
-    jobs, paging,
+    paging,
     requests::account_of,
-    store::entities::{conversations, messages},
+    store::entities::conversations,
     validate::Violations,
 };
 
@@ -67,16 +67,10 @@ impl ConversationsService {
         account_id: &AccountId,
         conversation_id: &str,
         change: Change,
-        read: Read,
     ) -> ApiResult<Response<ConversationAnswer>> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         let changed = state::apply(&txn, state::one_of(account_id, conversation_id), change, now).await?;
-        if read == Read::TellProvider {
-            for conversation in &changed {
-                tell_read(&txn, conversation, now).await?;
-            }
-        }
         txn.commit().await?;
         let conversation = match changed.into_iter().next() {
             Some(conversation) => conversation,
@@ -93,11 +87,10 @@ impl ConversationsService {
         &self,
         request: Request<ConversationRequest>,
         change: Change,
-        read: Read,
     ) -> Result<Response<ConversationAnswer>, Status> {
         let account_id = account_of(&request)?;
         Ok(self
-            .change(&account_id, &request.get_ref().conversation_id, change, read)
+            .change(&account_id, &request.get_ref().conversation_id, change)
             .await?)
     }
 
@@ -123,36 +116,6 @@ impl ConversationsService {
             }
         }
     }
-}
-
-/// Whether a change marks messages read, which the provider hears of.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Read {
-    TellProvider,
-    Unchanged,
-}
-
-/// A conversation just marked read: its provider hears that the business read up to the contact's latest
-/// message, where it shows read receipts (`provider_signal`).
-async fn tell_read(
-    txn: &sea_orm::DatabaseTransaction,
-    conversation: &conversations::Model,
-    now: chrono::DateTime<chrono::Utc>,
-) -> ApiResult<()> {
-    if !signals::takes_signals(&conversation.channel_type) {
-        return Ok(());
-    }
-    let latest = messages::Entity::find()
-        .filter(messages::Column::ConversationId.eq(&conversation.id))
-        .filter(messages::Column::Direction.eq("inbound"))
-        .filter(messages::Column::ProviderMessageId.is_not_null())
-        .order_by_desc(messages::Column::Seq)
-        .one(txn)
-        .await?;
-    if let Some(latest) = latest {
-        jobs::enqueue(txn, signals::job(&latest, signals::Action::Read, now), now).await?;
-    }
-    Ok(())
 }
 
 #[tonic::async_trait]
@@ -250,21 +213,21 @@ impl Conversations for ConversationsService {
         &self,
         request: Request<ConversationRequest>,
     ) -> Result<Response<ConversationAnswer>, Status> {
-        self.change_asked(request, Change::close(), Read::Unchanged).await
+        self.change_asked(request, Change::close()).await
     }
 
     async fn mark_conversation_read(
         &self,
         request: Request<ConversationRequest>,
     ) -> Result<Response<ConversationAnswer>, Status> {
-        self.change_asked(request, Change::read(), Read::TellProvider).await
+        self.change_asked(request, Change::read()).await
     }
 
     async fn mark_conversation_unread(
         &self,
         request: Request<ConversationRequest>,
     ) -> Result<Response<ConversationAnswer>, Status> {
-        self.change_asked(request, Change::unread(), Read::Unchanged).await
+        self.change_asked(request, Change::unread()).await
     }
 
     async fn hand_off_conversation(
@@ -277,16 +240,14 @@ impl Conversations for ConversationsService {
         v.text("reason", &r.reason, false, MAX_REASON_CHARS);
         v.finish()?;
         let change = Change::hand_off(r.reason.trim());
-        Ok(self
-            .change(&account_id, &r.conversation_id, change, Read::Unchanged)
-            .await?)
+        Ok(self.change(&account_id, &r.conversation_id, change).await?)
     }
 
     async fn resume_conversation(
         &self,
         request: Request<ConversationRequest>,
     ) -> Result<Response<ConversationAnswer>, Status> {
-        self.change_asked(request, Change::resume(), Read::Unchanged).await
+        self.change_asked(request, Change::resume()).await
     }
 
     async fn get_transcript(&self, request: Request<TranscriptRequest>) -> Result<Response<HttpBody>, Status> {

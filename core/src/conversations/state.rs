@@ -1,20 +1,24 @@
 //! Changes of a conversation's state: closed, read, unread, handed off, resumed. Each is one conditional
 //! update that touches only the conversations not yet in the new state and writes the change's event (and,
-//! for a handoff or a resume, opens or closes the handoff's task) for each one it changed, so a repeated or
-//! concurrent change does nothing (and announces nothing) twice. Closing by hand (the API) and closing when
-//! idle (housekeeping) are the same change.
+//! for a handoff or a resume, opens or closes the handoff's task; for a read, tells the provider) for each
+//! one it changed, so a repeated or concurrent change does nothing (and announces nothing) twice. Closing by
+//! hand (the API) and closing when idle (housekeeping) are the same change.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Value,
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, Value,
     sea_query::{Expr, SimpleExpr},
 };
 
 use super::render;
 use crate::{
     access::AccountId,
+    channels::signals,
     events::{self, EventType},
-    store::entities::conversations::{self, Column},
+    store::entities::{
+        conversations::{self, Column},
+        messages,
+    },
 };
 
 /// What a change sets, on which conversations it is due, and the event each changed one gets.
@@ -27,17 +31,19 @@ pub struct Change {
     /// A column that takes the time of the change.
     stamp: Option<Column>,
     event: Option<EventType>,
-    tasks: Tasks,
+    effect: Effect,
 }
 
-/// What a change does to the changed conversations' tasks.
+/// What a change does beside the conversations' rows, for each conversation it changed.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Tasks {
-    Untouched,
-    /// A person is to answer each contact.
-    OpenHandoff,
+enum Effect {
+    None,
+    /// A person is to answer the contact: the handoff's task opens.
+    OpenHandoffTask,
     /// The AI answers again: the handoff's task is done.
-    CloseHandoff,
+    CloseHandoffTask,
+    /// The business read the contact's messages: the provider hears of it where it shows read receipts.
+    TellProviderRead,
 }
 
 impl Change {
@@ -49,7 +55,7 @@ impl Change {
             derived: Vec::new(),
             stamp: Some(Column::ClosedAt),
             event: Some(EventType::ConversationClosed),
-            tasks: Tasks::Untouched,
+            effect: Effect::None,
         }
     }
 
@@ -61,7 +67,7 @@ impl Change {
             derived: Vec::new(),
             stamp: None,
             event: None,
-            tasks: Tasks::Untouched,
+            effect: Effect::TellProviderRead,
         }
     }
 
@@ -73,7 +79,7 @@ impl Change {
             derived: Vec::new(),
             stamp: None,
             event: None,
-            tasks: Tasks::Untouched,
+            effect: Effect::None,
         }
     }
 
@@ -86,7 +92,7 @@ impl Change {
             derived: Vec::new(),
             stamp: None,
             event: Some(EventType::ConversationHandoff),
-            tasks: Tasks::OpenHandoff,
+            effect: Effect::OpenHandoffTask,
         }
     }
 
@@ -99,7 +105,7 @@ impl Change {
             derived: vec![(Column::AiAnsweredSeq, Expr::col(Column::InboundSeq))],
             stamp: None,
             event: None,
-            tasks: Tasks::CloseHandoff,
+            effect: Effect::CloseHandoffTask,
         }
     }
 }
@@ -123,10 +129,15 @@ pub async fn apply(
         update = update.col_expr(column, Expr::value(now));
     }
     let changed = update.exec_with_returning(db).await?;
-    match change.tasks {
-        Tasks::Untouched => {}
-        Tasks::OpenHandoff => crate::tasks::open_for_handoffs(db, &changed, now).await?,
-        Tasks::CloseHandoff => crate::tasks::close_for_resumed(db, &changed, now).await?,
+    match change.effect {
+        Effect::None => {}
+        Effect::OpenHandoffTask => crate::tasks::open_for_handoffs(db, &changed, now).await?,
+        Effect::CloseHandoffTask => crate::tasks::close_for_resumed(db, &changed, now).await?,
+        Effect::TellProviderRead => {
+            for conversation in &changed {
+                tell_read(db, conversation, now).await?;
+            }
+        }
     }
     if let Some(event) = change.event {
         for conversation in &changed {
@@ -135,6 +146,29 @@ pub async fn apply(
         }
     }
     Ok(changed)
+}
+
+/// A conversation just marked read: its provider hears that the business read up to the contact's latest
+/// message, where it shows read receipts (`provider_signal`).
+async fn tell_read(
+    db: &impl ConnectionTrait,
+    conversation: &conversations::Model,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    if !signals::takes_signals(&conversation.channel_type) {
+        return Ok(());
+    }
+    let latest = messages::Entity::find()
+        .filter(messages::Column::ConversationId.eq(&conversation.id))
+        .filter(messages::Column::Direction.eq("inbound"))
+        .filter(messages::Column::ProviderMessageId.is_not_null())
+        .order_by_desc(messages::Column::Seq)
+        .one(db)
+        .await?;
+    if let Some(latest) = latest {
+        crate::jobs::enqueue(db, signals::job(&latest, signals::Action::Read, now), now).await?;
+    }
+    Ok(())
 }
 
 /// The account's conversation with this id, as `apply` selects it.
