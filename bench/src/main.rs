@@ -3,6 +3,7 @@
 //! targets; `--smoke` runs a few seconds at tiny concurrency (the test suite does, so the harness cannot rot).
 
 mod bare;
+mod daily;
 mod drill;
 mod engine;
 mod knowledge;
@@ -171,6 +172,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(plan) = &footprint.deals_plan {
         println!("Plan of the deals list query:\n{plan}");
+    }
+    if let Some(plan) = &footprint.daily_plan {
+        println!("Plan of the daily summary's message count:\n{plan}");
     }
     Ok(())
 }

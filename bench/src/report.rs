@@ -147,6 +147,7 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
     let mut out = String::from("| target | measured | goal | met |\n|---|---:|---|---|\n");
     let rows = rows
         .into_iter()
+        .chain(daily_targets(results))
         .chain(engine_targets(results, footprint))
         .chain(webchat_targets(results, footprint));
     for (name, measured, goal, met) in rows {
@@ -157,6 +158,29 @@ pub fn targets(results: &[Measured], footprint: &Footprint) -> String {
         );
     }
     out
+}
+
+/// The daily summary's p99, and its floor's (the same queries without HTTP and gRPC).
+fn daily_targets(results: &[Measured]) -> Vec<Target> {
+    let find = |name: &str| results.iter().find(|r| r.name == name);
+    let mut rows = Vec::new();
+    if let Some(daily) = find(crate::daily::DAILY) {
+        rows.push(p99_under(
+            "daily summary, 1,000,000 messages, 4 concurrent: p99",
+            daily,
+            100.0,
+            "< 100 ms",
+        ));
+        if let Some(floor) = find(crate::daily::DAILY_FLOOR) {
+            rows.push((
+                "daily summary: its floor's p99, the queries alone (no goal set)",
+                format!("{:.2} ms", p99_ms(floor)),
+                "-",
+                true,
+            ));
+        }
+    }
+    rows
 }
 
 /// The conversation engine's targets, for the scenarios that ran: each figure against its goal, and against

@@ -48,12 +48,29 @@ pub struct Measured {
     pub server_peak_rss: f64,
 }
 
+impl Measured {
+    /// A floor's figures: driven from plain clients, with no server process to measure.
+    pub(crate) fn floor(name: &'static str, outcome: Outcome) -> Self {
+        Self {
+            name,
+            busy: outcome.elapsed,
+            outcome,
+            server_cpu: 0.0,
+            database_cpu: 0.0,
+            machine_cpu: 0.0,
+            server_peak_rss: 0.0,
+        }
+    }
+}
+
 /// Facts about the service process itself, and the list query's plan.
 pub struct Footprint {
     pub idle_rss: f64,
     pub started_in: Duration,
     /// `EXPLAIN ANALYZE` of the deals list query on the seeded account.
     pub deals_plan: Option<String>,
+    /// `EXPLAIN ANALYZE` of the daily summary's message count on the seeded account.
+    pub daily_plan: Option<String>,
     /// What the inbound scenario stored, against what it sent.
     pub inbound_stored: Option<crate::engine::Stored>,
     /// The same for the WhatsApp batches.
@@ -330,12 +347,19 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     results.extend(webchat.measured);
     let mut knowledge = crate::knowledge::run(setup, shape, wanted).await?;
     results.append(&mut knowledge.measured);
+    let mut daily_plan = None;
+    if wanted(crate::daily::DAILY) || wanted(crate::daily::DAILY_FLOOR) {
+        let daily = crate::daily::run(setup, shape).await?;
+        results.extend(daily.measured);
+        daily_plan = Some(daily.plan);
+    }
     Ok((
         results,
         Footprint {
             idle_rss,
             started_in,
             deals_plan,
+            daily_plan,
             inbound_stored: engine.stored,
             meta_stored: engine.meta_stored,
             ai_decisions: engine.decisions,
@@ -551,15 +575,10 @@ async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<See
 async fn storage_floor(setup: &Setup, postgres: &str, key: &str, shape: Shape) -> anyhow::Result<Measured> {
     let floor = FloorStores::connect(setup, postgres, key).await?;
     let outcome = floor.drive(shape, || async { Ok(()) }).await?;
-    Ok(Measured {
-        name: "floor: one indexed PostgreSQL read + one Redis script, no HTTP",
-        busy: outcome.elapsed,
+    Ok(Measured::floor(
+        "floor: one indexed PostgreSQL read + one Redis script, no HTTP",
         outcome,
-        server_cpu: 0.0,
-        database_cpu: 0.0,
-        machine_cpu: 0.0,
-        server_peak_rss: 0.0,
-    })
+    ))
 }
 
 /// What a storage floor drives, from plain clients: the service's database and Redis, the guard's key lookup

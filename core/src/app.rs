@@ -72,6 +72,7 @@ use crate::{
     secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
+    summaries::service::SummariesService,
     tasks::service::TasksService,
     webchat::{
         self, WebChat,
@@ -266,7 +267,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             Arc::new(FollowUp {
                 db: db.clone(),
                 clock: clock.clone(),
-                providers,
+                providers: providers.clone(),
                 wake: wake_jobs.clone(),
                 send_attempts: conversations.send_attempts(),
             }),
@@ -287,6 +288,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         credits: CreditsService::new(db.clone()),
         model_providers: ModelProvidersService::new(db.clone(), clock.clone(), sealer.clone(), policy),
         deals: DealsService::new(db.clone(), clock.clone()),
+        summaries: SummariesService::new(db.clone(), clock.clone(), providers),
         tasks: TasksService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),

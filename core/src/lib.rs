@@ -43,6 +43,7 @@ pub mod secrets;
 pub mod shutdown;
 pub mod site;
 pub mod store;
+pub mod summaries;
 pub mod tally;
 pub mod tasks;
 pub mod telemetry;

@@ -71,6 +71,12 @@ impl AccountId {
         Self(id.into())
     }
 
+    /// The account of a row a program beside the service (the benchmarks) read from its database: as with
+    /// `of_row`, the database holds only tenants.
+    pub fn read_from_database(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

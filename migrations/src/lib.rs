@@ -25,6 +25,7 @@ mod m20261127_000070_ai_replies;
 mod m20261128_000080_models_and_tools;
 mod m20261129_000090_meta_channels;
 mod m20261130_000100_tasks;
+mod m20261201_000110_summaries;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000080_models_and_tools::Migration),
             Box::new(m20261129_000090_meta_channels::Migration),
             Box::new(m20261130_000100_tasks::Migration),
+            Box::new(m20261201_000110_summaries::Migration),
         ]
     }
 }

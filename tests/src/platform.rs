@@ -53,6 +53,13 @@ impl Platform<'_> {
     }
 
     /// `GET path` that must answer 200 with `"success": true`; the body.
+    /// The account's credit balance.
+    pub async fn balance(&self) -> f64 {
+        self.ok("GET", "/v1/credits", None).await["credits"]["balance"]
+            .as_f64()
+            .expect("a balance")
+    }
+
     pub async fn get(&self, path: &str) -> Value {
         self.ok("GET", path, None).await
     }

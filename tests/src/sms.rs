@@ -39,6 +39,32 @@ pub async fn start(db: &Db, twilio: &FakeTwilio, extra: &[(&str, &str)]) -> Serv
     Server::start(db, &env).await
 }
 
+/// An account with an sms channel `sms` whose default agent, made of `agent`'s fields, knows one FAQ.
+pub struct Desk<'a> {
+    pub platform: Platform<'a>,
+    pub channel: SmsChannel,
+    pub agent: String,
+}
+
+impl<'a> Desk<'a> {
+    pub async fn open(server: &'a Server, twilio: &FakeTwilio, agent: Value, faq: (&str, &str)) -> Desk<'a> {
+        let platform = Platform::new(server).await;
+        let channel = SmsChannel::connect(&platform, twilio, "sms", None).await;
+        let created = platform.ok("POST", "/v1/agents", Some(agent)).await;
+        let agent = created["agent"]["id"].as_str().expect("the agent's id").to_owned();
+        platform.faq(&agent, faq.0, faq.1).await;
+        let default = json!({"channel": "sms", "agent_id": agent});
+        platform
+            .ok("PUT", "/v1/entry-points/channel-defaults", Some(default))
+            .await;
+        Desk {
+            platform,
+            channel,
+            agent,
+        }
+    }
+}
+
 /// A connected sms channel of the account.
 #[derive(Clone)]
 pub struct SmsChannel {

@@ -18,7 +18,8 @@ use crate::{
 pub const AI_TIERS: &[&str] = &["mini", "pro", "max"];
 pub const STATUSES: &[&str] = &["active", "paused"];
 const DEFAULT_LANGUAGE: &str = "en";
-const DEFAULT_TIER: &str = "pro";
+/// An agent's tier when none is given; also what a summary of a conversation without an agent costs.
+pub const DEFAULT_TIER: &str = "pro";
 const DEFAULT_DELAY_MINUTES: i32 = 60;
 const MAX_DELAY_MINUTES: i32 = 7 * 24 * 60;
 const DEFAULT_FOLLOW_UPS: i32 = 1;

@@ -3,7 +3,8 @@
 //! process without a network; `remote` asks a chat model (`chat`: Anthropic's and OpenAI's wire) with a
 //! prompt (`prompt`) and runs its tool rounds (`tools`); `providers` picks the account's own or the server's
 //! (`config`), and `connection` is the API an account connects its own with; `reply` is the durable job that
-//! asks it and stores the answer; `intent` and `phrases` are the words it reads and says without a model.
+//! asks it and stores the answer; `intent` and `phrases` are the words it reads and says without a model; `recap` is what it
+//! writes of a whole conversation for a person who was not in it.
 //! docs/ai-replies.md describes the behaviour.
 
 pub mod chat;
@@ -16,6 +17,7 @@ mod phrases;
 mod prompt;
 pub mod provider;
 pub mod providers;
+pub mod recap;
 mod remote;
 pub mod reply;
 pub mod tools;

@@ -172,6 +172,12 @@ pub trait ModelProvider: Send + Sync {
     async fn nudge(&self, _agent: &Profile, _history: &[Turn]) -> Option<String> {
         None
     }
+
+    /// The recap of a conversation for a person who was not in it: the facts written out, unless a model
+    /// writes prose of them.
+    async fn recap(&self, facts: &super::recap::Facts) -> String {
+        super::recap::extractive(facts)
+    }
 }
 
 /// The decision for unanswered messages without text, whatever the provider: attachments alone go to a

@@ -82,7 +82,12 @@ impl Providers {
 
     /// The provider for a reply of `agent` on `account_id`'s behalf.
     pub async fn for_reply(&self, account_id: &AccountId, agent: &agents::Model) -> ApiResult<Chosen> {
-        Ok(match self.remote_for(account_id, Some(agent)).await? {
+        self.for_agent(account_id, Some(agent)).await
+    }
+
+    /// The provider for work on `account_id`'s behalf, of `agent` when one is concerned (its Claude model).
+    pub async fn for_agent(&self, account_id: &AccountId, agent: Option<&agents::Model>) -> ApiResult<Chosen> {
+        Ok(match self.remote_for(account_id, agent).await? {
             Some((provider, own_key)) => Chosen { provider, own_key },
             None => Chosen {
                 provider: self.local.clone(),

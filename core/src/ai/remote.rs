@@ -15,6 +15,7 @@ use super::{
     chat::{ChatAnswer, ChatError, ChatMessage, ChatModel, ChatRequest, ToolResult},
     phrases, prompt,
     provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Profile, ToolOutcome, Toolbox, Turn},
+    recap::{self, Facts, prose},
 };
 
 /// What the model is asked to make of an imported section.
@@ -72,6 +73,16 @@ impl ModelProvider for RemoteProvider {
 
     async fn nudge(&self, agent: &Profile, history: &[Turn]) -> Option<String> {
         self.write_nudge(agent, history).await
+    }
+
+    async fn recap(&self, facts: &Facts) -> String {
+        match self.write_recap(facts).await {
+            Ok(prose) => prose,
+            Err(err) => {
+                tracing::warn!(provider = self.name(), model = %self.model, error = err.message(), "the model wrote no recap; the facts are written out instead");
+                recap::extractive(facts)
+            }
+        }
     }
 
     async fn decide(&self, context: &Context, tools: &dyn Toolbox) -> Decision {
@@ -185,6 +196,31 @@ impl RemoteProvider {
                 tracing::warn!(provider = self.name(), model = %self.model, error = err.message(), "the model wrote no follow-up; the fixed one is sent");
                 None
             }
+        }
+    }
+
+    /// Prose of the facts and the conversation's end; a transcript of several chunks is read into notes
+    /// first, chunk by chunk, all within one reply's time.
+    async fn write_recap(&self, facts: &Facts) -> Result<String, ChatError> {
+        let deadline = Instant::now() + self.limits.per_reply;
+        let tokens = self.limits.answer_tokens;
+        let chunks = prose::chunks(&facts.digest.transcript);
+        let conversation = if chunks.len() == 1 {
+            chunks.concat()
+        } else {
+            let mut notes = String::new();
+            for (part, chunk) in chunks.iter().enumerate() {
+                let request = prose::notes_request(&self.model, chunk, part + 1, chunks.len(), tokens);
+                let answer = self.complete(&request, deadline).await?;
+                notes.push_str(&format!("Part {}: {}\n", part + 1, answer.text.trim()));
+            }
+            notes
+        };
+        let request = prose::recap_request(&self.model, facts, &conversation, tokens);
+        let answer = self.complete(&request, deadline).await?;
+        match answer.text.trim() {
+            "" => Err(ChatError::Permanent("the model answered with no text".into())),
+            prose => Ok(prose.to_owned()),
         }
     }
 

@@ -66,7 +66,7 @@ pub fn tier_cost(tier: &str) -> i64 {
 }
 
 /// What a reply costs: its tier's price, nothing for a pro reply on the account's own model key.
-pub(super) fn reply_cost(tier: &str, own_key: bool) -> i64 {
+pub fn reply_cost(tier: &str, own_key: bool) -> i64 {
     if own_key && tier == "pro" { 0 } else { tier_cost(tier) }
 }
 
@@ -421,7 +421,8 @@ pub(super) fn profile(agent: &agents::Model) -> Profile {
     }
 }
 
-fn turn(message: &messages::Model) -> Turn {
+/// A stored message as a provider reads it.
+pub fn turn(message: &messages::Model) -> Turn {
     let speaker = match (message.direction.as_str(), message.author.as_str()) {
         ("inbound", _) => Speaker::Contact,
         (_, "agent") => Speaker::Agent,

@@ -19,8 +19,8 @@ use frontdesk_api::{
         contacts_server::ContactsServer, conversations_server::ConversationsServer, credits_server::CreditsServer,
         deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
         kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
-        model_providers_server::ModelProvidersServer, pipelines_server::PipelinesServer, tasks_server::TasksServer,
-        webhooks_server::WebhooksServer,
+        model_providers_server::ModelProvidersServer, pipelines_server::PipelinesServer,
+        summaries_server::SummariesServer, tasks_server::TasksServer, webhooks_server::WebhooksServer,
     },
     webchat::v1::web_chat_server::WebChatServer,
     wire,
@@ -48,6 +48,7 @@ use crate::{
     messaging::service::MessagesService,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
+    summaries::service::SummariesService,
     tasks::service::TasksService,
     webchat::service::{ChatSessionsService, WebChatService},
     webhooks::service::WebhooksService,
@@ -61,6 +62,7 @@ pub struct Services {
     pub credits: CreditsService,
     pub model_providers: ModelProvidersService,
     pub deals: DealsService,
+    pub summaries: SummariesService,
     pub tasks: TasksService,
     pub pipelines: PipelinesService,
     pub webhooks: WebhooksService,
@@ -93,6 +95,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .set_serving::<ModelProvidersServer<ModelProvidersService>>()
         .await;
     reporter.set_serving::<DealsServer<DealsService>>().await;
+    reporter.set_serving::<SummariesServer<SummariesService>>().await;
     reporter.set_serving::<TasksServer<TasksService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
@@ -131,6 +134,7 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(CreditsServer::new(services.credits)))
         .add_service(sized!(ModelProvidersServer::new(services.model_providers)))
         .add_service(sized!(DealsServer::new(services.deals)))
+        .add_service(sized!(SummariesServer::new(services.summaries)))
         .add_service(sized!(TasksServer::new(services.tasks)))
         .add_service(sized!(PipelinesServer::new(services.pipelines)))
         .add_service(sized!(WebhooksServer::new(services.webhooks)))

@@ -18,6 +18,8 @@ pub struct NewTask<'a> {
     pub title: String,
     pub due: Option<DateTime<Utc>>,
     pub kind: &'static str,
+    /// A handoff's reason.
+    pub reason: String,
     pub conversation: &'a conversations::Model,
 }
 
@@ -29,6 +31,7 @@ pub fn row(new: NewTask<'_>, now: DateTime<Utc>) -> tasks::Model {
         due: new.due,
         status: "open".into(),
         kind: new.kind.to_owned(),
+        reason: new.reason,
         contact_id: new.conversation.contact_id.clone(),
         conversation_id: new.conversation.id.clone(),
         agent_id: new.conversation.agent_id.clone(),
@@ -57,6 +60,7 @@ pub async fn open_for_handoffs(
             title,
             due: None,
             kind: FROM_HANDOFF,
+            reason: reason.to_owned(),
             conversation,
         };
         tasks::ActiveModel::from(row(new, now))

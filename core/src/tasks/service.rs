@@ -78,6 +78,7 @@ pub fn task_message(t: tasks::Model) -> Task {
         title: t.title,
         status: t.status,
         kind: t.kind,
+        reason: t.reason,
         contact_id: t.contact_id,
         conversation_id: t.conversation_id,
         agent_id: t.agent_id,

@@ -26,6 +26,7 @@ mod search;
 mod semantic_search;
 mod site_grpc;
 mod site_http;
+mod summaries;
 mod tasks;
 mod time_limits;
 mod webchat;

@@ -13,7 +13,7 @@ use frontdesk_tests::{
     model_server::{FakeModel, Protocol, Recorded, Reply},
     on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
-    sms::{self, SmsChannel},
+    sms::{self, Desk},
     tls,
     twilio::{FakeTwilio, new_message_sid},
     webhook_receiver::Receiver,
@@ -38,42 +38,12 @@ async fn start(db: &Db, twilio: &FakeTwilio, model: &FakeModel, provider: &str, 
     sms::start(db, twilio, &env).await
 }
 
-struct Desk<'a> {
-    platform: Platform<'a>,
-    channel: SmsChannel,
-    agent: String,
-}
-
 /// An sms channel whose default agent knows its opening hours; `agent` is merged into the agent's fields.
 async fn desk<'a>(server: &'a Server, twilio: &FakeTwilio, agent: Value) -> Desk<'a> {
-    let platform = Platform::new(server).await;
-    let channel = SmsChannel::connect(&platform, twilio, "sms", None).await;
     let mut body = json!({"name": "Ava", "instructions": "Sell the spa day.", "rules": ["Never promise discounts."]});
     body.as_object_mut().unwrap().extend(agent.as_object().unwrap().clone());
-    let created = platform.ok("POST", "/v1/agents", Some(body)).await;
-    let agent = created["agent"]["id"].as_str().unwrap().to_owned();
-    platform
-        .faq(
-            &agent,
-            "What are your opening hours?",
-            "Nine to five, Monday to Friday.",
-        )
-        .await;
-    let default = json!({"channel": "sms", "agent_id": agent});
-    platform
-        .ok("PUT", "/v1/entry-points/channel-defaults", Some(default))
-        .await;
-    Desk {
-        platform,
-        channel,
-        agent,
-    }
-}
-
-async fn balance(platform: &Platform<'_>) -> f64 {
-    platform.ok("GET", "/v1/credits", None).await["credits"]["balance"]
-        .as_f64()
-        .unwrap()
+    let faq = ("What are your opening hours?", "Nine to five, Monday to Friday.");
+    Desk::open(server, twilio, body, faq).await
 }
 
 /// Whether the request carries tool results already (the model's second round).
@@ -87,7 +57,7 @@ on_both_databases!(anthropic_answers_with_the_agents_context, |db: Db| async mov
     model.script(|_| (Reply::text("We open at nine, see you soon!"), Duration::ZERO));
     let server = start(&db, &twilio, &model, "anthropic", &[]).await;
     let desk = desk(&server, &twilio, json!({"anthropic_model": "claude-test-1"})).await;
-    let before = balance(&desk.platform).await;
+    let before = desk.platform.balance().await;
 
     desk.channel
         .inbound(&new_message_sid(), "+15557000001", "When do you open?")
@@ -424,7 +394,7 @@ on_both_databases!(
         assert_eq!(read["model_provider"]["api_key"], "****0042", "masked on read");
         assert!(!read.to_string().contains("sk-ant-own"), "{read}");
 
-        let before = balance(platform).await;
+        let before = platform.balance().await;
         desk.channel.inbound(&new_message_sid(), "+15557000030", "Hello?").await;
         assert_eq!(
             twilio.wait_for_sent("+15557000030", 1).await[0].body(),
@@ -434,7 +404,7 @@ on_both_databases!(
         assert_eq!(request.headers["x-api-key"], "sk-ant-own-key-0042");
         assert_eq!(request.body["model"], "claude-own");
         assert_eq!(
-            balance(platform).await,
+            platform.balance().await,
             before,
             "pro replies are free with the account's own key"
         );
@@ -451,7 +421,7 @@ on_both_databases!(
             .inbound(&new_message_sid(), "+15557000031", "Hello again")
             .await;
         twilio.wait_for_sent("+15557000031", 1).await;
-        assert!((before - balance(platform).await - 0.25).abs() < 1e-9);
+        assert!((before - platform.balance().await - 0.25).abs() < 1e-9);
 
         platform.ok("DELETE", "/v1/model-provider", None).await;
         assert_not_found(
@@ -728,7 +698,7 @@ on_both_databases!(
         let platform = Platform::new(&server).await;
         let document = "# Opening hours\n\nWe open at nine, Monday to Friday, and close on weekends.\n\n\
                     # Parking\n\nParking behind the shop is free for customers.\n";
-        let before = balance(&platform).await;
+        let before = platform.balance().await;
         let answer = upload(
             &server,
             &platform.key,
@@ -773,7 +743,7 @@ on_both_databases!(
         );
         assert_eq!(model.requests().len(), 2, "one request per section");
         assert!(
-            (before - balance(&platform).await - 0.05).abs() < 1e-9,
+            (before - platform.balance().await - 0.05).abs() < 1e-9,
             "the import's own price"
         );
     }
@@ -862,7 +832,7 @@ on_both_databases!(a_model_writes_the_follow_up_and_charges_it, |db: Db| async m
         .inbound(&new_message_sid(), "+15557000070", "Spa days?")
         .await;
     twilio.wait_for_sent("+15557000070", 1).await;
-    let before = balance(&desk.platform).await;
+    let before = desk.platform.balance().await;
     clock_at(&server, start, 11).await;
     let sent = twilio.wait_for_sent("+15557000070", 2).await;
     assert_eq!(
@@ -874,7 +844,7 @@ on_both_databases!(a_model_writes_the_follow_up_and_charges_it, |db: Db| async m
     assert!(nudge.tool_names().is_empty(), "a nudge calls no tools");
     let credits = desk.platform.ok("GET", "/v1/credits", None).await;
     assert!(
-        (before - balance(&desk.platform).await - 0.25).abs() < 1e-9,
+        (before - desk.platform.balance().await - 0.25).abs() < 1e-9,
         "a written follow-up costs the tier"
     );
     assert_eq!(credits["credits"]["entries"][0]["reason"], "ai_reply: follow-up");

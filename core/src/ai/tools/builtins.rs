@@ -290,6 +290,7 @@ impl Builtins {
             title,
             due,
             kind: crate::tasks::FROM_TOOL,
+            reason: String::new(),
             conversation: &self.conversation,
         };
         let row = crate::tasks::row(new, now);

@@ -15,6 +15,8 @@ pub struct Model {
     pub status: String,
     /// What made it: `tool` (an agent's `create_task`) or `handoff` (a person is to answer the contact).
     pub kind: String,
+    /// A handoff's reason; "" for an agent's task.
+    pub reason: String,
     pub contact_id: String,
     pub conversation_id: String,
     pub agent_id: String,

@@ -1,0 +1,149 @@
+//! `POST /v1/summaries`: the recap of a contact's latest closed conversation (else its open one), written by
+//! the account's provider in the agent's language and charged as one AI reply at the agent's tier. The
+//! balance is checked before anything is written; the charge, the recap stored on the contact and
+//! `summary.created` then commit together, and a balance spent meanwhile refuses the lot (402, nothing
+//! charged, nothing stored).
+
+use std::sync::Arc;
+
+use frontdesk_api::v1::Summary;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, sea_query::Expr};
+
+use super::facts;
+use crate::{
+    access::AccountId,
+    accounts,
+    agents::fields::DEFAULT_TIER,
+    ai::{providers::Providers, reply::reply_cost},
+    clock::Clock,
+    contacts::{
+        address::{E164Phone, Email},
+        store as contact_store,
+    },
+    error::{ApiError, ApiResult, Reason},
+    events::{self, EventType},
+    store::{
+        self,
+        entities::{agents, contacts, conversations},
+    },
+    timestamps,
+};
+
+/// Whose conversation is recapped.
+pub enum Subject {
+    Phone(E164Phone),
+    Email(Email),
+}
+
+pub struct Recaps {
+    pub db: DatabaseConnection,
+    pub clock: Arc<dyn Clock>,
+    pub providers: Arc<Providers>,
+}
+
+impl Recaps {
+    pub async fn create(&self, account_id: &AccountId, subject: &Subject) -> ApiResult<Summary> {
+        let contact = match subject {
+            Subject::Phone(phone) => contact_store::find_by_phone(&self.db, account_id, phone).await?,
+            Subject::Email(email) => contact_store::find_by_email(&self.db, account_id, email).await?,
+        }
+        .ok_or_else(|| ApiError::not_found("contact"))?;
+        let conversation = self.recapped(&contact).await?.ok_or_else(|| {
+            ApiError::new(
+                tonic::Code::NotFound,
+                Reason::NotFound,
+                "the contact has no conversation to summarise",
+            )
+        })?;
+        let agent = if conversation.agent_id.is_empty() {
+            None
+        } else {
+            store::owned::<agents::Entity>(&self.db, agents::Column::AccountId, account_id, &conversation.agent_id)
+                .await?
+        };
+        let tier = agent.as_ref().map_or(DEFAULT_TIER, |a| a.ai_tier.as_str());
+        let chosen = self.providers.for_agent(account_id, agent.as_ref()).await?;
+        let cost = reply_cost(tier, chosen.own_key);
+        let balance = accounts::store::find_live(&self.db, account_id.as_str())
+            .await?
+            .credit_milli;
+        if balance < cost {
+            return Err(insufficient(cost));
+        }
+        let language = agent.as_ref().map_or("en", |a| a.language.as_str());
+        let facts = facts::gather(&self.db, &conversation, language).await?;
+        let recap = chosen.provider.recap(&facts).await;
+        metrics::counter!("frontdesk_summaries_total", "provider" => chosen.provider.name()).increment(1);
+
+        let now = self.clock.now();
+        let summary = Summary {
+            contact_id: contact.id.clone(),
+            conversation_id: conversation.id.clone(),
+            conversation_status: conversation.status.clone(),
+            recap,
+            generated_at: Some(timestamps::to_proto(now)),
+            credits_used: cost as f64 / 1_000.0,
+        };
+        let txn = store::begin_write(&self.db).await?;
+        if cost > 0 {
+            accounts::store::adjust_credits_in(&txn, account_id, -cost, "summary", Some(&conversation.id), now)
+                .await
+                .map_err(|err| {
+                    if err.reason == Reason::InsufficientCredits {
+                        insufficient(cost)
+                    } else {
+                        err
+                    }
+                })?;
+        }
+        let stored = contacts::Entity::update_many()
+            .col_expr(contacts::Column::Recap, Expr::value(summary.recap.as_str()))
+            .col_expr(contacts::Column::RecapAt, Expr::value(now))
+            .col_expr(contacts::Column::UpdatedAt, Expr::value(now))
+            .filter(contacts::Column::Id.eq(contact.id.as_str()))
+            .filter(contacts::Column::AccountId.eq(account_id))
+            .exec(&txn)
+            .await?;
+        if stored.rows_affected == 0 {
+            return Err(ApiError::not_found("contact"));
+        }
+        let data = serde_json::json!({"summary": events::payload(&summary, "frontdesk.v1.Summary")});
+        events::record(&txn, account_id, EventType::SummaryCreated, data, now).await?;
+        txn.commit().await?;
+        Ok(summary)
+    }
+
+    /// The contact's most recently closed conversation, else its latest open one.
+    async fn recapped(&self, contact: &contacts::Model) -> ApiResult<Option<conversations::Model>> {
+        let of_contact = || {
+            conversations::Entity::find()
+                .filter(conversations::Column::ContactId.eq(contact.id.as_str()))
+                .filter(conversations::Column::AccountId.eq(contact.account_id.as_str()))
+        };
+        let closed = of_contact()
+            .filter(conversations::Column::Status.eq("closed"))
+            .order_by_desc(conversations::Column::ClosedAt)
+            .order_by_desc(conversations::Column::CreatedAt)
+            .one(&self.db)
+            .await?;
+        if closed.is_some() {
+            return Ok(closed);
+        }
+        Ok(of_contact()
+            .filter(conversations::Column::Status.eq("open"))
+            .order_by_desc(conversations::Column::LastMessageAt)
+            .one(&self.db)
+            .await?)
+    }
+}
+
+fn insufficient(cost: i64) -> ApiError {
+    ApiError::new(
+        tonic::Code::FailedPrecondition,
+        Reason::InsufficientCredits,
+        format!(
+            "the credit balance does not cover this summary ({} credits)",
+            cost as f64 / 1_000.0
+        ),
+    )
+}

@@ -1,0 +1,137 @@
+//! The daily summary's markdown sections, written from what `daily` read: an overview of the counts, what
+//! needs a person, the appointments booked and the deals created. Times are the day's zone's.
+
+use std::fmt::Write;
+
+use frontdesk_api::v1::DailyStats;
+
+use super::day::Day;
+use crate::{
+    store::entities::{appointments, deals, tasks},
+    tasks::FROM_HANDOFF,
+};
+
+/// `n` and the noun, singular or plural.
+fn counted(n: i64, one: &str, many: &str) -> String {
+    format!("**{n}** {}", if n == 1 { one } else { many })
+}
+
+pub fn overview(s: &DailyStats) -> String {
+    format!(
+        "{} started, {} closed. {} received, {} sent, {} failed. The AI agents wrote {} and handed {} to a \
+         person. {}, {} booked, {} created. {} credits used.",
+        counted(s.conversations_started, "conversation", "conversations"),
+        s.conversations_closed,
+        counted(s.messages_received, "message", "messages"),
+        s.messages_sent,
+        s.messages_failed,
+        counted(s.ai_replies, "reply", "replies"),
+        counted(s.handoffs, "conversation", "conversations"),
+        counted(s.new_contacts, "new contact", "new contacts"),
+        counted(s.appointments_booked, "appointment", "appointments"),
+        counted(s.deals_created, "deal", "deals"),
+        s.credits_used,
+    )
+}
+
+/// Conversations waiting for a person (`waiting` in all; the newest of `open_tasks` listed), overdue tasks,
+/// and the day's failed messages.
+pub fn attention(s: &DailyStats, open_tasks: &[tasks::Model], waiting: i64, overdue: i64, day: &Day) -> String {
+    let mut out = String::new();
+    if waiting > 0 {
+        let _ = writeln!(
+            out,
+            "- {} waiting for a person:",
+            counted(waiting, "conversation", "conversations")
+        );
+        let listed: Vec<&tasks::Model> = open_tasks.iter().filter(|t| t.kind == FROM_HANDOFF).take(10).collect();
+        for task in &listed {
+            let since = task.created_at.with_timezone(&day.tz).format("%Y-%m-%d %H:%M");
+            let _ = writeln!(out, "  - {} (since {since})", task.title);
+        }
+        if waiting > listed.len() as i64 {
+            let _ = writeln!(out, "  - and {} more", waiting - listed.len() as i64);
+        }
+    }
+    if overdue > 0 {
+        let _ = writeln!(out, "- {} past their due time.", counted(overdue, "task", "tasks"));
+    }
+    if s.messages_failed > 0 {
+        let _ = writeln!(
+            out,
+            "- {} could not be delivered.",
+            counted(s.messages_failed, "message", "messages")
+        );
+    }
+    if out.is_empty() {
+        out.push_str("Nothing needs attention.");
+    }
+    out.trim_end().to_owned()
+}
+
+/// The appointments booked that day (`booked`, the first of `total`), by when they were booked.
+pub fn appointments(booked: &[appointments::Model], total: i64, day: &Day) -> String {
+    if booked.is_empty() {
+        return "No appointments booked.".to_owned();
+    }
+    let mut out = String::new();
+    for a in booked {
+        let at = a.start_time.with_timezone(&day.tz).format("%Y-%m-%d %H:%M");
+        let _ = write!(out, "- {at}");
+        for extra in [&a.name, &a.email, &a.notes] {
+            if !extra.trim().is_empty() {
+                let _ = write!(out, ", {}", extra.trim());
+            }
+        }
+        out.push('\n');
+    }
+    more(&mut out, total, booked.len());
+    out.trim_end().to_owned()
+}
+
+/// The deals created that day (`created`, the newest of `total`).
+pub fn deals(created: &[deals::Model], total: i64) -> String {
+    if created.is_empty() {
+        return "No deals created.".to_owned();
+    }
+    let mut out = String::new();
+    for d in created {
+        let _ = writeln!(out, "- {}: {} ({}, {})", d.title, d.value, d.stage, d.source);
+    }
+    more(&mut out, total, created.len());
+    out.trim_end().to_owned()
+}
+
+fn more(out: &mut String, total: i64, listed: usize) {
+    if total > listed as i64 {
+        let _ = writeln!(out, "- and {} more", total - listed as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overview_reads_every_count() {
+        let stats = DailyStats {
+            conversations_started: 1,
+            conversations_closed: 2,
+            messages_received: 3,
+            messages_sent: 4,
+            new_contacts: 5,
+            ai_replies: 6,
+            handoffs: 7,
+            appointments_booked: 8,
+            deals_created: 9,
+            messages_failed: 10,
+            credits_used: 1.25,
+        };
+        assert_eq!(
+            overview(&stats),
+            "**1** conversation started, 2 closed. **3** messages received, 4 sent, 10 failed. The AI agents \
+             wrote **6** replies and handed **7** conversations to a person. **5** new contacts, **8** \
+             appointments booked, **9** deals created. 1.25 credits used."
+        );
+    }
+}
