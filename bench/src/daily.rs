@@ -41,14 +41,14 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Daily> {
     let date = (Utc::now() - Days::days(DAYS_AGO)).date_naive().to_string();
     let day = frontdesk_core::summaries::day::Day::parse(&date, TZ, Utc::now())
         .map_err(|err| anyhow::anyhow!("{}", err.message))?;
-    let plan = plan(&floor.db, &floor.account_id, &day).await?;
+    let account = frontdesk_core::access::AccountId::read_from_database(floor.account_id.as_str());
+    let plan = plan(&floor.db, &account, &day).await?;
 
     let mut measured = Vec::new();
     let path = format!("/v1/summaries/daily?date={date}&tz={TZ}");
     let request = get(&path, Some(&key));
     let addr = serve.http.expect("http");
     measured.push(measure(DAILY, &[&serve], crate::load::http(addr, request, shape)).await?);
-    let account = frontdesk_core::access::AccountId::read_from_database(floor.account_id.as_str());
     let (db, now) = (floor.db.clone(), Utc::now());
     let outcome = floor
         .drive(shape, move || {
@@ -158,22 +158,27 @@ async fn seed(db: &sea_orm::DatabaseConnection, account_id: &str, messages: i64)
     Ok(())
 }
 
-/// `EXPLAIN` of the day's message counts, as the service runs them.
+/// `EXPLAIN ANALYZE` of the day's counts, the service's own statements.
 async fn plan(
     db: &sea_orm::DatabaseConnection,
-    account_id: &str,
+    account: &frontdesk_core::access::AccountId,
     day: &frontdesk_core::summaries::day::Day,
 ) -> anyhow::Result<String> {
-    let explain = Statement::from_sql_and_values(
-        db.get_database_backend(),
-        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT COUNT(*) FROM messages \
-         WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 AND direction = 'inbound'",
-        [account_id.into(), day.start.into(), day.end.into()],
-    );
+    let backend = db.get_database_backend();
     let mut out = String::new();
-    for row in db.query_all_raw(explain).await? {
-        out.push_str(&row.try_get_by_index::<String>(0)?);
-        out.push('\n');
+    for (statement, _) in frontdesk_core::summaries::daily::statements(backend, account, day) {
+        let explain = Statement::from_sql_and_values(
+            backend,
+            format!(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {}",
+                statement.sql
+            ),
+            statement.values.map(|v| v.0).unwrap_or_default(),
+        );
+        for row in db.query_all_raw(explain).await? {
+            out.push_str(&row.try_get_by_index::<String>(0)?);
+            out.push('\n');
+        }
     }
     Ok(out)
 }

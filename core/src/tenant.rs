@@ -72,7 +72,8 @@ impl AccountId {
     }
 
     /// The account of a row a program beside the service (the benchmarks) read from its database: as with
-    /// `of_row`, the database holds only tenants.
+    /// `of_row`, the database holds only tenants. Only with the `bench` feature, which the benchmarks turn on.
+    #[cfg(feature = "bench")]
     pub fn read_from_database(id: impl Into<String>) -> Self {
         Self(id.into())
     }

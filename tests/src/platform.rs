@@ -52,7 +52,6 @@ impl Platform<'_> {
         answer.body
     }
 
-    /// `GET path` that must answer 200 with `"success": true`; the body.
     /// The account's credit balance.
     pub async fn balance(&self) -> f64 {
         self.ok("GET", "/v1/credits", None).await["credits"]["balance"]
@@ -60,6 +59,7 @@ impl Platform<'_> {
             .expect("a balance")
     }
 
+    /// `GET path` that must answer 200 with `"success": true`; the body.
     pub async fn get(&self, path: &str) -> Value {
         self.ok("GET", path, None).await
     }

@@ -140,6 +140,10 @@ pub async fn adjust_credits(
     Ok(adjusted)
 }
 
+/// How the ledger reasons of the service's own charges begin: an AI reply's (`ai_reply: faq ...`), a
+/// summary's, a knowledge import's. Any other entry is an operator's grant or debit.
+pub const CHARGE_REASONS: [&str; 3] = ["ai_reply: ", "summary", "knowledge import "];
+
 /// `adjust_credits` in the caller's transaction, so a charge commits with the work it pays for; the ledger
 /// entry names `conversation_id` when the charge was for one.
 pub async fn adjust_credits_in(

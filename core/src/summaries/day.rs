@@ -1,7 +1,7 @@
 //! The day a daily summary covers: a `YYYY-MM-DD` date in an IANA time zone, from its midnight to the next
 //! one there (23 or 25 hours across a daylight-saving change), as a UTC range for the indexes.
 
-use chrono::{DateTime, Duration, NaiveDate, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::{
@@ -36,10 +36,21 @@ impl Day {
         let parsed = if date.is_empty() {
             zone.map(|zone| now.with_timezone(&zone).date_naive())
         } else {
-            let parsed = (date.len() == 10)
+            // Exactly four, two and two digits (chrono alone takes signs, spaces and one-digit months), in
+            // the years both databases hold.
+            let shaped = date.len() == 10
+                && date.bytes().enumerate().all(|(i, b)| {
+                    if i == 4 || i == 7 {
+                        b == b'-'
+                    } else {
+                        b.is_ascii_digit()
+                    }
+                });
+            let parsed = shaped
                 .then(|| NaiveDate::parse_from_str(date, "%Y-%m-%d").ok())
-                .flatten();
-            v.check(parsed.is_some(), "date", "must be a date as YYYY-MM-DD");
+                .flatten()
+                .filter(|d| d.year() >= 1970);
+            v.check(parsed.is_some(), "date", "must be a date as YYYY-MM-DD, from 1970 on");
             parsed
         };
         if let (Some(zone), Some(day)) = (zone, parsed) {
@@ -122,6 +133,16 @@ mod tests {
         assert_eq!(fields("2026-13-01", ""), ["date"]);
         assert_eq!(fields("26-11-2026", ""), ["date"]);
         assert_eq!(fields("2026-11-5", ""), ["date"]);
+        for odd in [
+            "-5000-1-01",
+            "+2026-11-5",
+            "2026-11- 5",
+            "1969-12-31",
+            "2026/11/05",
+            "２026-11-05",
+        ] {
+            assert_eq!(fields(odd, ""), ["date"], "{odd}");
+        }
         assert_eq!(fields("2026-11-26", "Mars/Olympus"), ["tz"]);
         assert_eq!(fields("yesterday", "utc+2"), ["tz", "date"]);
         assert_eq!(fields("2026-11-28", "UTC"), ["date"]);

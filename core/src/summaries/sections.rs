@@ -6,10 +6,7 @@ use std::fmt::Write;
 use frontdesk_api::v1::DailyStats;
 
 use super::day::Day;
-use crate::{
-    store::entities::{appointments, deals, tasks},
-    tasks::FROM_HANDOFF,
-};
+use crate::store::entities::{appointments, deals, tasks};
 
 /// `n` and the noun, singular or plural.
 fn counted(n: i64, one: &str, many: &str) -> String {
@@ -34,9 +31,9 @@ pub fn overview(s: &DailyStats) -> String {
     )
 }
 
-/// Conversations waiting for a person (`waiting` in all; the newest of `open_tasks` listed), overdue tasks,
-/// and the day's failed messages.
-pub fn attention(s: &DailyStats, open_tasks: &[tasks::Model], waiting: i64, overdue: i64, day: &Day) -> String {
+/// Conversations waiting for a person (`waiting` in all; `listed`, the newest of their open handoff tasks),
+/// overdue tasks, and the day's failed messages.
+pub fn attention(s: &DailyStats, listed: &[tasks::Model], waiting: i64, overdue: i64, day: &Day) -> String {
     let mut out = String::new();
     if waiting > 0 {
         let _ = writeln!(
@@ -44,8 +41,7 @@ pub fn attention(s: &DailyStats, open_tasks: &[tasks::Model], waiting: i64, over
             "- {} waiting for a person:",
             counted(waiting, "conversation", "conversations")
         );
-        let listed: Vec<&tasks::Model> = open_tasks.iter().filter(|t| t.kind == FROM_HANDOFF).take(10).collect();
-        for task in &listed {
+        for task in listed {
             let since = task.created_at.with_timezone(&day.tz).format("%Y-%m-%d %H:%M");
             let _ = writeln!(out, "  - {} (since {since})", task.title);
         }

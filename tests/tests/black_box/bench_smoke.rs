@@ -54,6 +54,8 @@ fn the_benchmark_harness_runs_every_scenario() {
         "kb bulk import",
         "kb search: 10,000 FAQs, fused",
         "kb search: 10,000 FAQs, lexical only",
+        "GET /v1/summaries/daily",
+        "floor: key lookup + rate script + the daily summary's queries",
     ];
     for scenario in scenarios {
         let row = stdout

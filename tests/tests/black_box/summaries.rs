@@ -150,9 +150,9 @@ on_both_databases!(
         assert_eq!(platform.balance().await, before);
         platform.ok("PUT", &agent_path, Some(json!({"ai_tier": "max"}))).await;
         assert_eq!(summarise(platform, phone.clone()).await["credits_used"], 0.25);
-        platform.ok("DELETE", "/v1/model-provider", None).await;
 
-        // A balance below the cost: 402 before any generation, nothing charged, nothing stored.
+        // A balance below the cost (max, still on the account's own model): 402 before the model is asked,
+        // nothing charged, nothing stored.
         let left = platform.balance().await;
         let debit = CreditsRequest {
             account_id: platform.account_id.clone(),
@@ -169,9 +169,10 @@ on_both_databases!(
         let contact_after = platform.get("/v1/contacts?q=%2B15558000003").await["contacts"][0].clone();
         assert_eq!(contact_after, contact_before);
         assert_eq!(model.requests().len(), calls_before);
-        // Mini still fits.
+        // Mini still fits, and the model writes it.
         platform.ok("PUT", &agent_path, Some(json!({"ai_tier": "mini"}))).await;
         assert_eq!(summarise(platform, phone).await["credits_used"], 0.15);
+        assert_eq!(model.requests().len(), calls_before + 1);
     }
 );
 
@@ -357,7 +358,9 @@ on_both_databases!(
         let twilio = FakeTwilio::start().await;
         let model = FakeModel::start().await;
         model.script(|request| {
-            let reply = if !request.tool_results().is_empty() {
+            let reply = if asks_recap(request) {
+                Reply::text("Ravi booked Friday at 10 and waits for a person.")
+            } else if !request.tool_results().is_empty() {
                 Reply::text("Booked.")
             } else if request.last_user_text().contains("book") {
                 let booking = json!({"start_time": "2026-11-27T04:30:00Z", "name": "Ravi", "notes": "Friday"});
@@ -412,6 +415,14 @@ on_both_databases!(
         platform
             .ok("POST", &format!("/v1/conversations/{asked}/close"), None)
             .await;
+        // A summary is charged that day; an operator's debit is no charge of the service.
+        summarise(platform, json!({"phoneNumber": "+15558000012"})).await;
+        let debit = CreditsRequest {
+            account_id: platform.account_id.clone(),
+            credits: "5".into(),
+            reason: "correction".into(),
+        };
+        admin::client(&server).await.debit_credits(debit).await.unwrap();
         // 00:10 on the 21st in Kolkata, the 20th in UTC: a third contact.
         clock_at(&server, at("2026-11-20T18:40:00Z")).await;
         inbound(&server, &desk, "+15558000013", "Any news?").await;
@@ -427,7 +438,7 @@ on_both_databases!(
             json!({
                 "conversations_started": 1, "conversations_closed": 1, "messages_received": 1,
                 "messages_sent": 1, "new_contacts": 1, "ai_replies": 1, "handoffs": 1,
-                "appointments_booked": 1, "deals_created": 1, "messages_failed": 1, "credits_used": 1.0,
+                "appointments_booked": 1, "deals_created": 1, "messages_failed": 1, "credits_used": 2.0,
             }),
             "the 20th in Kolkata: {kolkata:#}"
         );
@@ -437,7 +448,7 @@ on_both_databases!(
             json!({
                 "conversations_started": 1, "conversations_closed": 1, "messages_received": 1,
                 "messages_sent": 1, "new_contacts": 1, "ai_replies": 1, "handoffs": 1,
-                "appointments_booked": 0, "deals_created": 1, "messages_failed": 1, "credits_used": 1.0,
+                "appointments_booked": 0, "deals_created": 1, "messages_failed": 1, "credits_used": 2.0,
             }),
             "the 20th in UTC: {utc:#}"
         );

@@ -61,13 +61,13 @@ impl Digest {
             speaker: turn.speaker,
             text: cut(text, TURN_CHARS),
         };
-        self.transcript_chars += turn.text.len();
+        self.transcript_chars += turn.text.chars().count();
         self.transcript.push_back(turn);
         while self.transcript_chars > TRANSCRIPT_CHARS {
             let Some(dropped) = self.transcript.pop_front() else {
                 break;
             };
-            self.transcript_chars -= dropped.text.len();
+            self.transcript_chars -= dropped.text.chars().count();
         }
     }
 

@@ -28,6 +28,7 @@ const NOTES: &str = "You read part {part} of {parts} of a business's chat conver
 /// The transcript as lines (`Customer:`, `Agent:`, `Team:`), in chunks of at most `CHUNK_CHARS`.
 pub fn chunks(transcript: &VecDeque<Turn>) -> Vec<String> {
     let mut chunks = vec![String::new()];
+    let mut current_chars = 0;
     for turn in transcript {
         let who = match turn.speaker {
             Speaker::Contact => "Customer",
@@ -35,11 +36,16 @@ pub fn chunks(transcript: &VecDeque<Turn>) -> Vec<String> {
             Speaker::Business => "Team",
         };
         let line = format!("{who}: {}\n", turn.text);
-        let current = chunks.last_mut().expect("one chunk at least");
-        if !current.is_empty() && current.len() + line.len() > CHUNK_CHARS {
-            chunks.push(line);
-        } else {
-            current.push_str(&line);
+        let line_chars = line.chars().count();
+        match chunks.last_mut() {
+            Some(current) if current.is_empty() || current_chars + line_chars <= CHUNK_CHARS => {
+                current.push_str(&line);
+                current_chars += line_chars;
+            }
+            _ => {
+                chunks.push(line);
+                current_chars = line_chars;
+            }
         }
     }
     chunks
@@ -95,7 +101,7 @@ mod tests {
             .collect();
         let chunks = chunks(&transcript);
         assert!(chunks.len() >= 5, "{}", chunks.len());
-        assert!(chunks.iter().all(|c| c.len() <= CHUNK_CHARS));
+        assert!(chunks.iter().all(|c| c.chars().count() <= CHUNK_CHARS));
         assert!(chunks[0].starts_with("Customer: 0 "));
         assert!(chunks.last().unwrap().contains("Agent: 99 "));
         assert_eq!(chunks.concat().lines().count(), 100);

@@ -73,7 +73,7 @@ fn a_long_conversation_keeps_its_latest_exchanges_and_end() {
     assert_eq!(digest.earlier_exchanges, 1_000 - MAX_EXCHANGES as u64);
     assert!(digest.exchanges[0].asked.starts_with("Question 992?"));
     assert!(digest.exchanges[0].asked.chars().count() <= QUOTE_CHARS + 1);
-    let kept: usize = digest.transcript.iter().map(|t| t.text.len()).sum();
+    let kept: usize = digest.transcript.iter().map(|t| t.text.chars().count()).sum();
     assert!(kept <= TRANSCRIPT_CHARS, "{kept}");
     assert_eq!(digest.transcript.back().map(|t| t.text.as_str()), Some("Answer 999."));
 }
