@@ -51,13 +51,11 @@ fn in_day<E: EntityTrait>(account: E::Column, account_id: &AccountId, at: E::Col
 
 /// The number of `select`'s rows.
 async fn one_count<E: EntityTrait>(db: &DatabaseConnection, select: Select<E>) -> Result<i64, DbErr> {
-    Ok(select
-        .select_only()
-        .column_as(count(), "n")
-        .into_tuple::<i64>()
-        .one(db)
-        .await?
-        .unwrap_or(0))
+    let row = db.query_one_raw(counted(select, db.get_database_backend())).await?;
+    Ok(match row {
+        Some(row) => row.try_get_by_index::<i64>(0)?,
+        None => 0,
+    })
 }
 
 /// `select`'s rows counted.

@@ -10,7 +10,7 @@ use frontdesk_api::admin::v1::CreditsRequest;
 use frontdesk_tests::{
     Db, Server, admin, on_both_databases,
     platform::Platform,
-    sms::{self, SmsChannel},
+    sms::{self, Desk, SmsChannel},
     twilio::{FakeTwilio, new_message_sid},
     webchat,
     webhook_receiver::Receiver,
@@ -21,38 +21,23 @@ const WAIT: Duration = Duration::from_secs(30);
 const HOURS: &str = "We are open from nine to five, Monday to Friday.";
 const HANDOFF: &str = "Thanks for your message. A member of our team will get back to you shortly.";
 
-/// A server replying after 300 ms of quiet, an sms channel whose default agent has two FAQs.
-struct Desk<'a> {
-    platform: Platform<'a>,
-    channel: SmsChannel,
-    agent: String,
-}
-
+/// An sms channel whose default agent has two FAQs.
 async fn desk<'a>(server: &'a Server, twilio: &FakeTwilio) -> Desk<'a> {
-    let platform = Platform::new(server).await;
-    let channel = SmsChannel::connect(&platform, twilio, "sms", None).await;
-    let agent = platform.agent("Front desk").await;
-    for (question, answer) in [
+    let desk = Desk::open(
+        server,
+        twilio,
+        json!({"name": "Front desk"}),
         ("What are your opening hours?", HOURS),
-        (
+    )
+    .await;
+    desk.platform
+        .faq(
+            &desk.agent,
             "Do you offer free parking?",
             "Yes, parking behind the shop is free for customers.",
-        ),
-    ] {
-        let body = json!({"question": question, "answer": answer});
-        platform
-            .ok("POST", &format!("/v1/agents/{agent}/faqs"), Some(body))
-            .await;
-    }
-    let default = json!({"channel": "sms", "agent_id": agent});
-    platform
-        .ok("PUT", "/v1/entry-points/channel-defaults", Some(default))
+        )
         .await;
-    Desk {
-        platform,
-        channel,
-        agent,
-    }
+    desk
 }
 
 async fn start(db: &Db, twilio: &FakeTwilio) -> Server {
