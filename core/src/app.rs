@@ -292,7 +292,14 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         tasks: TasksService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),
-        agents: AgentsService::new(db.clone(), clock.clone(), sealer.clone(), policy, retrieval),
+        agents: AgentsService::new(
+            db.clone(),
+            clock.clone(),
+            sealer.clone(),
+            policy,
+            retrieval,
+            config.models.tiers(),
+        ),
         channels: ChannelsService::new(
             db.clone(),
             clock.clone(),

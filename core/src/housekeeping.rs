@@ -1,6 +1,7 @@
 //! The recurring housekeeping job: closes idle conversations (`conversations::idle`), forgets idempotency
-//! keys past their 24 hours (`messaging::idempotency`) and agents' tool-write keys past their week
-//! (`ai::tools`), on whichever replica claims it, once a minute (at once again while it finds full batches).
+//! keys past their 24 hours (`messaging::idempotency`), agents' tool-write keys past their week (`ai::tools`)
+//! and credit holds that expired unsettled (`accounts::holds`), on whichever replica claims it, once a minute
+//! (at once again while it finds full batches).
 
 use std::{sync::Arc, time::Duration};
 
@@ -50,7 +51,8 @@ impl Handler for Housekeeping {
             let closed = idle::close_idle(&self.db, self.idle, now, BATCH).await?;
             let forgotten = idempotency::prune(&self.db, now, BATCH).await?;
             let effects = crate::ai::tools::prune_effects(&self.db, now, BATCH).await?;
-            Ok::<_, DbErr>(closed == BATCH || forgotten == BATCH || effects == BATCH)
+            let holds = crate::accounts::holds::prune(&self.db, now, BATCH).await?;
+            Ok::<_, DbErr>([closed, forgotten, effects, holds].contains(&BATCH))
         };
         recurring::next_turn(now, work.await, INTERVAL)
     }

@@ -26,6 +26,7 @@ mod m20261128_000080_models_and_tools;
 mod m20261129_000090_meta_channels;
 mod m20261130_000100_tasks;
 mod m20261201_000110_summaries;
+mod m20261202_000120_credit_holds;
 
 pub struct Migrator;
 
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000090_meta_channels::Migration),
             Box::new(m20261130_000100_tasks::Migration),
             Box::new(m20261201_000110_summaries::Migration),
+            Box::new(m20261202_000120_credit_holds::Migration),
         ]
     }
 }

@@ -2,6 +2,7 @@
 //! Operators manage them through the admin gRPC service.
 
 pub mod credits;
+pub mod holds;
 pub mod store;
 
 /// Requests per minute when the operator does not say.

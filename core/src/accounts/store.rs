@@ -145,7 +145,9 @@ pub async fn adjust_credits(
 pub const CHARGE_REASONS: [&str; 3] = ["ai_reply: ", "summary", "knowledge import "];
 
 /// `adjust_credits` in the caller's transaction, so a charge commits with the work it pays for; the ledger
-/// entry names `conversation_id` when the charge was for one.
+/// entry names `conversation_id` when the charge was for one. A debit leaves what live holds promise to
+/// other work (`holds`): it takes the account's lock first, so no hold is made between its count and its
+/// update.
 pub async fn adjust_credits_in(
     txn: &impl ConnectionTrait,
     account_id: &AccountId,
@@ -154,13 +156,19 @@ pub async fn adjust_credits_in(
     conversation_id: Option<&str>,
     now: DateTime<Utc>,
 ) -> ApiResult<(i64, String)> {
+    let floor = if delta_milli < 0 {
+        lock(txn, account_id).await?;
+        super::holds::held(txn, account_id, None, now).await?
+    } else {
+        0
+    };
     let new_balance = Expr::col(accounts::Column::CreditMilli).add(delta_milli);
     let updated = accounts::Entity::update_many()
         .col_expr(accounts::Column::CreditMilli, new_balance.clone())
         .col_expr(accounts::Column::UpdatedAt, Expr::value(now))
         .filter(accounts::Column::Id.eq(account_id))
         .filter(accounts::Column::DeletedAt.is_null())
-        .filter(new_balance.gte(0))
+        .filter(new_balance.gte(floor))
         .exec(txn)
         .await?;
     if updated.rows_affected == 0 {

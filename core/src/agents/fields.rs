@@ -6,6 +6,7 @@ use frontdesk_api::v1::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::tier::{AI_TIERS, DEFAULT_TIER, is_model_name};
 use crate::{
     access::AccountId,
     error::ApiResult,
@@ -15,23 +16,36 @@ use crate::{
     validate::{Violations, is_language_tag},
 };
 
-pub const AI_TIERS: &[&str] = &["mini", "pro", "max"];
 pub const STATUSES: &[&str] = &["active", "paused"];
 const DEFAULT_LANGUAGE: &str = "en";
-/// An agent's tier when none is given; also what a summary of a conversation without an agent costs.
-pub const DEFAULT_TIER: &str = "pro";
 const DEFAULT_DELAY_MINUTES: i32 = 60;
 const MAX_DELAY_MINUTES: i32 = 7 * 24 * 60;
 const DEFAULT_FOLLOW_UPS: i32 = 1;
 const MAX_FOLLOW_UPS: i32 = 10;
 
-/// Booking as stored (JSON) and answered.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// How far ahead an agent books when it does not say, in days.
+pub const DEFAULT_BOOKING_DAYS: i32 = 60;
+const MAX_BOOKING_DAYS: i32 = 365;
+
+/// Booking as stored (JSON) and answered; a zero window reads as the default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BookingSettings {
     pub enabled: bool,
     pub link: String,
     pub instructions: String,
+    pub max_days_ahead: i32,
+}
+
+impl Default for BookingSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            link: String::new(),
+            instructions: String::new(),
+            max_days_ahead: DEFAULT_BOOKING_DAYS,
+        }
+    }
 }
 
 /// Follow-ups as stored (JSON) and answered; zero counts read as the defaults.
@@ -61,6 +75,11 @@ impl From<Booking> for BookingSettings {
             enabled: b.enabled,
             link: b.link,
             instructions: b.instructions,
+            max_days_ahead: if b.max_days_ahead == 0 {
+                DEFAULT_BOOKING_DAYS
+            } else {
+                b.max_days_ahead
+            },
         }
     }
 }
@@ -127,14 +146,8 @@ impl AgentFields {
             v.one_of("status", status, STATUSES);
         }
         if let Some(model) = &self.anthropic_model {
-            let well_formed = model.is_empty()
-                || (model.starts_with("claude-")
-                    && model.len() <= 100
-                    && model
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'));
             v.check(
-                well_formed,
+                model.is_empty() || is_model_name(model),
                 "anthropic_model",
                 "must be empty or a model name such as claude-sonnet-4-5",
             );
@@ -148,6 +161,11 @@ impl AgentFields {
             );
             v.check(booking.link.is_empty() || https, "booking.link", "must be an https URL");
             v.text("booking.instructions", &booking.instructions, false, 2_000);
+            v.check(
+                (1..=MAX_BOOKING_DAYS).contains(&booking.max_days_ahead),
+                "booking.max_days_ahead",
+                format!("must be between 1 and {MAX_BOOKING_DAYS}"),
+            );
         }
         if let Some(follow_ups) = &self.follow_ups {
             v.check(
@@ -292,6 +310,7 @@ pub fn agent_message(m: &agents::Model) -> Agent {
             enabled: booking.enabled,
             link: booking.link,
             instructions: booking.instructions,
+            max_days_ahead: booking.max_days_ahead,
         }),
         follow_ups: Some(FollowUps {
             enabled: follow_ups.enabled,

@@ -4,6 +4,7 @@ pub mod faqs;
 pub mod fields;
 pub mod search;
 pub mod service;
+pub mod tier;
 pub mod tools;
 
 use sea_orm::ConnectionTrait;

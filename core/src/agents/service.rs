@@ -22,7 +22,9 @@ use tonic::{Request, Response, Status};
 use super::{
     faqs,
     fields::{self, AgentFields, agent_message, bot_config_message},
-    find, search, tools,
+    find, search,
+    tier::{self, TierModels},
+    tools,
 };
 use crate::{
     access::AccountId,
@@ -45,6 +47,8 @@ pub struct AgentsService {
     pub(super) sealer: Sealer,
     pub(super) policy: OutboundPolicy,
     pub(super) retrieval: Arc<Retrieval>,
+    /// The models each tier may name on the server's key.
+    tiers: TierModels,
 }
 
 impl AgentsService {
@@ -54,6 +58,7 @@ impl AgentsService {
         sealer: Sealer,
         policy: OutboundPolicy,
         retrieval: Arc<Retrieval>,
+        tiers: TierModels,
     ) -> Self {
         Self {
             db,
@@ -61,6 +66,7 @@ impl AgentsService {
             sealer,
             policy,
             retrieval,
+            tiers,
         }
     }
 }
@@ -99,9 +105,18 @@ pub async fn update(
 }
 
 impl AgentsService {
+    async fn create(&self, account_id: &AccountId, fields: AgentFields) -> ApiResult<agents::Model> {
+        let txn = crate::store::begin_write(&self.db).await?;
+        let agent = create(&txn, account_id, fields, self.clock.now()).await?;
+        tier::check_model(&txn, account_id, &agent, &self.tiers).await?;
+        txn.commit().await?;
+        Ok(agent)
+    }
+
     async fn update(&self, account_id: &AccountId, agent_id: &str, fields: AgentFields) -> ApiResult<agents::Model> {
         let txn = crate::store::begin_write(&self.db).await?;
         let agent = update(&txn, account_id, agent_id, fields, self.clock.now()).await?;
+        tier::check_model(&txn, account_id, &agent, &self.tiers).await?;
         txn.commit().await?;
         Ok(agent)
     }
@@ -188,7 +203,7 @@ impl Agents for AgentsService {
     async fn create_agent(&self, request: Request<CreateAgentRequest>) -> Result<Response<AgentAnswer>, Status> {
         let account_id = account_of(&request)?;
         let fields = AgentFields::from(request.into_inner());
-        Ok(answer(&create(&self.db, &account_id, fields, self.clock.now()).await?))
+        Ok(answer(&self.create(&account_id, fields).await?))
     }
 
     async fn get_agent(&self, request: Request<GetAgentRequest>) -> Result<Response<AgentAnswer>, Status> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::knobs::parse_positive_duration;
+use crate::{agents::tier::TierModels, knobs::parse_positive_duration};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProviderKind {
@@ -75,6 +75,34 @@ pub struct ModelConfig {
     #[arg(long = "reply-time-limit", env = "FRONTDESK_REPLY_TIME_LIMIT", default_value = "60s", value_parser = parse_positive_duration)]
     pub reply_time_limit: Duration,
 
+    /// The Claude models a `mini` agent may name on the server's key, comma-separated; the first is the
+    /// tier's default. On an account's own key any model may be named.
+    #[arg(
+        long = "models-mini",
+        env = "FRONTDESK_MODELS_MINI",
+        value_delimiter = ',',
+        default_value = "claude-haiku-4-5"
+    )]
+    pub models_mini: Vec<String>,
+
+    /// The Claude models a `max` agent may name on the server's key, comma-separated; the first is the default.
+    #[arg(
+        long = "models-max",
+        env = "FRONTDESK_MODELS_MAX",
+        value_delimiter = ',',
+        default_value = "claude-sonnet-4-5,claude-haiku-4-5"
+    )]
+    pub models_max: Vec<String>,
+
+    /// The Claude models a `pro` agent may name on the server's key, comma-separated; the first is the default.
+    #[arg(
+        long = "models-pro",
+        env = "FRONTDESK_MODELS_PRO",
+        value_delimiter = ',',
+        default_value = "claude-sonnet-4-5,claude-opus-4-5,claude-haiku-4-5"
+    )]
+    pub models_pro: Vec<String>,
+
     /// Tokens of instructions, knowledge and conversation a model is sent at most (counted as characters / 4).
     #[arg(long = "model-context-tokens", env = "FRONTDESK_MODEL_CONTEXT_TOKENS", default_value_t = 8_000, value_parser = clap::value_parser!(u32).range(500..=1_000_000))]
     pub context_tokens: u32,
@@ -86,6 +114,22 @@ impl ModelConfig {
         if self.provider == ProviderKind::Anthropic && self.anthropic_api_key.is_none() {
             anyhow::bail!("FRONTDESK_MODEL_PROVIDER=anthropic needs ANTHROPIC_API_KEY");
         }
-        Ok(())
+        self.tiers().check()
+    }
+
+    /// The models each tier may name on the server's key.
+    pub fn tiers(&self) -> TierModels {
+        let list = |models: &[String]| -> Vec<String> {
+            models
+                .iter()
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty())
+                .collect()
+        };
+        TierModels {
+            mini: list(&self.models_mini),
+            max: list(&self.models_max),
+            pro: list(&self.models_pro),
+        }
     }
 }

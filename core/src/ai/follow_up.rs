@@ -1,6 +1,7 @@
 //! Follow-ups: when an agent's `follow_ups` are enabled, a contact who has not answered the agent's reply within
-//! `delay_minutes` gets the configured `message` (free), or without one a nudge the model writes (charged at
-//! the agent's tier; the local provider says a fixed sentence of the agent's language, free), up to
+//! `delay_minutes` gets the configured `message` (free), or without one a nudge the model writes (its price
+//! held before the model is asked and charged at the agent's tier; the local provider says a fixed sentence of
+//! the agent's language, free), up to
 //! `max_count` times. The reply that answered the contact enqueues the conversation's follow-up job (its key is
 //! the conversation's) and records the contact's message count it answered (`follow_up_seq`); any message
 //! from the contact moves the count past it, which ends the follow-ups. Each follow-up is stored in one
@@ -19,10 +20,11 @@ use serde::{Deserialize, Serialize};
 use super::{phrases, providers::Providers, reply};
 use crate::{
     access::AccountId,
+    accounts::holds,
     agents::fields::FollowUpSettings,
     clock::Clock,
     conversations::replies,
-    error::ApiResult,
+    error::{ApiResult, Reason},
     jobs::{self, Class, Handler, Job, JobArgs, NewJob, OnConflict, Outcome, Wake},
     store::{
         self,
@@ -152,38 +154,90 @@ impl FollowUp {
         if !due(&conversation, &settings) || !agent_spoke_last(&self.db, &conversation).await? {
             return Ok(());
         }
-        // The configured message is free; a nudge the model writes is charged at the agent's tier.
-        let (text, cost) = if !settings.message.trim().is_empty() {
-            (settings.message.trim().to_owned(), 0)
+        // The configured message is free; a nudge the model writes is charged at the agent's tier, its price
+        // held before the model is asked (no credits: no call, and the follow-ups end quietly).
+        let (text, hold) = if !settings.message.trim().is_empty() {
+            (settings.message.trim().to_owned(), None)
         } else {
             let chosen = self.providers.for_reply(account_id, &agent).await?;
+            let cost = crate::agents::tier::reply_cost(&agent.ai_tier, chosen.own_key);
+            let hold = if chosen.provider.is_model() && cost > 0 {
+                let key = hold_key(&conversation);
+                if !self.hold(account_id, &key, cost).await? {
+                    return Ok(());
+                }
+                Some((key, cost))
+            } else {
+                None
+            };
             let history = reply::history(&self.db, &conversation).await?;
             let profile = reply::profile(&agent);
             match chosen.provider.nudge(&profile, &history).await {
-                Some(text) => (text, reply::reply_cost(&agent.ai_tier, chosen.own_key)),
-                None => (phrases::of(&agent.language).nudge.to_owned(), 0),
+                Some(text) => (text, hold),
+                None => {
+                    if let Some((key, _)) = &hold {
+                        holds::release_or_log(&self.db, key).await;
+                    }
+                    (phrases::of(&agent.language).nudge.to_owned(), None)
+                }
             }
         };
+        let sent = self.store(&conversation, &agent, &settings, &text, hold.as_ref()).await;
+        if let (Ok(false) | Err(_), Some((key, _))) = (&sent, &hold) {
+            holds::release_or_log(&self.db, key).await;
+        }
+        sent.map(drop)
+    }
+
+    /// Holds a written nudge's price; `false` when the balance does not cover it.
+    async fn hold(&self, account_id: &AccountId, key: &str, cost: i64) -> ApiResult<bool> {
+        let hold = holds::Hold {
+            account_id,
+            key,
+            amount_milli: cost,
+            purpose: holds::Purpose::FollowUp,
+            lasts: self.providers.hold_time(),
+            at_once: None,
+        };
+        match holds::hold(&self.db, &hold, self.clock.now()).await {
+            Ok(()) => Ok(true),
+            Err(err) if err.reason == Reason::InsufficientCredits => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Stores the follow-up with its delivery, its charge (settling `hold`) and the next one's job, unless
+    /// the conversation moved meanwhile; whether it was stored.
+    async fn store(
+        &self,
+        conversation: &conversations::Model,
+        agent: &agents::Model,
+        settings: &FollowUpSettings,
+        text: &str,
+        hold: Option<&(String, i64)>,
+    ) -> ApiResult<bool> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
-        let Some(current) = reply::locked(&txn, &conversation).await? else {
-            return Ok(());
+        let Some(current) = reply::locked(&txn, conversation).await? else {
+            return Ok(false);
         };
         // Nothing moved since the read: no message from the contact, no new reply restarting the count.
-        let unchanged = due(&current, &settings)
+        let unchanged = due(&current, settings)
             && current.agent_id == agent.id
             && current.inbound_seq == conversation.inbound_seq
             && current.follow_up_seq == conversation.follow_up_seq
             && current.follow_ups_sent == conversation.follow_ups_sent;
         // A person who wrote while the nudge was being written has the thread.
         if !unchanged || !agent_spoke_last(&txn, &current).await? {
-            return Ok(());
+            return Ok(false);
         }
-        if cost > 0 && !reply::charge(&txn, &current, cost, &super::provider::Basis::FollowUp, now).await? {
-            // No credits for a written nudge: the follow-ups end quietly (a person sees the thread as it is).
-            return Ok(());
+        if let Some((key, cost)) = hold
+            && !reply::charge(&txn, &current, Some(key), *cost, &super::provider::Basis::FollowUp, now).await?
+        {
+            // The balance was spent meanwhile (the hold expired): the follow-ups end quietly.
+            return Ok(false);
         }
-        reply::send(&txn, &current, &text, self.send_attempts, now).await?;
+        reply::send(&txn, &current, text, self.send_attempts, now).await?;
         let sent = current.follow_ups_sent + 1;
         conversations::Entity::update_many()
             .col_expr(conversations::Column::FollowUpsSent, Expr::value(sent))
@@ -191,13 +245,22 @@ impl FollowUp {
             .exec(&txn)
             .await?;
         if sent < settings.max_count {
-            jobs::enqueue(&txn, job(&current, &settings, now), now).await?;
+            jobs::enqueue(&txn, job(&current, settings, now), now).await?;
         }
         txn.commit().await?;
         self.wake.notify();
         metrics::counter!("frontdesk_ai_follow_ups_total").increment(1);
-        Ok(())
+        Ok(true)
     }
+}
+
+/// The key of a follow-up's hold: the conversation, the reply it follows and how many went out since, so
+/// a follow-up run again after a crash takes the same hold.
+fn hold_key(conversation: &conversations::Model) -> String {
+    format!(
+        "follow_up:{}:{}:{}",
+        conversation.id, conversation.follow_up_seq, conversation.follow_ups_sent
+    )
 }
 
 #[cfg(test)]

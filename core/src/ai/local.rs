@@ -213,7 +213,7 @@ mod tests {
         booking.agent.booking = BookingSettings {
             enabled: true,
             link: "https://cal.example/acme".into(),
-            instructions: String::new(),
+            ..BookingSettings::default()
         };
         match local.decide_now(&booking) {
             Decision::Answer { text, basis } => {

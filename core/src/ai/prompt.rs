@@ -12,13 +12,20 @@ use super::{
 const CHARS_PER_TOKEN: usize = 4;
 /// The share of the budget the knowledge passages may take; the conversation gets the rest.
 const PASSAGE_SHARE: f64 = 0.5;
+/// The share of the budget the tools' declarations may take.
+const TOOL_SHARE: f64 = 0.4;
 /// The most of one passage's answer the model reads.
 const PASSAGE_CHARS: usize = 2_000;
 
-/// The request for `context`: `budget` tokens at most for the instructions, knowledge and messages.
+/// The request for `context`: `budget` tokens at most for the tools' declarations, the instructions, the
+/// knowledge and the messages. The tools take at most `TOOL_SHARE` of it, in their order (the built-ins
+/// first); those that do not fit are left out of the request.
 pub fn request(context: &Context, tools: Vec<ToolSpec>, model: &str, budget: usize, max_tokens: u32) -> ChatRequest {
+    let chars = budget * CHARS_PER_TOKEN;
+    let tools = fitting(tools, (chars as f64 * TOOL_SHARE) as usize);
+    let declared: usize = tools.iter().map(ToolSpec::size).sum();
     let profile = profile(context, !tools.is_empty());
-    let room = (budget * CHARS_PER_TOKEN).saturating_sub(profile.len());
+    let room = chars.saturating_sub(declared).saturating_sub(profile.len());
     let knowledge = knowledge(context, (room as f64 * PASSAGE_SHARE) as usize);
     let messages = messages(context, room.saturating_sub(knowledge.len()));
     ChatRequest {
@@ -28,6 +35,27 @@ pub fn request(context: &Context, tools: Vec<ToolSpec>, model: &str, budget: usi
         tools,
         max_tokens,
     }
+}
+
+/// The first tools whose declarations fit in `room` characters.
+fn fitting(tools: Vec<ToolSpec>, room: usize) -> Vec<ToolSpec> {
+    let mut used = 0;
+    let total = tools.len();
+    let kept: Vec<ToolSpec> = tools
+        .into_iter()
+        .take_while(|tool| {
+            used += tool.size();
+            used <= room
+        })
+        .collect();
+    if kept.len() < total {
+        tracing::warn!(
+            kept = kept.len(),
+            left_out = total - kept.len(),
+            "the agent's tools do not fit in the model's token budget (FRONTDESK_MODEL_CONTEXT_TOKENS); the last are left out"
+        );
+    }
+    kept
 }
 
 fn profile(context: &Context, has_tools: bool) -> String {
@@ -228,6 +256,38 @@ mod tests {
         assert_eq!(request.max_tokens, 512);
     }
 
+    /// Characters of the tools' declarations, the instructions and the messages.
+    fn sent_chars(request: &ChatRequest) -> usize {
+        let messages: usize = request
+            .messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::User(t) | ChatMessage::Assistant { text: t, .. } => t.len(),
+                ChatMessage::ToolResults(_) => 0,
+            })
+            .sum();
+        request.tools.iter().map(ToolSpec::size).sum::<usize>() + request.system.len() + messages
+    }
+
+    #[test]
+    fn tools_count_in_the_budget_and_those_past_their_share_are_left_out() {
+        let tool = |n: usize| ToolSpec {
+            name: format!("tool_{n}"),
+            description: "d".repeat(1_000),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let tools: Vec<ToolSpec> = (0..10).map(tool).collect();
+        let request = request(&context(), tools, "m", 2_000, 512);
+        // 8,000 characters in all, 3,200 of them for tools of ~1,030 each: three fit.
+        let names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["tool_0", "tool_1", "tool_2"]);
+        assert!(
+            sent_chars(&request) <= 2_000 * CHARS_PER_TOKEN,
+            "{}",
+            sent_chars(&request)
+        );
+    }
+
     #[test]
     fn a_small_budget_drops_the_oldest_turns_and_the_lowest_passages() {
         let mut context = context();
@@ -235,16 +295,11 @@ mod tests {
             .history
             .insert(0, turn(Speaker::Contact, &"old words ".repeat(500)));
         let request = request(&context, Vec::new(), "m", 250, 512);
-        let chars: usize = request.system.len()
-            + request
-                .messages
-                .iter()
-                .map(|m| match m {
-                    ChatMessage::User(t) | ChatMessage::Assistant { text: t, .. } => t.len(),
-                    ChatMessage::ToolResults(_) => 0,
-                })
-                .sum::<usize>();
-        assert!(chars <= 250 * CHARS_PER_TOKEN, "{chars}");
+        assert!(
+            sent_chars(&request) <= 250 * CHARS_PER_TOKEN,
+            "{}",
+            sent_chars(&request)
+        );
         assert!(!format!("{:?}", request.messages).contains("old words"));
         assert_eq!(
             request.messages.last(),

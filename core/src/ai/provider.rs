@@ -83,6 +83,11 @@ pub enum HandoffReason {
 }
 
 impl HandoffReason {
+    /// Whether a model chose it, having been asked: such a handoff costs the tier as an answer would.
+    pub fn is_models_choice(&self) -> bool {
+        matches!(self, Self::NoConfidentAnswer | Self::ToolRounds | Self::Requested(_))
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             Self::NoConfidentAnswer => "no_confident_answer",
@@ -160,8 +165,9 @@ pub trait ModelProvider: Send + Sync {
     /// `local`, `anthropic`, `openai`.
     fn name(&self) -> &'static str;
 
-    /// Whether it calls tools (the reply loads them only then).
-    fn uses_tools(&self) -> bool {
+    /// Whether a model behind a network call answers: asking it costs the operator money (its price is held
+    /// against the account's credits first) and it may call tools (a reply loads them only then).
+    fn is_model(&self) -> bool {
         false
     }
 

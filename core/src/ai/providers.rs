@@ -1,10 +1,10 @@
 //! Which provider answers a reply: the account's own (`PUT /v1/model-provider`) when it connected one, else
-//! the server's (`FRONTDESK_MODEL_PROVIDER`), else the local one. An agent's `anthropic_model` names the
-//! Claude model wherever Anthropic answers and the account's own connection names none. An account's own
-//! base URL is a customer's URL: it is called through the outbound policy's client (no private addresses
-//! unless allowed, no redirects); the server's are the operator's and are called as configured.
+//! the server's (`FRONTDESK_MODEL_PROVIDER`), else the local one. On the server's key the agent's tier decides
+//! its Claude model (`agents::tier`); on the account's own key the connection's model, else the agent's. An
+//! account's own base URL is a customer's URL: it is called through the outbound policy's client (no private
+//! addresses unless allowed, no redirects); the server's are the operator's and are called as configured.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use sea_orm::{DatabaseConnection, EntityTrait};
 
@@ -17,6 +17,7 @@ use super::{
 };
 use crate::{
     access::AccountId,
+    agents::tier::TierModels,
     error::ApiResult,
     integrations::outbound::OutboundPolicy,
     knowledge::import::pairs::PairWriter,
@@ -28,6 +29,8 @@ use crate::{
 const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 const OPENAI_MODEL: &str = "gpt-4o-mini";
+/// What a hold of a model's work lasts beyond the reply's time limit: reading tools and storing the reply.
+const HOLD_MARGIN: Duration = Duration::from_secs(120);
 
 fn vendor_base_url(kind: ProviderKind) -> &'static str {
     if kind == ProviderKind::Anthropic {
@@ -48,6 +51,7 @@ pub struct Providers {
     db: DatabaseConnection,
     sealer: Sealer,
     config: ModelConfig,
+    tiers: TierModels,
     limits: ReplyLimits,
     local: Arc<LocalModel>,
     /// For the server's providers.
@@ -74,6 +78,7 @@ impl Providers {
             guarded_client: policy.client(config.call_timeout)?,
             db,
             sealer,
+            tiers: config.tiers(),
             config,
             limits,
             local: Arc::new(LocalModel::default()),
@@ -120,10 +125,7 @@ impl Providers {
                     base_url: base_url.unwrap_or(&self.config.anthropic_base_url).to_owned(),
                     api_key,
                 }),
-                model
-                    .or(agent.map(|a| a.anthropic_model.as_str()).filter(|m| !m.is_empty()))
-                    .unwrap_or(&self.config.anthropic_model)
-                    .to_owned(),
+                model.map_or_else(|| self.claude_model(agent), str::to_owned),
             ),
         };
         Arc::new(RemoteProvider {
@@ -131,6 +133,26 @@ impl Providers {
             model,
             limits: self.limits,
         })
+    }
+
+    /// How long a model's work is held against credits: a reply's time limit, and time to store it.
+    pub fn hold_time(&self) -> Duration {
+        self.config.reply_time_limit + HOLD_MARGIN
+    }
+
+    /// The Claude model of work on the server's key: of an agent, the first of its own model and the
+    /// server's default that its tier allows, else the tier's default; of other work, the server's default.
+    fn claude_model(&self, agent: Option<&agents::Model>) -> String {
+        match agent {
+            Some(agent) => self
+                .tiers
+                .pick(
+                    &agent.ai_tier,
+                    &[agent.anthropic_model.as_str(), self.config.anthropic_model.as_str()],
+                )
+                .to_owned(),
+            None => self.config.anthropic_model.clone(),
+        }
     }
 
     /// The account's model-backed provider (its own, else the server's), or `None` when only the local one
@@ -157,9 +179,11 @@ impl Providers {
                     let base_url = Some(own.base_url.as_str())
                         .filter(|u| !u.is_empty())
                         .unwrap_or(vendor_base_url(kind));
+                    // Any model on the account's own key: its own connection's, else the agent's.
                     let model = Some(own.model.as_str())
                         .filter(|m| !m.is_empty())
-                        .or((kind == ProviderKind::Openai).then_some(OPENAI_MODEL));
+                        .or((kind == ProviderKind::Openai).then_some(OPENAI_MODEL))
+                        .or(agent.map(|a| a.anthropic_model.as_str()).filter(|m| !m.is_empty()));
                     let provider = self.remote(kind, key, Some(base_url), model, agent, &self.guarded_client);
                     return Ok(Some((provider, true)));
                 }
@@ -187,6 +211,20 @@ impl Providers {
 
 #[async_trait::async_trait]
 impl PairWriter for Providers {
+    async fn writes_for(&self, account_id: &AccountId) -> bool {
+        match self.remote_for(account_id, None).await {
+            Ok(found) => found.is_some(),
+            Err(err) => {
+                tracing::warn!(account = %account_id, error = %err.message, "the account's model provider could not be read; the sections stay FAQs as they are");
+                false
+            }
+        }
+    }
+
+    fn time_limit(&self) -> Duration {
+        self.hold_time()
+    }
+
     async fn pairs(&self, account_id: &AccountId, heading: &str, text: &str) -> Option<Vec<(String, String)>> {
         match self.remote_for(account_id, None).await {
             Ok(Some((provider, _))) => provider.write_pairs(heading, text).await,

@@ -1,6 +1,6 @@
 //! A provider backed by a chat model (`anthropic`, `openai`): the context becomes a prompt, the model answers
-//! or calls tools, the tools' answers go back, for at most `MAX_TOOL_ROUNDS` rounds and `limits.per_reply`
-//! in all. A failed call is tried four times (waits of 1, 2 and 4 s +-20%, or the provider's `retry-after`
+//! or calls tools (at most `MAX_CALLS_PER_ROUND` of them made per round), the tools' answers go back, for at
+//! most `MAX_TOOL_ROUNDS` rounds and `limits.per_reply` in all. A failed call is tried four times (waits of 1, 2 and 4 s +-20%, or the provider's `retry-after`
 //! when it asks for longer, within the reply's time); then the conversation goes to a person with
 //! `model_unavailable`. Nothing here touches the database but the tools, each in its own short transaction.
 
@@ -29,6 +29,9 @@ const NUDGE: &str = "\nThe customer has not answered your last message for a whi
 
 /// Rounds of tool calls a reply may make; a model that still calls tools after them is handed off.
 pub const MAX_TOOL_ROUNDS: usize = 5;
+/// Tool calls of one round that are made; the model's further calls of the round are answered
+/// `limit_reached` without being made.
+pub const MAX_CALLS_PER_ROUND: usize = 8;
 /// Tries of one call.
 const ATTEMPTS: u32 = 4;
 /// The wait before the second try; it doubles for each further one.
@@ -67,7 +70,7 @@ impl ModelProvider for RemoteProvider {
         self.chat.protocol()
     }
 
-    fn uses_tools(&self) -> bool {
+    fn is_model(&self) -> bool {
         true
     }
 
@@ -126,7 +129,15 @@ impl ModelProvider for RemoteProvider {
                 return handoff(HandoffReason::ToolRounds);
             }
             let mut results = Vec::with_capacity(answer.calls.len());
-            for call in &answer.calls {
+            for (n, call) in answer.calls.iter().enumerate() {
+                if n >= MAX_CALLS_PER_ROUND {
+                    results.push(ToolResult {
+                        call_id: call.id.clone(),
+                        content: format!("limit_reached: at most {MAX_CALLS_PER_ROUND} tool calls per round"),
+                        is_error: true,
+                    });
+                    continue;
+                }
                 let left = deadline.saturating_duration_since(Instant::now());
                 let outcome = tokio::time::timeout(left, tools.call(call))
                     .await

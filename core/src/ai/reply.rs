@@ -1,7 +1,10 @@
 //! The `agent_reply` job: answers what a conversation's counts say is unanswered. It reads the conversation,
 //! the agent, the latest messages and the knowledge passages for the question, asks the provider (no
 //! transaction is held meanwhile), and stores the outcome in one transaction: the reply (or the handoff
-//! sentence and the handoff), its delivery job, the charge, and "answered up to here". That transaction goes
+//! sentence and the handoff), its delivery job, the charge, and "answered up to here". A model is asked only
+//! once the reply's price is held against the account's credits (`accounts::holds`); without the credits the
+//! reply is the handoff sentence (`insufficient_credits`) and no model or tool is called. The store settles
+//! the hold (an answer, or a handoff the model chose) or releases it (`model_unavailable`). That transaction goes
 //! ahead only if nothing answered the conversation meanwhile (the answered count is the one read) and it is
 //! still open, not handed off and with the same agent: a person's send, a handoff or another worker's reply
 //! made meanwhile wins. A crash anywhere leaves either nothing (the job runs again) or the whole reply (the
@@ -23,7 +26,8 @@ use super::{
 use crate::error::Reason;
 use crate::{
     access::AccountId,
-    agents::fields::BookingSettings,
+    accounts::holds,
+    agents::{fields::BookingSettings, tier::reply_cost},
     clock::Clock,
     conversations::{
         new_message::{self, NewMessage},
@@ -56,26 +60,31 @@ const BURST_SEARCHES: usize = 5;
 /// Wait before running again after a database error.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 
-/// What a reply costs at each tier, in milli-credits.
-pub fn tier_cost(tier: &str) -> i64 {
-    match tier {
-        "pro" => 1_000,
-        "max" => 250,
-        _ => 150,
-    }
-}
-
-/// What a reply costs: its tier's price, nothing for a pro reply on the account's own model key.
-pub fn reply_cost(tier: &str, own_key: bool) -> i64 {
-    if own_key && tier == "pro" { 0 } else { tier_cost(tier) }
-}
-
-/// What the provider decided, and on whose key.
+/// What the provider decided, and how the reply pays for it.
 struct Decided {
     decision: Decision,
     had_text: bool,
-    own_key: bool,
+    payment: Payment,
     provider: &'static str,
+}
+
+/// How a reply pays its tier.
+enum Payment {
+    /// Nothing to pay: a pro reply on the account's own key.
+    Free,
+    /// The local provider (no model is paid): an answer is charged when it is stored, a handoff is free.
+    OnAnswer { cost: i64 },
+    /// A model was asked under this hold: what the model decided is charged (but `model_unavailable`).
+    Held { key: String, cost: i64 },
+}
+
+impl Payment {
+    fn hold_key(&self) -> Option<&str> {
+        match self {
+            Self::Held { key, .. } => Some(key),
+            _ => None,
+        }
+    }
 }
 
 pub struct AgentReply {
@@ -121,8 +130,30 @@ impl AgentReply {
         let started = std::time::Instant::now();
         let chosen = self.providers.for_reply(account_id, &read.agent).await?;
         let provider = chosen.provider.as_ref();
+        let cost = reply_cost(&read.agent.ai_tier, chosen.own_key);
+        let payment = match (cost, provider.is_model()) {
+            (0, _) => Payment::Free,
+            (cost, false) => Payment::OnAnswer { cost },
+            (cost, true) => {
+                let key = hold_key(&read.conversation);
+                match self.hold(account_id, &key, cost).await {
+                    Ok(()) => Payment::Held { key, cost },
+                    // No hold, no call: no model, no tool.
+                    Err(err) if err.reason == Reason::InsufficientCredits => {
+                        let decided = Decided {
+                            decision: insufficient(&read.agent),
+                            had_text: true,
+                            payment: Payment::Free,
+                            provider: provider.name(),
+                        };
+                        return self.store(&read, decided).await;
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+        };
         let context = self.context(&read).await?;
-        let decision = if provider.uses_tools() {
+        let decision = if provider.is_model() {
             let tools = self.tools.for_reply(&read.conversation, &read.agent).await?;
             provider.decide(&context, &tools).await
         } else {
@@ -133,10 +164,23 @@ impl AgentReply {
         let decided = Decided {
             decision,
             had_text: !context.question.trim().is_empty(),
-            own_key: chosen.own_key,
+            payment,
             provider: provider.name(),
         };
         self.store(&read, decided).await
+    }
+
+    /// Holds a model-written reply's price for as long as the reply may take, and then some.
+    async fn hold(&self, account_id: &AccountId, key: &str, cost: i64) -> ApiResult<()> {
+        let hold = holds::Hold {
+            account_id,
+            key,
+            amount_milli: cost,
+            purpose: holds::Purpose::Reply,
+            lasts: self.providers.hold_time(),
+            at_once: None,
+        };
+        holds::hold(&self.db, &hold, self.clock.now()).await
     }
 
     /// The conversation and its agent, when it has messages the agent must answer.
@@ -237,30 +281,40 @@ impl AgentReply {
         })
     }
 
-    /// Stores the decision, unless the conversation was answered, handed off or closed meanwhile.
+    /// Stores the decision, unless the conversation was answered, handed off or closed meanwhile (then the
+    /// reply's hold is released: nothing was said, nothing is charged).
     async fn store(&self, read: &Read, decided: Decided) -> ApiResult<()> {
+        let hold = decided.payment.hold_key().map(str::to_owned);
+        let stored = self.store_decided(read, decided).await?;
+        if !stored && let Some(key) = hold {
+            holds::release_or_log(&self.db, &key).await;
+        }
+        Ok(())
+    }
+
+    /// Whether the decision was stored.
+    async fn store_decided(&self, read: &Read, decided: Decided) -> ApiResult<bool> {
         let Decided {
             decision,
             had_text,
-            own_key,
+            payment,
             provider,
         } = decided;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
         let Some(conversation) = locked(&txn, &read.conversation).await? else {
-            return Ok(());
+            return Ok(false);
         };
         let still_ours = replies::answers(&conversation)
             && conversation.agent_id == read.agent.id
             && conversation.ai_answered_seq == read.conversation.ai_answered_seq;
         if !still_ours {
-            return Ok(());
+            return Ok(false);
         }
         // The text to send, and whether it answers (follow-ups start from an answer, not a handoff).
         let charged = match decision {
             Decision::Answer { text, basis } => {
-                let cost = reply_cost(&read.agent.ai_tier, own_key);
-                if cost == 0 || charge(&txn, &conversation, cost, &basis, now).await? {
+                if pay(&txn, &conversation, &payment, &basis, now).await? {
                     Some((text, true))
                 } else {
                     let sentence = super::phrases::of(&read.agent.language).handoff;
@@ -270,10 +324,21 @@ impl AgentReply {
                 }
             }
             Decision::Handoff { text, reason } => {
+                match &payment {
+                    // The model was asked and chose the handoff: it costs what an answer would. A balance
+                    // spent meanwhile (a hold that expired) leaves it free; the handoff stands.
+                    Payment::Held { .. } if reason.is_models_choice() => {
+                        pay(&txn, &conversation, &payment, &Basis::Model, now).await?;
+                    }
+                    _ => release(&txn, &payment).await?,
+                }
                 hand_off(&txn, &conversation, &reason, now).await?;
                 Some((text, false))
             }
-            Decision::Silent => None,
+            Decision::Silent => {
+                release(&txn, &payment).await?;
+                None
+            }
         };
         if let Some((text, answered)) = charged {
             send(&txn, &conversation, &text, self.send_attempts, now).await?;
@@ -286,8 +351,46 @@ impl AgentReply {
         self.wake.notify();
         metrics::counter!("frontdesk_ai_replies_total", "provider" => provider, "text" => if had_text { "yes" } else { "no" })
             .increment(1);
-        Ok(())
+        Ok(true)
     }
+}
+
+/// The key of a reply's hold: the conversation and the point it answers from (which moves only when a reply
+/// is stored), so a reply run again after a crash takes the same hold.
+fn hold_key(conversation: &conversations::Model) -> String {
+    format!("reply:{}:{}", conversation.id, conversation.ai_answered_seq)
+}
+
+/// The handoff of a reply the balance does not cover.
+fn insufficient(agent: &agents::Model) -> Decision {
+    Decision::Handoff {
+        text: super::phrases::of(&agent.language).handoff.to_owned(),
+        reason: HandoffReason::InsufficientCredits,
+    }
+}
+
+/// Pays the reply in its transaction: settles its hold, or debits an answer of the local provider; `false`
+/// when the balance does not cover it.
+async fn pay(
+    txn: &DatabaseTransaction,
+    conversation: &conversations::Model,
+    payment: &Payment,
+    basis: &Basis,
+    now: DateTime<Utc>,
+) -> ApiResult<bool> {
+    match payment {
+        Payment::Free => Ok(true),
+        Payment::OnAnswer { cost } => charge(txn, conversation, None, *cost, basis, now).await,
+        Payment::Held { key, cost } => charge(txn, conversation, Some(key), *cost, basis, now).await,
+    }
+}
+
+/// Releases the reply's hold in its transaction, when it has one.
+async fn release(txn: &DatabaseTransaction, payment: &Payment) -> ApiResult<()> {
+    if let Some(key) = payment.hold_key() {
+        holds::release(txn, key).await?;
+    }
+    Ok(())
 }
 
 /// The conversation's latest messages, oldest first.
@@ -319,11 +422,12 @@ pub(super) async fn locked(
     conversations::Entity::find_by_id(read.id.as_str()).one(txn).await
 }
 
-/// Debits the reply's cost (ledger entry `ai_reply: <basis>` naming the conversation); `false` when the
-/// balance does not cover it.
+/// Debits the reply's cost (ledger entry `ai_reply: <basis>` naming the conversation), settling its hold when
+/// it had one; `false` when the balance does not cover it.
 pub(super) async fn charge(
     txn: &DatabaseTransaction,
     conversation: &conversations::Model,
+    hold: Option<&str>,
     cost: i64,
     basis: &Basis,
     now: DateTime<Utc>,
@@ -336,15 +440,15 @@ pub(super) async fn charge(
         Basis::Model => "ai_reply: model".to_owned(),
         Basis::FollowUp => "ai_reply: follow-up".to_owned(),
     };
-    let debit = crate::accounts::store::adjust_credits_in(
-        txn,
-        &AccountId::of_row(&conversation.account_id),
-        -cost,
-        &reason,
-        Some(&conversation.id),
-        now,
-    )
-    .await;
+    let account_id = AccountId::of_row(&conversation.account_id);
+    let debit = match hold {
+        Some(key) => holds::settle(txn, &account_id, key, cost, &reason, Some(&conversation.id), now).await,
+        None => {
+            crate::accounts::store::adjust_credits_in(txn, &account_id, -cost, &reason, Some(&conversation.id), now)
+                .await
+                .map(drop)
+        }
+    };
     match debit {
         Ok(_) => Ok(true),
         Err(err) if err.reason == Reason::InsufficientCredits => Ok(false),

@@ -1,8 +1,8 @@
 //! `POST /v1/summaries`: the recap of a contact's latest closed conversation (else its open one), written by
-//! the account's provider in the agent's language and charged as one AI reply at the agent's tier. The
-//! balance is checked before anything is written; the charge, the recap stored on the contact and
-//! `summary.created` then commit together, and a balance spent meanwhile refuses the lot (402, nothing
-//! charged, nothing stored).
+//! the account's provider in the agent's language and charged as one AI reply at the agent's tier. The price
+//! is held before anything is written (402 when the balance less other holds does not cover it; 429 past
+//! `AT_ONCE` recaps of the account at once); the charge settling the hold, the recap stored on the contact
+//! and `summary.created` then commit together. A recap that fails releases its hold.
 
 use std::sync::Arc;
 
@@ -12,9 +12,9 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOr
 use super::facts;
 use crate::{
     access::AccountId,
-    accounts,
-    agents::fields::DEFAULT_TIER,
-    ai::{providers::Providers, reply::reply_cost},
+    accounts::holds,
+    agents::tier::{DEFAULT_TIER, reply_cost},
+    ai::providers::{Chosen, Providers},
     clock::Clock,
     contacts::{
         address::{E164Phone, Email},
@@ -29,10 +29,21 @@ use crate::{
     timestamps,
 };
 
+/// Recaps of one account written at once; more are refused (429) until one ends.
+pub const AT_ONCE: u64 = 2;
+
 /// Whose conversation is recapped.
 pub enum Subject {
     Phone(E164Phone),
     Email(Email),
+}
+
+/// The recapped conversation, its contact and its agent.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    contact: &'a contacts::Model,
+    conversation: &'a conversations::Model,
+    agent: Option<&'a agents::Model>,
 }
 
 pub struct Recaps {
@@ -64,14 +75,48 @@ impl Recaps {
         let tier = agent.as_ref().map_or(DEFAULT_TIER, |a| a.ai_tier.as_str());
         let chosen = self.providers.for_agent(account_id, agent.as_ref()).await?;
         let cost = reply_cost(tier, chosen.own_key);
-        let balance = accounts::store::find_live(&self.db, account_id.as_str())
-            .await?
-            .credit_milli;
-        if balance < cost {
-            return Err(insufficient(cost));
+        // The price is held before anything is written, and the hold is one of the account's few recaps at
+        // once: a burst of requests neither writes recaps it cannot pay for nor runs the model many times over.
+        let key = format!("summary:{}", crate::ids::base62(16));
+        let hold = holds::Hold {
+            account_id,
+            key: &key,
+            amount_milli: cost,
+            purpose: holds::Purpose::Summary,
+            lasts: self.providers.hold_time(),
+            at_once: Some(AT_ONCE),
+        };
+        holds::hold(&self.db, &hold, self.clock.now())
+            .await
+            .map_err(|err| named(err, cost))?;
+        let target = Target {
+            contact: &contact,
+            conversation: &conversation,
+            agent: agent.as_ref(),
+        };
+        let written = self.write(account_id, &target, &chosen, &key, cost).await;
+        if written.is_err() {
+            holds::release_or_log(&self.db, &key).await;
         }
-        let language = agent.as_ref().map_or("en", |a| a.language.as_str());
-        let facts = facts::gather(&self.db, &conversation, language).await?;
+        written
+    }
+
+    /// Writes the recap and stores it with its charge (settling the hold `key`) and its event.
+    async fn write(
+        &self,
+        account_id: &AccountId,
+        target: &Target<'_>,
+        chosen: &Chosen,
+        key: &str,
+        cost: i64,
+    ) -> ApiResult<Summary> {
+        let Target {
+            contact,
+            conversation,
+            agent,
+        } = *target;
+        let language = agent.map_or("en", |a| a.language.as_str());
+        let facts = facts::gather(&self.db, conversation, language).await?;
         let recap = chosen.provider.recap(&facts).await;
         metrics::counter!("frontdesk_summaries_total", "provider" => chosen.provider.name()).increment(1);
 
@@ -85,17 +130,9 @@ impl Recaps {
             credits_used: cost as f64 / 1_000.0,
         };
         let txn = store::begin_write(&self.db).await?;
-        if cost > 0 {
-            accounts::store::adjust_credits_in(&txn, account_id, -cost, "summary", Some(&conversation.id), now)
-                .await
-                .map_err(|err| {
-                    if err.reason == Reason::InsufficientCredits {
-                        insufficient(cost)
-                    } else {
-                        err
-                    }
-                })?;
-        }
+        holds::settle(&txn, account_id, key, cost, "summary", Some(&conversation.id), now)
+            .await
+            .map_err(|err| named(err, cost))?;
         let stored = contacts::Entity::update_many()
             .col_expr(contacts::Column::Recap, Expr::value(summary.recap.as_str()))
             .col_expr(contacts::Column::RecapAt, Expr::value(now))
@@ -137,7 +174,11 @@ impl Recaps {
     }
 }
 
-fn insufficient(cost: i64) -> ApiError {
+/// A refusal for want of credits, said of a summary.
+fn named(err: ApiError, cost: i64) -> ApiError {
+    if err.reason != Reason::InsufficientCredits {
+        return err;
+    }
     ApiError::new(
         tonic::Code::FailedPrecondition,
         Reason::InsufficientCredits,

@@ -17,7 +17,7 @@ use crate::{
     ai::providers::Providers,
     clock::Clock,
     contacts::address::{E164Phone, Email},
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, Reason},
     requests::account_of,
 };
 
@@ -56,7 +56,17 @@ impl Summaries for SummariesService {
     async fn create_summary(&self, request: Request<CreateSummaryRequest>) -> Result<Response<SummaryAnswer>, Status> {
         let account_id = account_of(&request)?;
         let subject = subject(request.get_ref())?;
-        let summary = self.recaps.create(&account_id, &subject).await?;
+        let summary = self.recaps.create(&account_id, &subject).await.map_err(|err| {
+            let busy = err.reason == Reason::RateLimited;
+            let mut status = Status::from(err);
+            if busy {
+                // A recap takes seconds: one of those running is done by then.
+                status
+                    .metadata_mut()
+                    .insert("retry-after", tonic::metadata::MetadataValue::from_static("5"));
+            }
+            status
+        })?;
         Ok(Response::new(SummaryAnswer {
             success: true,
             summary: Some(summary),

@@ -68,7 +68,7 @@ on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async m
     );
     assert_eq!(
         agent["booking"],
-        json!({"enabled": false, "link": "", "instructions": ""})
+        json!({"enabled": false, "link": "", "instructions": "", "max_days_ahead": 60})
     );
     assert_eq!(
         agent["follow_ups"],
@@ -117,7 +117,7 @@ on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async m
     );
     assert_eq!(
         full["booking"],
-        json!({"enabled": true, "link": "https://cal.example.com/implants", "instructions": "Weekdays"})
+        json!({"enabled": true, "link": "https://cal.example.com/implants", "instructions": "Weekdays", "max_days_ahead": 60})
     );
     assert_eq!(
         full["follow_ups"],
@@ -200,7 +200,22 @@ on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async m
         "GET shows the update"
     );
 
-    // The bot configuration is the narrower view of the same agent.
+    // The bot configuration is the narrower view of the same agent. A tier that may not name the agent's
+    // model on the server's key is refused until the model is cleared.
+    let too_cheap = api
+        .send(
+            "PUT",
+            &format!("/v1/agents/{full_id}/bot-config"),
+            Some(json!({"ai_tier": "mini"})),
+        )
+        .await;
+    assert_invalid(&too_cheap, "anthropic_model", "mini with claude-sonnet-4-5");
+    api.ok(
+        "PUT",
+        &format!("/v1/agents/{full_id}"),
+        Some(json!({"anthropic_model": ""})),
+    )
+    .await;
     let bot = api
         .ok(
             "PUT",
@@ -358,6 +373,8 @@ on_both_databases!(bad_agent_faq_and_tool_input_is_a_precise_400, |db: Db| async
             "booking",
         ),
         (json!({"name": "A", "booking": {"enabled": true}}), "booking"),
+        (json!({"name": "A", "booking": {"max_days_ahead": 366}}), "booking"),
+        (json!({"name": "A", "booking": {"max_days_ahead": -1}}), "booking"),
         (
             json!({"name": "A", "follow_ups": {"enabled": true, "delay_minutes": 10081}}),
             "follow_ups",

@@ -17,6 +17,7 @@ mod kb_files;
 mod kb_imports;
 mod messaging;
 mod meta_channels;
+mod model_spend;
 mod models;
 mod pacing;
 mod platform_access;

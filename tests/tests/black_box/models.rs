@@ -55,7 +55,8 @@ on_both_databases!(anthropic_answers_with_the_agents_context, |db: Db| async mov
     let twilio = FakeTwilio::start().await;
     let model = FakeModel::start().await;
     model.script(|_| (Reply::text("We open at nine, see you soon!"), Duration::ZERO));
-    let server = start(&db, &twilio, &model, "anthropic", &[]).await;
+    let models = [("FRONTDESK_MODELS_PRO", "claude-sonnet-4-5,claude-test-1")];
+    let server = start(&db, &twilio, &model, "anthropic", &models).await;
     let desk = desk(&server, &twilio, json!({"anthropic_model": "claude-test-1"})).await;
     let before = desk.platform.balance().await;
 
@@ -749,8 +750,9 @@ on_both_databases!(
     }
 );
 
-// The process dies after the model's tool call wrote its deal and before the reply was stored: the reply runs
-// again after the restart, the model calls the same tool with the same arguments, and the deal is not made twice.
+// The process dies (SIGKILL) after the model's tool call wrote its deal and before the reply was stored, between
+// the reply's credit hold and its settle: the reply runs again after the restart, the model calls the same tool
+// with the same arguments, the deal is not made twice, and the reply is charged once with its hold settled.
 on_both_databases!(
     a_reply_run_again_does_not_repeat_its_tools_writes,
     |db: Db| async move {
@@ -774,12 +776,13 @@ on_both_databases!(
             (reply, Duration::ZERO)
         });
         let mut server = start(&db, &twilio, &model, "anthropic", &[]).await;
-        let (account_id, key, channel) = {
+        let (account_id, key, channel, before) = {
             let desk = desk(&server, &twilio, json!({})).await;
             (
                 desk.platform.account_id.clone(),
                 desk.platform.key.clone(),
                 desk.channel.clone(),
+                desk.platform.balance().await,
             )
         };
         channel
@@ -808,6 +811,22 @@ on_both_databases!(
         );
         frontdesk_tests::admin::quiesce(&server).await;
         assert_eq!(twilio.sent_to("+15557000060").len(), 1, "one reply");
+        // The first run's hold was taken again by the second, which settled it: one charge, no hold left.
+        assert!(
+            (before - platform.balance().await - 1.0).abs() < 1e-9,
+            "charged once for the reply run twice"
+        );
+        let charges = platform.ok("GET", "/v1/credits", None).await["credits"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["reason"] == "ai_reply: model")
+            .count();
+        assert_eq!(charges, 1);
+        let holds = db
+            .scalar("SELECT COUNT(*) FROM credit_holds WHERE account_id = $1", &account_id)
+            .await;
+        assert_eq!(holds.as_deref(), Some("0"), "the hold is settled");
     }
 );
 

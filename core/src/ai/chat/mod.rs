@@ -51,6 +51,13 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+impl ToolSpec {
+    /// Characters of its declaration as a request carries it (name, description, schema as JSON).
+    pub fn size(&self) -> usize {
+        self.name.len() + self.description.len() + self.parameters.to_string().len()
+    }
+}
+
 /// A call the model asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {

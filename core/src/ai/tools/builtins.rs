@@ -2,12 +2,13 @@
 //! the contact and emits `appointment.booked`), `handoff_to_human`, `create_deal` (source `ai_agent`, linked
 //! to the contact) and `create_task`. Each write is its own short transaction, keyed so that a reply run again
 //! after a failure does not make it twice; what the model gave wrong (a missing title, a time that is not RFC
-//! 3339) goes back to it as a tool error.
+//! 3339 or outside the booking window) goes back to it as a tool error, and so does a write past the limits
+//! (`WRITES_PER_REPLY`, `WRITES_PER_CONVERSATION_DAY`: `limit_reached`).
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, DatabaseTransaction, EntityTrait};
+use sea_orm::{ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -24,6 +25,11 @@ use crate::{
 const REASON_CHARS: usize = 200;
 /// The most characters of a title kept.
 const TITLE_CHARS: usize = 200;
+/// Writes (deals, tasks, appointments) one reply may make: a model steered by a customer's text must not
+/// fill the account with rows.
+pub const WRITES_PER_REPLY: u32 = 10;
+/// Writes one conversation's replies may make in a day.
+pub const WRITES_PER_CONVERSATION_DAY: u64 = 100;
 
 pub const NAMES: &[&str] = &["book_appointment", "handoff_to_human", "create_deal", "create_task"];
 
@@ -78,6 +84,8 @@ pub struct Builtins {
     pub clock: Arc<dyn Clock>,
     pub conversation: conversations::Model,
     pub booking: bool,
+    /// How far ahead `book_appointment` may book.
+    pub booking_days: i32,
     /// Writing calls made so far in this reply, by tool: the n-th call of a tool is the same write in every
     /// run of the reply, whatever words the model chose for it this time.
     pub calls: std::sync::Mutex<std::collections::HashMap<String, u32>>,
@@ -162,12 +170,21 @@ impl Builtins {
     /// process died after the write, before the reply was stored) answers what the first run wrote. The write,
     /// its event and its key commit together.
     async fn write(&self, name: &str, arguments: &Value) -> Result<ToolOutcome, String> {
-        let key = self.effect_key(name);
+        let Some(key) = self.effect_key(name) else {
+            return Err(format!(
+                "limit_reached: at most {WRITES_PER_REPLY} deals, tasks and appointments per reply"
+            ));
+        };
         if let Some(done) = self.recorded(&key).await? {
             return Ok(ToolOutcome::Answer(done));
         }
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await.map_err(unstored)?;
+        if self.written_today(&txn, now).await.map_err(unstored)? >= WRITES_PER_CONVERSATION_DAY {
+            return Err(format!(
+                "limit_reached: at most {WRITES_PER_CONVERSATION_DAY} deals, tasks and appointments per conversation a day"
+            ));
+        }
         let result = match name {
             "book_appointment" => self.book(&txn, arguments, now).await?,
             "create_deal" => self.deal(&txn, arguments, now).await?,
@@ -176,6 +193,7 @@ impl Builtins {
         let effect = tool_effects::Model {
             key: key.clone(),
             account_id: self.conversation.account_id.clone(),
+            conversation_id: self.conversation.id.clone(),
             result: result.clone(),
             created_at: now,
         };
@@ -204,12 +222,27 @@ impl Builtins {
         Ok(found.map(|effect| effect.result))
     }
 
+    /// The writes of the conversation's replies in the day before `now`, counted under the conversation's
+    /// lock (PostgreSQL; SQLite's writer holds the database), so concurrent replies do not both pass the limit.
+    async fn written_today(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<u64, sea_orm::DbErr> {
+        crate::ai::reply::locked(txn, &self.conversation).await?;
+        tool_effects::Entity::find()
+            .filter(tool_effects::Column::ConversationId.eq(self.conversation.id.as_str()))
+            .filter(tool_effects::Column::CreatedAt.gt(now - chrono::Duration::days(1)))
+            .count(txn)
+            .await
+    }
+
     /// The conversation, the point the reply answers from (it moves only when a reply is stored, a person
     /// answers or a handoff ends: not when the contact writes again before a run again), the tool, and which
-    /// of its writing calls in this reply this is.
-    fn effect_key(&self, name: &str) -> String {
+    /// of its writing calls in this reply this is; `None` once the reply made `WRITES_PER_REPLY` writing
+    /// calls.
+    fn effect_key(&self, name: &str) -> Option<String> {
         let nth = {
             let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if calls.values().sum::<u32>() >= WRITES_PER_REPLY {
+                return None;
+            }
             let count = calls.entry(name.to_owned()).or_insert(0);
             *count += 1;
             *count
@@ -218,7 +251,10 @@ impl Builtins {
             "{}\n{}\n{name}\n{nth}",
             self.conversation.id, self.conversation.ai_answered_seq
         );
-        hex::encode(ring::digest::digest(&ring::digest::SHA256, identity.as_bytes()))
+        Some(hex::encode(ring::digest::digest(
+            &ring::digest::SHA256,
+            identity.as_bytes(),
+        )))
     }
 
     async fn book(&self, txn: &DatabaseTransaction, arguments: &Value, now: DateTime<Utc>) -> Result<String, String> {
@@ -226,6 +262,13 @@ impl Builtins {
         let start = time("start_time", &booking.start_time)?;
         if start <= now {
             return Err(format!("start_time {start} is in the past; it is now {now}"));
+        }
+        let window = now + chrono::Duration::days(i64::from(self.booking_days));
+        if start > window {
+            return Err(format!(
+                "start_time {start} is past the booking window: at most {} days ahead, until {window}",
+                self.booking_days
+            ));
         }
         let row = appointments::Model {
             id: format!("apt_{}", crate::ids::base62(16)),

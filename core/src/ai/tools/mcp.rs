@@ -1,6 +1,7 @@
 //! An agent's MCP servers as tools, over the Streamable HTTP transport of the official SDK (`rmcp`), on the
 //! outbound policy's client (the private-address guard at connection time, no redirects) with the server's
-//! declared headers. A server's tool list is kept for `LIST_FRESH` so that a reply that calls none of its
+//! declared headers. What a server lists is bounded (`MAX_PAGES`, `MAX_TOOLS`, `MAX_SCHEMA_BYTES`, answers of
+//! at most a MiB): a server's list goes into every model request of the agent. A server's tool list is kept for `LIST_FRESH` so that a reply that calls none of its
 //! tools costs it nothing; a call opens a session for the reply (initialize, then `tools/call`). A server that
 //! is down, slow or answers garbage drops its tools from that reply, and nothing else.
 
@@ -12,7 +13,7 @@ use std::{
 
 use rmcp::{
     RoleClient, ServiceExt,
-    model::{CallToolRequestParams, ContentBlock},
+    model::{CallToolRequestParams, ContentBlock, PaginatedRequestParams},
     service::RunningService,
     transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
 };
@@ -25,6 +26,15 @@ use crate::store::{entities::mcp_servers, from_json_text};
 const LIST_FRESH: Duration = Duration::from_secs(60);
 /// The longest a server may take to open a session and list its tools, or to answer a call.
 pub const MCP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pages of `tools/list` read from one server; a server that pages on is read no further.
+pub const MAX_PAGES: usize = 5;
+/// Tools kept of one server.
+pub const MAX_TOOLS: usize = 64;
+/// Bytes of the kept tools' names, descriptions and schemas (as JSON) of one server: they go into every
+/// model request of the agent.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// The largest answer read from a server (a page of its list, a call's result).
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 type Session = RunningService<RoleClient, ()>;
 
@@ -63,7 +73,10 @@ impl Server {
             })
             .filter(|(name, _)| !matches!(name.as_str(), "accept" | "mcp-session-id" | "last-event-id"))
             .collect();
-        let config = StreamableHttpClientTransportConfig::with_uri(self.row.url.as_str()).custom_headers(headers);
+        let config = StreamableHttpClientTransportConfig::with_uri(self.row.url.as_str())
+            .custom_headers(headers)
+            .max_json_response_size(MAX_ANSWER_BYTES)
+            .max_sse_event_size(MAX_ANSWER_BYTES);
         let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
         match tokio::time::timeout(MCP_TIMEOUT, ().serve(transport)).await {
             Ok(Ok(session)) => Ok(session),
@@ -72,15 +85,31 @@ impl Server {
         }
     }
 
-    /// The server's tools the agent may call, as declarations.
+    /// The server's tools the agent may call, as declarations: its first `MAX_PAGES` pages of them, at most
+    /// `MAX_TOOLS` and `MAX_SCHEMA_BYTES` of declarations (the rest left out, and logged).
     async fn list(&self, session: &Session) -> Result<Vec<ToolSpec>, String> {
-        let tools = match tokio::time::timeout(MCP_TIMEOUT, session.list_all_tools()).await {
-            Ok(Ok(tools)) => tools,
+        let listed = tokio::time::timeout(MCP_TIMEOUT, async {
+            let mut tools = Vec::new();
+            let mut cursor = None;
+            for _ in 0..MAX_PAGES {
+                let params = PaginatedRequestParams::default().with_cursor(cursor);
+                let page = session.list_tools(Some(params)).await?;
+                tools.extend(page.tools);
+                cursor = page.next_cursor;
+                if cursor.is_none() || tools.len() > MAX_TOOLS {
+                    break;
+                }
+            }
+            Ok::<_, rmcp::ServiceError>((tools, cursor.is_some()))
+        })
+        .await;
+        let (tools, more) = match listed {
+            Ok(Ok(listed)) => listed,
             Ok(Err(err)) => return Err(format!("tools/list failed: {err}")),
             Err(_) => return Err("tools/list did not answer in time".into()),
         };
         let allowed: Vec<String> = from_json_text(&self.row.allowed_tools);
-        Ok(tools
+        let usable = tools
             .into_iter()
             .filter(|tool| allowed.is_empty() || allowed.iter().any(|a| a == tool.name.as_ref()))
             // Model providers refuse a whole request for one name outside their rule: such a tool is left out.
@@ -95,8 +124,17 @@ impl Server {
                 name: tool.name.to_string(),
                 description: tool.description.as_deref().unwrap_or_default().to_owned(),
                 parameters: Value::Object((*tool.input_schema).clone()),
-            })
-            .collect())
+            });
+        let (specs, left_out) = bounded(usable);
+        if more || left_out > 0 {
+            tracing::warn!(
+                server = %self.row.name,
+                left_out,
+                more_pages = more,
+                "an MCP server lists more tools than an agent takes ({MAX_TOOLS} tools, {MAX_SCHEMA_BYTES} bytes of declarations, {MAX_PAGES} pages); the rest are left out"
+            );
+        }
+        Ok(specs)
     }
 
     /// The tools of this server for a reply: the cached list while fresh, else a new one (and the session
@@ -177,6 +215,23 @@ impl Server {
             ToolOutcome::Answer(text)
         }
     }
+}
+
+/// The first tools within `MAX_TOOLS` and `MAX_SCHEMA_BYTES`, and how many were left out.
+fn bounded(tools: impl Iterator<Item = ToolSpec>) -> (Vec<ToolSpec>, usize) {
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    let mut left_out = 0;
+    for spec in tools {
+        let size = spec.size();
+        if kept.len() < MAX_TOOLS && bytes + size <= MAX_SCHEMA_BYTES {
+            bytes += size;
+            kept.push(spec);
+        } else {
+            left_out += 1;
+        }
+    }
+    (kept, left_out)
 }
 
 /// At most `cap` bytes of `text`, cut at a character boundary.

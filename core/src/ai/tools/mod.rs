@@ -90,6 +90,7 @@ impl ToolKit {
             })
             .collect();
         let mcp = self.mcp_servers(agent).await?;
+        let booking = from_json_text::<BookingSettings>(&agent.booking);
         Ok(ReplyTools {
             kit: self,
             mcp,
@@ -97,7 +98,8 @@ impl ToolKit {
                 db: self.db.clone(),
                 clock: self.clock.clone(),
                 conversation: conversation.clone(),
-                booking: from_json_text::<BookingSettings>(&agent.booking).enabled,
+                booking: booking.enabled,
+                booking_days: booking.max_days_ahead,
                 calls: Default::default(),
             },
             functions,

@@ -31,6 +31,7 @@ use self::{
 };
 use crate::{
     access::AccountId,
+    accounts::holds,
     clock::Clock,
     jobs::{Handler, Job, NewJob, Outcome},
     knowledge::{
@@ -160,7 +161,8 @@ impl Import {
             let read = match read {
                 Ok(extracted) => {
                     let account_id = AccountId::of_row(&source.account_id);
-                    Ok(pairs::rewrite(self.pairs.as_ref(), &account_id, extracted).await)
+                    let now = self.clock.now();
+                    Ok(pairs::rewrite(self.pairs.as_ref(), &self.db, &account_id, &page.id, extracted, now).await)
                 }
                 Err(error) => Err(error),
             };
@@ -168,6 +170,7 @@ impl Import {
             match read {
                 Ok(extracted) => {
                     if progress::page_read(&self.db, source, page, extracted, now).await? == Recorded::OutOfCredits {
+                        holds::release(&self.db, &pairs::hold_key(&page.id)).await?;
                         let error = PageError::new("insufficient_credits", "the credit balance is used up");
                         progress::fail_pending(&self.db, &source.id, &error, now).await?;
                         return Ok(Some(error.reason.to_owned()));

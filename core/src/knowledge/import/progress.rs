@@ -53,17 +53,17 @@ pub async fn page_read(
     if !claim(&txn, page, "done", None, extracted.characters, cost, now).await? {
         return Ok(Recorded::Written);
     }
-    if cost > 0 {
-        let reason = format!("knowledge import {}", source.id);
-        let account_id = AccountId::of_row(&source.account_id);
-        match accounts::store::adjust_credits_in(&txn, &account_id, -cost, &reason, None, now).await {
-            Ok(_) => {}
-            Err(ApiError {
-                reason: Reason::InsufficientCredits,
-                ..
-            }) => return Ok(Recorded::OutOfCredits),
-            Err(other) => return Err(DbErr::Custom(other.message)),
-        }
+    // The page's hold (when a model wrote its pairs) becomes its charge.
+    let reason = format!("knowledge import {}", source.id);
+    let account_id = AccountId::of_row(&source.account_id);
+    let key = super::pairs::hold_key(&page.id);
+    match accounts::holds::settle(&txn, &account_id, &key, cost, &reason, None, now).await {
+        Ok(()) => {}
+        Err(ApiError {
+            reason: Reason::InsufficientCredits,
+            ..
+        }) => return Ok(Recorded::OutOfCredits),
+        Err(other) => return Err(DbErr::Custom(other.message)),
     }
     let count = i32::try_from(extracted.sections.len()).unwrap_or(i32::MAX);
     let first_position = page.position.saturating_mul(1000);

@@ -14,6 +14,7 @@ pub mod chat_sessions;
 pub mod contact_identities;
 pub mod contacts;
 pub mod conversations;
+pub mod credit_holds;
 pub mod credit_ledger;
 pub mod custom_functions;
 pub mod deals;

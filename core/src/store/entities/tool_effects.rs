@@ -1,5 +1,5 @@
 //! A write an agent's built-in tool made, by its key (the conversation, the messages the reply answered, the
-//! tool and its arguments): a reply that runs again after a failure finds it and does not write it twice.
+//! tool and which of its calls in the reply it was): a reply that runs again after a failure finds it and does not write it twice.
 
 use sea_orm::entity::prelude::*;
 
@@ -9,6 +9,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
     pub account_id: String,
+    /// The conversation whose reply wrote it: a conversation's writes of a day are counted.
+    pub conversation_id: String,
     /// What the tool answered the model.
     pub result: String,
     pub created_at: DateTimeUtc,
