@@ -4,9 +4,9 @@
 //! language.
 //!
 //! Confident means the best FAQ scored at least `confident` (`confident_words` when the passages were ranked
-//! by their words alone, without a sentence-embedding model) and leads the runner-up by at least `margin`
-//! (unless the runner-up gives the same answer): two FAQs close to each other and to the question are a
-//! guess. All three were tuned on the evaluation sets of `bench/eval` (docs/ai-replies.md).
+//! by their words alone, without a sentence-embedding model), says what the question is about (its subject
+//! terms, `says_the_subject`) and leads the runner-up by at least `margin` (unless the runner-up gives the
+//! same answer): two FAQs close to each other and to the question are a guess. All three were tuned on the evaluation sets of `bench/eval` (docs/ai-replies.md).
 
 use super::{
     intent,
@@ -19,6 +19,10 @@ pub const CONFIDENT: f64 = crate::knowledge::retrieval::CONFIDENT;
 /// The same for words alone: on the evaluation set the rule that made the most right decisions (68 of 110;
 /// words alone rank too many wrong FAQs first to do much better).
 pub const CONFIDENT_WORDS: f64 = 0.85;
+/// A passage this close in meaning to the question may leave one more of its subject terms unsaid: "Where
+/// can I park my car?" against "Is there parking?" (0.57), not "Can I bring my dog to the clinic?" against
+/// "Where is the clinic located?" (0.35).
+pub const CLOSE: f64 = 0.5;
 /// The least lead of the best FAQ over a runner-up with another answer. On the evaluation set no lead above
 /// zero made a right decision more, with or without the model: where the best FAQ is wrong, it leads by as
 /// much as where it is right.
@@ -97,7 +101,7 @@ impl LocalModel {
         } else {
             self.confident_words
         };
-        if best.score < least {
+        if best.score < least || !says_the_subject(best) {
             return None;
         }
         let lead = match context.passages.get(1) {
@@ -106,6 +110,16 @@ impl LocalModel {
         };
         (lead >= self.margin).then_some(best)
     }
+}
+
+/// Whether the passage says what the question is about: at most a third of the question's subject terms
+/// go unsaid by it, and one more when its meaning is close to the question's as a whole. A score carried by
+/// words the question shares with a FAQ ("clinic", "how much ... cost") while its subject ("dog", "root
+/// canal") is in no FAQ is no answer, however high; nor is a FAQ without a price for a question that asks one.
+fn says_the_subject(passage: &super::provider::Passage) -> bool {
+    let coverage = passage.coverage;
+    let close = passage.cosine.is_some_and(|c| c >= CLOSE);
+    !coverage.price_unstated && coverage.unsaid <= coverage.subject / 3 + usize::from(close)
 }
 
 fn answer(text: &str, basis: Basis) -> Decision {
@@ -138,6 +152,8 @@ mod tests {
                     question: String::new(),
                     answer: (*answer).into(),
                     score: *score,
+                    cosine: None,
+                    coverage: Default::default(),
                 })
                 .collect(),
             ..Context::default()

@@ -2,9 +2,10 @@
 //! charges credits. `provider` is what a model is asked and answers; `local` is the model that runs in
 //! process without a network; `remote` asks a chat model (`chat`: Anthropic's and OpenAI's wire) with a
 //! prompt (`prompt`) and runs its tool rounds (`tools`); `providers` picks the account's own or the server's
-//! (`config`), and `connection` is the API an account connects its own with; `reply` is the durable job that
-//! asks it and stores the answer; `intent` and `phrases` are the words it reads and says without a model; `recap` is what it
-//! writes of a whole conversation for a person who was not in it.
+//! (`config`), and `connection` is the API an account connects its own with; `passages` is the knowledge it is
+//! given for a question; `reply` is the durable job that asks it and stores the answer; `intent` and
+//! `phrases` are the words it reads and says without a model; `recap` is what it writes of a whole
+//! conversation for a person who was not in it.
 //! docs/ai-replies.md describes the behaviour.
 
 pub mod chat;
@@ -13,10 +14,13 @@ pub mod connection;
 pub mod follow_up;
 mod intent;
 pub mod local;
+pub mod passages;
 mod phrases;
 mod prompt;
 pub mod provider;
 pub mod providers;
+#[cfg(test)]
+mod quality_tests;
 pub mod recap;
 mod remote;
 pub mod reply;

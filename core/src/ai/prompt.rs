@@ -222,12 +222,16 @@ mod tests {
                     question: "Opening hours".into(),
                     answer: "Nine to five, Monday to Saturday.".into(),
                     score: 0.8,
+                    cosine: None,
+                    coverage: Default::default(),
                 },
                 Passage {
                     faq_id: "faq_2".into(),
                     question: "Parking".into(),
                     answer: "Behind the building.".into(),
                     score: 0.4,
+                    cosine: None,
+                    coverage: Default::default(),
                 },
             ],
             ..Context::default()

@@ -3,7 +3,7 @@
 //! provider decides; providers do no database work and hold no transaction.
 
 use super::chat::{ToolCall, ToolSpec};
-use crate::agents::fields::BookingSettings;
+use crate::{agents::fields::BookingSettings, knowledge::retrieval::Coverage};
 
 /// The agent as a provider sees it.
 #[derive(Clone, Debug, Default)]
@@ -44,6 +44,10 @@ pub struct Passage {
     /// How well it matched, in [0, 1]: the fused score of meaning and words, or the words' alone
     /// (`Context::semantic`).
     pub score: f64,
+    /// The cosine of its closest vector to the question's (none when ranked by words alone).
+    pub cosine: Option<f64>,
+    /// How much of what the question is about it says.
+    pub coverage: Coverage,
 }
 
 /// What a provider decides from.

@@ -19,7 +19,7 @@ use sea_orm::{
 };
 
 use super::{
-    provider::{Basis, Context, Decision, HandoffReason, NoTools, Passage, Profile, Speaker, Turn},
+    provider::{Basis, Context, Decision, HandoffReason, NoTools, Profile, Speaker, Turn},
     providers::Providers,
     tools::ToolKit,
 };
@@ -48,15 +48,8 @@ use crate::{
 
 /// Messages of the conversation a provider sees.
 const HISTORY: u64 = 20;
-/// FAQs found for the question that a provider sees.
-const PASSAGES: usize = 5;
-/// The most of the question the knowledge is searched with (a 4,000-character message is searched by its
-/// beginning).
-const QUERY_CHARS: usize = 2_000;
 /// The most unanswered messages a reply reads.
 const MAX_ASKED: u64 = 50;
-/// The latest messages of a burst that are searched one by one as well as together.
-const BURST_SEARCHES: usize = 5;
 /// Wait before running again after a database error.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 
@@ -234,43 +227,7 @@ impl AgentReply {
                 .iter()
                 .any(|m| !from_json_text::<Vec<StoredAttachment>>(&m.attachments).is_empty());
         let semantic = self.retrieval.embedder().is_some();
-        // Without a model the index scales the words' score by their weight; the provider reads it whole.
-        let scale = if semantic {
-            1.0
-        } else {
-            1.0 / (1.0 - self.retrieval.dense_weight()).max(1e-9)
-        };
-        // A burst is searched whole and message by message ("Hi" / "I have a question" / "When are you
-        // open?": the question is in one of them); each FAQ keeps its best score.
-        let whole = std::iter::once(question.as_str());
-        let each = texts
-            .iter()
-            .rev()
-            .take(BURST_SEARCHES)
-            .copied()
-            .filter(|_| texts.len() > 1);
-        let mut found: Vec<Passage> = Vec::new();
-        for text in whole.chain(each) {
-            let query: String = super::intent::read(text).question.chars().take(QUERY_CHARS).collect();
-            if query.trim().is_empty() {
-                continue;
-            }
-            for hit in self.retrieval.search(&self.db, agent, &query, PASSAGES).await? {
-                let score = (hit.score * scale).min(1.0);
-                match found.iter_mut().find(|p| p.faq_id == hit.faq.id) {
-                    Some(seen) => seen.score = seen.score.max(score),
-                    None => found.push(Passage {
-                        faq_id: hit.faq.id,
-                        question: hit.faq.question,
-                        answer: hit.faq.answer,
-                        score,
-                    }),
-                }
-            }
-        }
-        found.sort_by(|a, b| b.score.total_cmp(&a.score));
-        found.truncate(PASSAGES);
-        let passages = found;
+        let passages = super::passages::for_messages(&self.retrieval, &self.db, agent, &texts).await?;
         Ok(Context {
             agent: profile(agent),
             history,

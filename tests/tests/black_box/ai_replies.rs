@@ -479,3 +479,77 @@ on_both_databases!(a_web_chat_visitor_is_answered_on_the_socket, |db: Db| async 
     let handoff = socket.frame_of("message").await;
     assert_eq!(handoff["message"]["text"], HANDOFF);
 });
+
+/// A dental clinic's four FAQs, as a small business starts.
+const CLINIC: &[(&str, &str)] = &[
+    (
+        "Is there parking?",
+        "Yes, free parking is available behind the building.",
+    ),
+    (
+        "What are your opening hours?",
+        "We are open 9am to 6pm, Monday to Saturday.",
+    ),
+    (
+        "How much does teeth whitening cost?",
+        "Teeth whitening costs 8,000 rupees per session.",
+    ),
+    (
+        "Where is the clinic located?",
+        "The clinic is at 12 MG Road, Pune, next to the metro station.",
+    ),
+];
+
+// With the embedding model, on a handful of FAQs: what the clinic knows, asked in its customers' words, is
+// answered with the right FAQ; what it does not, though asked with its words ("clinic", "how much ...
+// cost"), goes to a person.
+on_both_databases!(
+    a_small_clinic_answers_what_it_knows_and_hands_off_the_rest,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let model = frontdesk_tests::server::embedding_model();
+        let env = [
+            ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
+            ("FRONTDESK_EMBEDDING_MODEL", model.as_str()),
+        ];
+        let server = sms::start(&db, &twilio, &env).await;
+        let desk = Desk::open(&server, &twilio, json!({"name": "Clinic desk"}), CLINIC[0]).await;
+        for (question, answer) in &CLINIC[1..] {
+            desk.platform.faq(&desk.agent, question, answer).await;
+        }
+        let known = [
+            ("Where can I park my car?", 0),
+            ("Is parking free?", 0),
+            ("What time do you open?", 1),
+            ("Are you open on Sundays?", 1),
+            ("How much is teeth whitening?", 2),
+            ("how do I get to the clinic", 3),
+        ];
+        let unknown = [
+            "Can I bring my dog to the clinic?",
+            "Can I pay by credit card at the clinic?",
+            "Is the clinic wheelchair accessible?",
+            "How much does a root canal cost?",
+            "How much does a cleaning cost?",
+            "Is the clinic open on public holidays?",
+            "Does the clinic accept insurance?",
+        ];
+        let questions = known.iter().map(|(q, _)| *q).chain(unknown.iter().copied());
+        for (n, question) in questions.enumerate() {
+            let phone = format!("+1555910{n:04}");
+            desk.channel.inbound(&new_message_sid(), &phone, question).await;
+        }
+        for (n, (question, faq)) in known.iter().enumerate() {
+            let phone = format!("+1555910{n:04}");
+            let reply = twilio.wait_for_sent(&phone, 1).await;
+            assert_eq!(reply[0].body(), CLINIC[*faq].1, "{question}");
+        }
+        for (n, question) in unknown.iter().enumerate() {
+            let phone = format!("+1555910{:04}", known.len() + n);
+            let reply = twilio.wait_for_sent(&phone, 1).await;
+            assert_eq!(reply[0].body(), HANDOFF, "{question}");
+            let thread = desk.platform.conversation_with(&phone).await;
+            assert_eq!(thread["conversation"]["handoff_reason"], "no_confident_answer");
+        }
+    }
+);

@@ -78,14 +78,26 @@ impl Analyzer {
 
     /// The index terms of `text`, in order, repeats kept (they are the term frequencies).
     pub fn terms(&self, text: &str) -> Vec<String> {
+        self.words(text).into_iter().map(|(_, term)| term).collect()
+    }
+
+    /// The words of `text` that make terms, lower-cased, each with its term, in order. A word is cut at its
+    /// apostrophes ("what's", "l'horaire", "don't"): the pieces are words of their own, and the stop words
+    /// take those that are ("s", "l", "t").
+    pub fn words(&self, text: &str) -> Vec<(String, String)> {
         text.unicode_words()
+            .flat_map(|word| word.split(['\'', '\u{2019}']))
+            .filter(|piece| piece.chars().count() > 1)
             .map(str::to_lowercase)
             .filter(|word| word.chars().count() <= MAX_TERM_CHARS && !self.stop_words.contains(word.as_str()))
-            .map(|word| match &self.stemmer {
-                Some(stemmer) => stemmer.stem(&word).into_owned(),
-                None => word,
+            .map(|word| {
+                let term = match &self.stemmer {
+                    Some(stemmer) => stemmer.stem(&word).into_owned(),
+                    None => word.clone(),
+                };
+                (word, term)
             })
-            .filter(|term| !term.is_empty())
+            .filter(|(_, term)| !term.is_empty())
             .collect()
     }
 }
@@ -100,6 +112,7 @@ mod tests {
         assert_eq!(en.language(), "en");
         assert_eq!(en.terms("How do I get my Refunds?"), ["get", "refund"]);
         assert_eq!(en.terms("refund"), en.terms("refunding"));
+        assert_eq!(en.terms("What's your address?"), ["address"]);
     }
 
     #[test]

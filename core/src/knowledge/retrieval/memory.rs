@@ -8,7 +8,7 @@
 //! and PostgreSQL give the same scores to the last bit.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, HashMap},
     sync::Arc,
 };
 
@@ -195,30 +195,60 @@ impl ScopeIndex {
 
     /// Each FAQ's lexical match with the query, in doc order: BM25F over the most the query's terms could
     /// score (`bm25 / Σ idf`, in [0, 1)), which is comparable across queries; none for a FAQ sharing no
-    /// term with it.
-    pub fn lexical(&self, analyzer: &Analyzer, query: &str) -> Vec<Option<f64>> {
-        let terms: BTreeSet<String> = analyzer.terms(query).into_iter().collect();
+    /// term with it. Each of `groups` is one term of the query with its synonyms: a FAQ scores the best of
+    /// them, and the most a group could score is its rarest term's.
+    pub fn lexical(&self, groups: &[Vec<String>]) -> Vec<Option<f64>> {
         let mut sums: Vec<Option<f64>> = vec![None; self.docs.len()];
         let mut most = 0.0;
-        for term in &terms {
-            let list = self.postings.get(term).map(Vec::as_slice).unwrap_or_default();
-            let idf = self.collection.idf(list.len() as u64);
-            most += idf;
-            for &(doc, question_tf, answer_tf) in list {
-                let d = &self.docs[doc as usize];
-                let posting = Posting {
-                    question_tf,
-                    answer_tf,
-                    question_len: d.question_len,
-                    answer_len: d.answer_len,
-                };
-                *sums[doc as usize].get_or_insert(0.0) += self.collection.term_score(idf, &posting);
+        for group in groups {
+            let mut best: HashMap<u32, f64> = HashMap::new();
+            let mut rarest: f64 = 0.0;
+            for term in group {
+                let list = self.postings.get(term).map(Vec::as_slice).unwrap_or_default();
+                let idf = self.collection.idf(list.len() as u64);
+                rarest = rarest.max(idf);
+                for &(doc, question_tf, answer_tf) in list {
+                    let d = &self.docs[doc as usize];
+                    let posting = Posting {
+                        question_tf,
+                        answer_tf,
+                        question_len: d.question_len,
+                        answer_len: d.answer_len,
+                    };
+                    let score = self.collection.term_score(idf, &posting);
+                    let kept = best.entry(doc).or_insert(0.0);
+                    *kept = kept.max(score);
+                }
+            }
+            most += rarest;
+            for (doc, score) in best {
+                *sums[doc as usize].get_or_insert(0.0) += score;
             }
         }
         for sum in sums.iter_mut().flatten() {
             *sum = if most > 0.0 { *sum / most } else { 0.0 };
         }
         sums
+    }
+
+    /// Whether the FAQ `doc` holds `term` in its question or its answer.
+    pub fn holds(&self, doc: usize, term: &str) -> bool {
+        self.docs[doc]
+            .terms
+            .binary_search_by(|(t, _, _)| t.as_str().cmp(term))
+            .is_ok()
+    }
+
+    /// The best cosine of the FAQ `doc`'s vectors to `vector` (none when it has no vector of that dimension).
+    pub fn closeness(&self, doc: usize, vector: &[f32]) -> Option<f32> {
+        let vectors = &self.vectors[self.spans[doc].clone()];
+        if vector.is_empty() || vectors.is_empty() || !vectors.len().is_multiple_of(vector.len()) {
+            return None;
+        }
+        vectors
+            .chunks_exact(vector.len())
+            .map(|v| embeddings::dot(v, vector))
+            .reduce(f32::max)
     }
 
     /// The best cosine of each FAQ's vectors to the query's vector (`None` for a FAQ without, or with

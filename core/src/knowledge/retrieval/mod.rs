@@ -21,6 +21,7 @@
 mod analyzer;
 mod bm25;
 mod memory;
+mod question_words;
 mod scope;
 pub mod vectors;
 mod versions;
@@ -33,7 +34,7 @@ use std::{
 use frontdesk_api::v1::Faq;
 use sea_orm::{DatabaseConnection, DbErr};
 
-use self::{memory::ScopeIndex, scope::Scope, vectors::Pending};
+use self::{memory::ScopeIndex, question_words::QuestionWords, scope::Scope, vectors::Pending};
 use crate::{
     clock::Clock,
     error::ApiResult,
@@ -57,6 +58,11 @@ pub const CONFIDENT: f64 = 0.28;
 const INLINE_EMBED: usize = 32;
 /// Agents whose index is held in memory; past it the one used least recently is dropped.
 const MAX_SCOPES: usize = 256;
+/// A word of the question is said by a FAQ in meaning when its vector is at least this close to one of the
+/// FAQ's: "sundays" to an opening-hours FAQ (0.44), not "dog" or "wheelchair" to a clinic's location (0.17).
+const TERM_COVERED: f32 = 0.3;
+/// Words whose vectors are kept; past it the whole set is dropped and made anew.
+const MAX_WORD_VECTORS: usize = 20_000;
 
 /// The fused score of a FAQ with this cosine (none: no current vector) and normalised lexical score (none:
 /// no query term); none when it is no result.
@@ -73,6 +79,20 @@ fn fuse(w: f64, cosine: Option<f32>, lexical: Option<f64>) -> Option<f64> {
 pub struct Hit {
     pub faq: Faq,
     pub score: f64,
+    /// The cosine of its closest vector to the query's (none without a model or a vector).
+    pub cosine: Option<f32>,
+    pub coverage: Coverage,
+}
+
+/// How much of what the question is about a FAQ says (`question_words`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// The question's subject terms.
+    pub subject: usize,
+    /// Those the FAQ says neither in its words (or their synonyms) nor, with a model, in meaning.
+    pub unsaid: usize,
+    /// The question asks a price and the FAQ's answer states none.
+    pub price_unstated: bool,
 }
 
 /// The retrieval index of this process: the embedder, if any, and the scopes held in memory.
@@ -83,6 +103,8 @@ pub struct Retrieval {
     wake: Wake,
     scopes: Mutex<HashMap<String, (u64, Arc<ScopeIndex>)>>,
     uses: std::sync::atomic::AtomicU64,
+    /// Vectors of single words of questions, by word.
+    word_vectors: Mutex<HashMap<String, Arc<[f32]>>>,
 }
 
 impl Retrieval {
@@ -94,6 +116,7 @@ impl Retrieval {
             wake,
             scopes: Mutex::new(HashMap::new()),
             uses: std::sync::atomic::AtomicU64::new(0),
+            word_vectors: Mutex::new(HashMap::new()),
         }
     }
 
@@ -116,10 +139,12 @@ impl Retrieval {
         limit: usize,
     ) -> ApiResult<Vec<Hit>> {
         let scope = Scope::of(db, agent).await?;
+        let analysed = scope.analyzer.words(query);
+        let terms: Vec<String> = analysed.iter().map(|(_, term)| term.clone()).collect();
         // The query's vector is made (on a blocking thread) while the index is checked and the words scored.
         let words = async {
             let index = self.index(db, &scope).await?;
-            let lexical = index.lexical(&scope.analyzer, query);
+            let lexical = index.lexical(&scope.words.groups(&terms));
             Ok::<_, DbErr>((index, lexical))
         };
         let (words, vector) = tokio::join!(words, self.embed_query(query));
@@ -149,13 +174,131 @@ impl Retrieval {
             ranked.truncate(limit);
         }
         ranked.sort_by(best_first);
+        let subject: Vec<(String, String)> = scope
+            .words
+            .subject(&terms)
+            .into_iter()
+            .filter_map(|term| analysed.iter().find(|(_, t)| *t == term).cloned())
+            .collect();
+        let docs: Vec<usize> = ranked.iter().map(|(doc, _)| *doc).collect();
+        let mut coverage = self.coverage(&index, &scope.words, &subject, &docs).await;
+        if scope.words.asks_price(&terms) {
+            for (found, &doc) in coverage.iter_mut().zip(&docs) {
+                found.price_unstated = !QuestionWords::states_price(&index.docs[doc].faq.answer);
+            }
+        }
         Ok(ranked
             .into_iter()
-            .map(|(doc, score)| Hit {
+            .zip(coverage)
+            .map(|((doc, score), coverage)| Hit {
                 faq: index.docs[doc].faq.clone(),
                 score,
+                cosine: dense.as_ref().and_then(|d| d[doc]),
+                coverage,
             })
             .collect())
+    }
+
+    /// How much of the question's `subject` (each term with the word it came from) each FAQ of `docs` says:
+    /// in its words or their synonyms, else (with a model) in meaning, the word's vector at least
+    /// `TERM_COVERED` close to one of the FAQ's.
+    async fn coverage(
+        &self,
+        index: &ScopeIndex,
+        words: &QuestionWords,
+        subject: &[(String, String)],
+        docs: &[usize],
+    ) -> Vec<Coverage> {
+        let unsaid: Vec<Vec<&(String, String)>> = docs
+            .iter()
+            .map(|&doc| {
+                subject
+                    .iter()
+                    .filter(|(_, term)| !words.said(term, |t| index.holds(doc, t)))
+                    .collect()
+            })
+            .collect();
+        let mut wanted: Vec<&str> = unsaid.iter().flatten().map(|(word, _)| word.as_str()).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let vectors = if index.has_vectors() {
+            self.word_vectors(&wanted).await
+        } else {
+            HashMap::new()
+        };
+        docs.iter()
+            .zip(unsaid)
+            .map(|(&doc, unsaid)| {
+                let meant = |word: &str| {
+                    vectors
+                        .get(word)
+                        .and_then(|v| index.closeness(doc, v))
+                        .is_some_and(|c| c >= TERM_COVERED)
+                };
+                Coverage {
+                    subject: subject.len(),
+                    unsaid: unsaid.iter().filter(|(word, _)| !meant(word)).count(),
+                    price_unstated: false,
+                }
+            })
+            .collect()
+    }
+
+    /// The vectors of single words (kept, as the same words come back), by word; none without a model.
+    async fn word_vectors(&self, words: &[&str]) -> HashMap<String, Arc<[f32]>> {
+        let mut found = HashMap::new();
+        let Some(embedder) = self.embedder.as_ref() else {
+            return found;
+        };
+        let mut missing: Vec<String> = Vec::new();
+        {
+            let kept = self
+                .word_vectors
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for word in words {
+                match kept.get(*word) {
+                    Some(vector) => {
+                        found.insert((*word).to_owned(), Arc::clone(vector));
+                    }
+                    None => missing.push((*word).to_owned()),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return found;
+        }
+        let embedder = Arc::clone(embedder);
+        let texts = missing.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            embedder.embed(&texts)
+        })
+        .await;
+        let vectors = match made {
+            Ok(Ok(vectors)) => vectors,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "the question's words could not be embedded; they are judged by their words");
+                return found;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "the question's words could not be embedded; they are judged by their words");
+                return found;
+            }
+        };
+        let mut kept = self
+            .word_vectors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept.len() + missing.len() > MAX_WORD_VECTORS {
+            kept.clear();
+        }
+        for (word, vector) in missing.into_iter().zip(vectors) {
+            let vector: Arc<[f32]> = vector.into();
+            kept.insert(word.clone(), Arc::clone(&vector));
+            found.insert(word, vector);
+        }
+        found
     }
 
     async fn embed_query(&self, query: &str) -> Option<Vec<f32>> {

@@ -4,7 +4,7 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
-use super::analyzer::Analyzer;
+use super::{analyzer::Analyzer, question_words::QuestionWords};
 use crate::{
     access::AccountId,
     store::entities::{agent_kb_sources, agents},
@@ -15,6 +15,7 @@ pub struct Scope {
     pub agent_id: String,
     pub source_ids: Vec<String>,
     pub analyzer: Analyzer,
+    pub words: QuestionWords,
 }
 
 /// Who a FAQ belongs to, and so which table holds it.
@@ -45,11 +46,13 @@ impl Scope {
             .into_tuple::<String>()
             .all(db)
             .await?;
+        let analyzer = Analyzer::for_language(&agent.language);
         Ok(Self {
             account_id: AccountId::of_row(&agent.account_id),
             agent_id: agent.id.clone(),
             source_ids,
-            analyzer: Analyzer::for_language(&agent.language),
+            words: QuestionWords::for_analyzer(&analyzer),
+            analyzer,
         })
     }
 }
