@@ -1,7 +1,7 @@
 //! The local provider: no network, no GPU, the same answer for the same context. It answers a greeting or
 //! a thank-you alone, offers the booking link on a booking request when booking is on, answers with the best
-//! FAQ's answer when retrieval is confident, and otherwise hands off in one sentence of the agent's
-//! language.
+//! FAQ's answer (the part of it that answers the question: `retrieval::excerpt`) when retrieval is
+//! confident, and otherwise hands off in one sentence of the agent's language.
 //!
 //! Confident means the best FAQ scored at least `confident` (`confident_words` when the passages were ranked
 //! by their words alone, without a sentence-embedding model), says what the question is about (its subject
@@ -86,7 +86,7 @@ impl LocalModel {
         }
         match self.confident_passage(context) {
             Some(best) => Decision::Answer {
-                text: best.answer.clone(),
+                text: best.excerpt.clone(),
                 basis: Basis::Faq(best.faq_id.clone()),
             },
             None => handoff(HandoffReason::NoConfidentAnswer),
@@ -154,6 +154,7 @@ mod tests {
                     score: *score,
                     cosine: None,
                     coverage: Default::default(),
+                    excerpt: (*answer).into(),
                 })
                 .collect(),
             ..Context::default()

@@ -48,6 +48,7 @@ pub async fn for_messages(
                 score: (hit.score * scale).min(1.0),
                 cosine: hit.cosine.map(f64::from),
                 coverage: hit.coverage,
+                excerpt: hit.excerpt,
                 faq_id: hit.faq.id,
                 question: hit.faq.question,
                 answer: hit.faq.answer,

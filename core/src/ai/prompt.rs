@@ -62,7 +62,8 @@ fn profile(context: &Context, has_tools: bool) -> String {
     let agent = &context.agent;
     let mut out = format!(
         "You are {}, answering a business's customers in its chat channels. Answer in {} ({}), briefly, as \
-         in a chat message, in plain text.\n",
+         in a chat message, in plain text: a few sentences at most (under 400 characters when you can), \
+         from the part of the knowledge that answers the question.\n",
         if agent.name.is_empty() {
             "the front desk"
         } else {
@@ -224,6 +225,7 @@ mod tests {
                     score: 0.8,
                     cosine: None,
                     coverage: Default::default(),
+                    excerpt: String::new(),
                 },
                 Passage {
                     faq_id: "faq_2".into(),
@@ -232,6 +234,7 @@ mod tests {
                     score: 0.4,
                     cosine: None,
                     coverage: Default::default(),
+                    excerpt: String::new(),
                 },
             ],
             ..Context::default()

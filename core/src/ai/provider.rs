@@ -48,6 +48,8 @@ pub struct Passage {
     pub cosine: Option<f64>,
     /// How much of what the question is about it says.
     pub coverage: Coverage,
+    /// The part of the answer that answers the question: the answer itself when it is short.
+    pub excerpt: String,
 }
 
 /// What a provider decides from.

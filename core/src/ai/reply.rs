@@ -37,8 +37,8 @@ use crate::{
     },
     error::{ApiError, ApiResult},
     jobs::{self, Handler, Job, Outcome, Wake},
-    knowledge::retrieval::Retrieval,
-    messaging::deliver,
+    knowledge::retrieval::{Retrieval, excerpt::cut_at_word},
+    messaging::{deliver, outgoing::max_chars},
     store::{
         self,
         entities::{agents, conversations, messages},
@@ -424,7 +424,8 @@ async fn hand_off(
     Ok(())
 }
 
-/// The agent's message, queued, with its delivery job.
+/// The agent's message, queued, with its delivery job; a text longer than one message of the channel carries
+/// (a model's long answer on sms) is cut to it.
 pub(super) async fn send(
     txn: &DatabaseTransaction,
     conversation: &conversations::Model,
@@ -432,12 +433,13 @@ pub(super) async fn send(
     send_attempts: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
+    let text = cut_at_word(text, max_chars(&conversation.channel_type));
     let row = new_message::row(
         &NewMessage {
             conversation,
             direction: "outbound",
             author: "agent",
-            text,
+            text: &text,
             attachments: &[],
             status: "queued",
             provider_message_id: None,

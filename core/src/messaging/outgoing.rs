@@ -15,6 +15,15 @@ use crate::{
 /// Longest text on any channel, and on sms.
 const MAX_TEXT_CHARS: usize = 4_096;
 const MAX_SMS_CHARS: usize = 1_600;
+
+/// The longest text one message of a channel of this type carries.
+pub fn max_chars(channel_type: &str) -> usize {
+    if channel_type == "sms" {
+        MAX_SMS_CHARS
+    } else {
+        MAX_TEXT_CHARS
+    }
+}
 const MAX_ATTACHMENTS: usize = 10;
 const MAX_URL_CHARS: usize = 2_048;
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
@@ -124,7 +133,7 @@ impl Outgoing {
     pub fn fits(&self, channel_type: &str) -> ApiResult<()> {
         let mut v = Violations::new();
         if channel_type == "sms" {
-            v.text("text", &self.text, true, MAX_SMS_CHARS);
+            v.text("text", &self.text, true, max_chars(channel_type));
         }
         v.check(
             self.template.is_none() || channel_type == "whatsapp",

@@ -553,3 +553,49 @@ on_both_databases!(
         }
     }
 );
+
+// A long FAQ answers a question about its last paragraph with that paragraph's sentences, not its first
+// paragraph, within one sms.
+on_both_databases!(
+    a_long_faq_answers_with_the_passage_that_holds_the_answer,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let model = frontdesk_tests::server::embedding_model();
+        let env = [
+            ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
+            ("FRONTDESK_EMBEDDING_MODEL", model.as_str()),
+        ];
+        let server = sms::start(&db, &twilio, &env).await;
+        let care = [
+            "Your implant needs a few weeks to settle into the bone after surgery.",
+            "Eat soft food for the first days and avoid chewing on the side of the implant.",
+            "Some swelling is normal; a cold pack on the cheek for ten minutes at a time helps.",
+            "Take the painkillers the dentist prescribed, and call us if the pain grows after three days.",
+            "Brush the crown gently with a soft brush twice a day, as you brush your other teeth.",
+            "Do not smoke for at least two weeks: smoking slows healing and can make an implant fail.",
+            "Come back for a check-up after one week, and again after three months.",
+            "A water flosser cleans around the implant where a brush cannot reach; use it once a day on a low setting.",
+            "Ask us before you use any mouthwash with alcohol in the first month.",
+        ];
+        let answer = care.join(" ");
+        assert!(answer.len() > 600);
+        let desk = Desk::open(
+            &server,
+            &twilio,
+            json!({"name": "Clinic desk"}),
+            ("How do I look after my dental implant?", &answer),
+        )
+        .await;
+        desk.channel
+            .inbound(
+                &new_message_sid(),
+                "+15559200001",
+                "Should I use a water flosser on my implant?",
+            )
+            .await;
+        let reply = twilio.wait_for_sent("+15559200001", 1).await[0].body().to_owned();
+        assert!(reply.contains(care[7]), "the sentence that answers: {reply}");
+        assert!(!reply.contains(care[0]), "not the first paragraph: {reply}");
+        assert!(reply.chars().count() <= 400, "{} characters", reply.chars().count());
+    }
+);

@@ -239,6 +239,27 @@ impl ScopeIndex {
             .is_ok()
     }
 
+    /// The byte range of the FAQ `doc`'s answer whose vector is closest to the query's `vector` (as `dense`
+    /// ranks them: a further passage gives up `PASSAGE_DISCOUNT`); none without vectors.
+    pub fn closest_passage(&self, doc: usize, vector: &[f32]) -> Option<std::ops::Range<usize>> {
+        let vectors = &self.vectors[self.spans[doc].clone()];
+        if vector.is_empty() || vectors.is_empty() || !vectors.len().is_multiple_of(vector.len()) {
+            return None;
+        }
+        let (best, _) = vectors
+            .chunks_exact(vector.len())
+            .enumerate()
+            .map(|(i, v)| {
+                let discount = if i == 0 { 0.0 } else { PASSAGE_DISCOUNT };
+                (i, embeddings::dot(v, vector) - discount)
+            })
+            .reduce(|a, b| if b.1 > a.1 { b } else { a })?;
+        let answer = &self.docs[doc].faq.answer;
+        let passage = *passages(answer).get(best)?;
+        let start = passage.as_ptr() as usize - answer.as_ptr() as usize;
+        Some(start..start + passage.len())
+    }
+
     /// The best cosine of the FAQ `doc`'s vectors to `vector` (none when it has no vector of that dimension).
     pub fn closeness(&self, doc: usize, vector: &[f32]) -> Option<f32> {
         let vectors = &self.vectors[self.spans[doc].clone()];

@@ -20,6 +20,7 @@
 
 mod analyzer;
 mod bm25;
+pub mod excerpt;
 mod memory;
 mod question_words;
 mod scope;
@@ -82,6 +83,8 @@ pub struct Hit {
     /// The cosine of its closest vector to the query's (none without a model or a vector).
     pub cosine: Option<f32>,
     pub coverage: Coverage,
+    /// The part of its answer that answers the query (`excerpt`).
+    pub excerpt: String,
 }
 
 /// How much of what the question is about a FAQ says (`question_words`).
@@ -141,15 +144,16 @@ impl Retrieval {
         let scope = Scope::of(db, agent).await?;
         let analysed = scope.analyzer.words(query);
         let terms: Vec<String> = analysed.iter().map(|(_, term)| term.clone()).collect();
+        let groups = scope.words.groups(&terms);
         // The query's vector is made (on a blocking thread) while the index is checked and the words scored.
         let words = async {
             let index = self.index(db, &scope).await?;
-            let lexical = index.lexical(&scope.words.groups(&terms));
+            let lexical = index.lexical(&groups);
             Ok::<_, DbErr>((index, lexical))
         };
         let (words, vector) = tokio::join!(words, self.embed_query(query));
         let (index, lexical) = words?;
-        let dense = vector.filter(|_| index.has_vectors()).map(|v| index.dense(&v));
+        let dense = vector.as_ref().filter(|_| index.has_vectors()).map(|v| index.dense(v));
         let w = self.dense_weight;
         let mut ranked: Vec<(usize, f64)> = lexical
             .into_iter()
@@ -190,11 +194,16 @@ impl Retrieval {
         Ok(ranked
             .into_iter()
             .zip(coverage)
-            .map(|((doc, score), coverage)| Hit {
-                faq: index.docs[doc].faq.clone(),
-                score,
-                cosine: dense.as_ref().and_then(|d| d[doc]),
-                coverage,
+            .map(|((doc, score), coverage)| {
+                let faq = &index.docs[doc].faq;
+                let closest = vector.as_deref().and_then(|v| index.closest_passage(doc, v));
+                Hit {
+                    excerpt: excerpt::excerpt(&faq.answer, &scope.analyzer, &groups, closest),
+                    faq: faq.clone(),
+                    score,
+                    cosine: dense.as_ref().and_then(|d| d[doc]),
+                    coverage,
+                }
             })
             .collect())
     }
