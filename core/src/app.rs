@@ -21,7 +21,13 @@ use crate::{
     admin::{AdminService, AdminToken},
     agents::service::AgentsService,
     ai::{
-        connection::ModelProvidersService, follow_up::FollowUp, providers::Providers, reply::AgentReply, tools::ToolKit,
+        connection::ModelProvidersService,
+        evaluations::{run::Evaluate, service::EvaluationsService},
+        follow_up::FollowUp,
+        gaps::service::KnowledgeGapsService,
+        providers::Providers,
+        reply::AgentReply,
+        tools::ToolKit,
     },
     broadcasts::BroadcastsService,
     campaigns::{CampaignsService, sunset::Sunset},
@@ -263,6 +269,15 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         )
         .with(
+            crate::ai::evaluations::run::KIND,
+            Arc::new(Evaluate {
+                db: db.clone(),
+                clock: clock.clone(),
+                retrieval: retrieval.clone(),
+                providers: providers.clone(),
+            }),
+        )
+        .with(
             crate::ai::follow_up::KIND,
             Arc::new(FollowUp {
                 db: db.clone(),
@@ -289,6 +304,8 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         model_providers: ModelProvidersService::new(db.clone(), clock.clone(), sealer.clone(), policy),
         deals: DealsService::new(db.clone(), clock.clone()),
         summaries: SummariesService::new(db.clone(), clock.clone(), providers),
+        evaluations: EvaluationsService::new(db.clone(), clock.clone(), wake_jobs.clone()),
+        knowledge_gaps: KnowledgeGapsService::new(db.clone(), clock.clone()),
         tasks: TasksService::new(db.clone(), clock.clone()),
         pipelines: PipelinesService::new(db.clone(), clock.clone()),
         webhooks: WebhooksService::new(db.clone(), clock.clone(), policy, sealer.clone(), wake.clone()),

@@ -27,6 +27,7 @@ mod m20261129_000090_meta_channels;
 mod m20261130_000100_tasks;
 mod m20261201_000110_summaries;
 mod m20261202_000120_credit_holds;
+mod m20261202_000130_knowledge_quality;
 
 pub struct Migrator;
 
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000100_tasks::Migration),
             Box::new(m20261201_000110_summaries::Migration),
             Box::new(m20261202_000120_credit_holds::Migration),
+            Box::new(m20261202_000130_knowledge_quality::Migration),
         ]
     }
 }

@@ -193,3 +193,130 @@ pub async fn prune(db: &impl ConnectionTrait, now: DateTime<Utc>, limit: u64) ->
         .await?;
     Ok(done.rows_affected())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        accounts::store::{NewAccount, insert},
+        plan::Plan,
+        store::test_databases::{Kind, TestDb},
+    };
+
+    async fn account(db: &DatabaseConnection, credits: i64) -> AccountId {
+        let txn = crate::store::begin_write(db).await.unwrap();
+        let new = NewAccount {
+            name: "holds".into(),
+            plan: Plan::Growth,
+            credit_milli: credits,
+            rate_limit: 60,
+            parent_account_id: None,
+        };
+        let row = insert(&txn, new, chrono::Utc::now()).await.unwrap();
+        txn.commit().await.unwrap();
+        AccountId::of_row(&row.id)
+    }
+
+    fn asked<'a>(account_id: &'a AccountId, key: &'a str, amount_milli: i64) -> Hold<'a> {
+        Hold {
+            account_id,
+            key,
+            amount_milli,
+            purpose: Purpose::Reply,
+            lasts: Duration::from_secs(60),
+            at_once: None,
+        }
+    }
+
+    /// Twenty holds of one credit at once against five: five are made, and a debit cannot take what they
+    /// promise.
+    async fn concurrent_holds_never_promise_more_than_the_balance(kind: Kind) {
+        let test = TestDb::new(kind, 8).await;
+        let db = test.db.clone();
+        let account_id = account(&db, 5_000).await;
+        let now = chrono::Utc::now();
+        let tries = (0..20).map(|n| {
+            let (db, account_id) = (db.clone(), account_id.clone());
+            tokio::spawn(async move {
+                let key = format!("reply:cv_{n}:0");
+                hold(&db, &asked(&account_id, &key, 1_000), now).await
+            })
+        });
+        let results = futures_util::future::join_all(tries).await;
+        let made = results.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+        assert_eq!(made, 5, "{results:?}");
+        for refused in results.iter().filter_map(|r| r.as_ref().unwrap().as_ref().err()) {
+            assert_eq!(refused.reason, Reason::InsufficientCredits, "{refused:?}");
+        }
+        assert_eq!(held(&db, &account_id, None, now).await.unwrap(), 5_000);
+        let txn = crate::store::begin_write(&db).await.unwrap();
+        let debit = store::adjust_credits_in(&txn, &account_id, -1, "operator", None, now).await;
+        assert_eq!(
+            debit.unwrap_err().reason,
+            Reason::InsufficientCredits,
+            "the holds' credits are promised"
+        );
+        drop(txn);
+        test.remove().await;
+    }
+
+    /// A hold taken again by the same work is one hold; settled, it is charged once and gone; an expired one
+    /// stops counting and is pruned.
+    async fn a_hold_is_one_per_work_charged_once_and_expires(kind: Kind) {
+        let test = TestDb::new(kind, 4).await;
+        let db = test.db.clone();
+        let account_id = account(&db, 2_000).await;
+        let now = chrono::Utc::now();
+        hold(&db, &asked(&account_id, "reply:cv_1:3", 1_000), now)
+            .await
+            .unwrap();
+        hold(&db, &asked(&account_id, "reply:cv_1:3", 1_000), now)
+            .await
+            .unwrap();
+        assert_eq!(
+            held(&db, &account_id, None, now).await.unwrap(),
+            1_000,
+            "one hold for one work"
+        );
+        let txn = crate::store::begin_write(&db).await.unwrap();
+        settle(&txn, &account_id, "reply:cv_1:3", 1_000, "ai_reply: model", None, now)
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        let balance = store::find_live(&db, account_id.as_str()).await.unwrap().credit_milli;
+        assert_eq!((balance, held(&db, &account_id, None, now).await.unwrap()), (1_000, 0));
+
+        hold(&db, &asked(&account_id, "reply:cv_2:0", 1_000), now)
+            .await
+            .unwrap();
+        let later = now + chrono::Duration::seconds(61);
+        assert_eq!(held(&db, &account_id, None, later).await.unwrap(), 0, "expired");
+        hold(&db, &asked(&account_id, "reply:cv_3:0", 1_000), later)
+            .await
+            .unwrap();
+        assert_eq!(prune(&db, later + chrono::Duration::seconds(61), 100).await.unwrap(), 2);
+        test.remove().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_holds_sqlite() {
+        concurrent_holds_never_promise_more_than_the_balance(Kind::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_holds_postgres() {
+        concurrent_holds_never_promise_more_than_the_balance(Kind::Postgres).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_hold_per_work_sqlite() {
+        a_hold_is_one_per_work_charged_once_and_expires(Kind::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_hold_per_work_postgres() {
+        a_hold_is_one_per_work_charged_once_and_expires(Kind::Postgres).await;
+    }
+}

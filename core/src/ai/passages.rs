@@ -45,10 +45,10 @@ pub async fn for_messages(
         }
         for hit in retrieval.search(db, agent, &query, PASSAGES).await? {
             let passage = Passage {
+                excerpt: hit.excerpt(&agent.language, &query),
                 score: (hit.score * scale).min(1.0),
                 cosine: hit.cosine.map(f64::from),
                 coverage: hit.coverage,
-                excerpt: hit.excerpt,
                 faq_id: hit.faq.id,
                 question: hit.faq.question,
                 answer: hit.faq.answer,

@@ -19,6 +19,7 @@ use sea_orm::{
 };
 
 use super::{
+    gaps,
     provider::{Basis, Context, Decision, HandoffReason, NoTools, Profile, Speaker, Turn},
     providers::Providers,
     tools::ToolKit,
@@ -59,6 +60,8 @@ struct Decided {
     had_text: bool,
     payment: Payment,
     provider: &'static str,
+    /// The question it handed off for want of an answer, for the agent's knowledge gaps.
+    unanswered: Option<gaps::Asked>,
 }
 
 /// How a reply pays its tier.
@@ -138,6 +141,7 @@ impl AgentReply {
                             had_text: true,
                             payment: Payment::Free,
                             provider: provider.name(),
+                            unanswered: None,
                         };
                         return self.store(&read, decided).await;
                     }
@@ -154,11 +158,26 @@ impl AgentReply {
         };
         metrics::histogram!("frontdesk_ai_decision_seconds", "provider" => provider.name())
             .record(started.elapsed().as_secs_f64());
+        let unanswered = match &decision {
+            Decision::Handoff { reason, .. } if is_gap(reason) => {
+                let (vector, terms) = self
+                    .retrieval
+                    .question_signals(&read.agent.language, &context.question)
+                    .await;
+                Some(gaps::Asked {
+                    question: context.question.clone(),
+                    vector,
+                    terms,
+                })
+            }
+            _ => None,
+        };
         let decided = Decided {
             decision,
             had_text: !context.question.trim().is_empty(),
             payment,
             provider: provider.name(),
+            unanswered,
         };
         self.store(&read, decided).await
     }
@@ -256,6 +275,7 @@ impl AgentReply {
             had_text,
             payment,
             provider,
+            unanswered,
         } = decided;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
@@ -290,6 +310,9 @@ impl AgentReply {
                     _ => release(&txn, &payment).await?,
                 }
                 hand_off(&txn, &conversation, &reason, now).await?;
+                if let Some(asked) = &unanswered {
+                    gaps::record(&txn, &conversation, asked, now).await?;
+                }
                 Some((text, false))
             }
             Decision::Silent => {
@@ -310,6 +333,12 @@ impl AgentReply {
             .increment(1);
         Ok(true)
     }
+}
+
+/// Whether a handoff for this reason is a question the knowledge could not answer: the local provider found
+/// no confident answer, or a model handed off by its own choice.
+fn is_gap(reason: &HandoffReason) -> bool {
+    matches!(reason, HandoffReason::NoConfidentAnswer | HandoffReason::Requested(_))
 }
 
 /// The key of a reply's hold: the conversation and the point it answers from (which moves only when a reply

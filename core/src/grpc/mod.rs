@@ -17,8 +17,9 @@ use frontdesk_api::{
         agents_server::AgentsServer, api_keys_server::ApiKeysServer, broadcasts_server::BroadcastsServer,
         campaigns_server::CampaignsServer, channels_server::ChannelsServer, chat_sessions_server::ChatSessionsServer,
         contacts_server::ContactsServer, conversations_server::ConversationsServer, credits_server::CreditsServer,
-        deals_server::DealsServer, entry_points_server::EntryPointsServer, kb_groups_server::KbGroupsServer,
-        kb_sources_server::KbSourcesServer, messages_server::MessagesServer,
+        deals_server::DealsServer, entry_points_server::EntryPointsServer, evaluations_server::EvaluationsServer,
+        kb_groups_server::KbGroupsServer, kb_sources_server::KbSourcesServer,
+        knowledge_gaps_server::KnowledgeGapsServer, messages_server::MessagesServer,
         model_providers_server::ModelProvidersServer, pipelines_server::PipelinesServer,
         summaries_server::SummariesServer, tasks_server::TasksServer, webhooks_server::WebhooksServer,
     },
@@ -32,7 +33,10 @@ use crate::{
     access::{guard::Guard, service::ApiKeysService},
     admin::{AdminService, AdminToken},
     agents::service::AgentsService,
-    ai::connection::ModelProvidersService,
+    ai::{
+        connection::ModelProvidersService, evaluations::service::EvaluationsService,
+        gaps::service::KnowledgeGapsService,
+    },
     broadcasts::BroadcastsService,
     campaigns::{
         CampaignsService,
@@ -63,6 +67,8 @@ pub struct Services {
     pub model_providers: ModelProvidersService,
     pub deals: DealsService,
     pub summaries: SummariesService,
+    pub evaluations: EvaluationsService,
+    pub knowledge_gaps: KnowledgeGapsService,
     pub tasks: TasksService,
     pub pipelines: PipelinesService,
     pub webhooks: WebhooksService,
@@ -96,6 +102,10 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .await;
     reporter.set_serving::<DealsServer<DealsService>>().await;
     reporter.set_serving::<SummariesServer<SummariesService>>().await;
+    reporter.set_serving::<EvaluationsServer<EvaluationsService>>().await;
+    reporter
+        .set_serving::<KnowledgeGapsServer<KnowledgeGapsService>>()
+        .await;
     reporter.set_serving::<TasksServer<TasksService>>().await;
     reporter.set_serving::<PipelinesServer<PipelinesService>>().await;
     reporter.set_serving::<WebhooksServer<WebhooksService>>().await;
@@ -135,6 +145,8 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(sized!(ModelProvidersServer::new(services.model_providers)))
         .add_service(sized!(DealsServer::new(services.deals)))
         .add_service(sized!(SummariesServer::new(services.summaries)))
+        .add_service(sized!(EvaluationsServer::new(services.evaluations)))
+        .add_service(sized!(KnowledgeGapsServer::new(services.knowledge_gaps)))
         .add_service(sized!(TasksServer::new(services.tasks)))
         .add_service(sized!(PipelinesServer::new(services.pipelines)))
         .add_service(sized!(WebhooksServer::new(services.webhooks)))

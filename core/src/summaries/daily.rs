@@ -26,6 +26,8 @@ use crate::{
 const LISTED: u64 = 20;
 const WAITING_LISTED: u64 = 10;
 const TASKS: u64 = 50;
+/// Knowledge gaps of the day named under "Needs attention".
+const TOP_GAPS: u64 = 3;
 /// Statements of one summary that run at once.
 const PARALLEL: usize = 3;
 
@@ -227,7 +229,7 @@ pub async fn summary(
         .order_by_desc(deals::Column::Id)
         .limit(LISTED);
     // Three connections at most, as for the counts: a summary must not take a small pool from the replies.
-    let ((listed, waiting_listed), (waiting, overdue), (booked, created)) = tokio::try_join!(
+    let ((listed, waiting_listed), (waiting, overdue), (booked, created, gaps)) = tokio::try_join!(
         async {
             let listed = newest(open_tasks.clone(), TASKS).all(db).await?;
             let waiting = newest(open_of_kind(FROM_HANDOFF), WAITING_LISTED).all(db).await?;
@@ -238,13 +240,16 @@ pub async fn summary(
             let overdue = one_count(db, open_of_kind(FROM_TOOL).filter(tasks::Column::Due.lt(now))).await?;
             Ok::<_, DbErr>((waiting, overdue))
         },
-        async { Ok::<_, DbErr>((booked.all(db).await?, created.all(db).await?)) },
+        async {
+            let gaps = crate::ai::gaps::top_between(db, account_id, (day.start, day.end), TOP_GAPS).await?;
+            Ok::<_, DbErr>((booked.all(db).await?, created.all(db).await?, gaps))
+        },
     )?;
     let sections = vec![
         section("Overview", super::sections::overview(&stats)),
         section(
             "Needs attention",
-            super::sections::attention(&stats, &waiting_listed, waiting, overdue, day),
+            super::sections::attention(&stats, &waiting_listed, (waiting, overdue), &gaps, day),
         ),
         section(
             "Appointments",

@@ -32,8 +32,15 @@ pub fn overview(s: &DailyStats) -> String {
 }
 
 /// Conversations waiting for a person (`waiting` in all; `listed`, the newest of their open handoff tasks),
-/// overdue tasks, and the day's failed messages.
-pub fn attention(s: &DailyStats, listed: &[tasks::Model], waiting: i64, overdue: i64, day: &Day) -> String {
+/// overdue tasks, the day's failed messages, and the questions the agents most often could not answer that
+/// day (`gaps`: a knowledge gap's question and its count).
+pub fn attention(
+    s: &DailyStats,
+    listed: &[tasks::Model],
+    (waiting, overdue): (i64, i64),
+    gaps: &[(String, i64)],
+    day: &Day,
+) -> String {
     let mut out = String::new();
     if waiting > 0 {
         let _ = writeln!(
@@ -58,6 +65,12 @@ pub fn attention(s: &DailyStats, listed: &[tasks::Model], waiting: i64, overdue:
             "- {} could not be delivered.",
             counted(s.messages_failed, "message", "messages")
         );
+    }
+    if !gaps.is_empty() {
+        let _ = writeln!(out, "- Questions the agents could not answer (knowledge gaps):");
+        for (question, count) in gaps {
+            let _ = writeln!(out, "  - \"{question}\" ({})", counted(*count, "time", "times"));
+        }
     }
     if out.is_empty() {
         out.push_str("Nothing needs attention.");

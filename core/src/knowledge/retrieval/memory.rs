@@ -195,18 +195,19 @@ impl ScopeIndex {
 
     /// Each FAQ's lexical match with the query, in doc order: BM25F over the most the query's terms could
     /// score (`bm25 / Σ idf`, in [0, 1)), which is comparable across queries; none for a FAQ sharing no
-    /// term with it. Each of `groups` is one term of the query with its synonyms: a FAQ scores the best of
-    /// them, and the most a group could score is its rarest term's.
+    /// term with it. Each of `groups` is one term of the query, then its synonyms: a FAQ scores the best of
+    /// them, at most what the query's own term could score, and that is the most the group adds (a synonym no
+    /// FAQ holds changes nothing).
     pub fn lexical(&self, groups: &[Vec<String>]) -> Vec<Option<f64>> {
         let mut sums: Vec<Option<f64>> = vec![None; self.docs.len()];
         let mut most = 0.0;
         for group in groups {
             let mut best: HashMap<u32, f64> = HashMap::new();
-            let mut rarest: f64 = 0.0;
+            let own = |term: &String| self.postings.get(term).map_or(0, Vec::len) as u64;
+            let ceiling = group.first().map_or(0.0, |term| self.collection.idf(own(term)));
             for term in group {
                 let list = self.postings.get(term).map(Vec::as_slice).unwrap_or_default();
                 let idf = self.collection.idf(list.len() as u64);
-                rarest = rarest.max(idf);
                 for &(doc, question_tf, answer_tf) in list {
                     let d = &self.docs[doc as usize];
                     let posting = Posting {
@@ -215,12 +216,12 @@ impl ScopeIndex {
                         question_len: d.question_len,
                         answer_len: d.answer_len,
                     };
-                    let score = self.collection.term_score(idf, &posting);
+                    let score = self.collection.term_score(idf, &posting).min(ceiling);
                     let kept = best.entry(doc).or_insert(0.0);
                     *kept = kept.max(score);
                 }
             }
-            most += rarest;
+            most += ceiling;
             for (doc, score) in best {
                 *sums[doc as usize].get_or_insert(0.0) += score;
             }

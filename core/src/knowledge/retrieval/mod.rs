@@ -83,8 +83,18 @@ pub struct Hit {
     /// The cosine of its closest vector to the query's (none without a model or a vector).
     pub cosine: Option<f32>,
     pub coverage: Coverage,
-    /// The part of its answer that answers the query (`excerpt`).
-    pub excerpt: String,
+    /// The byte range of its answer whose vector was closest to the query's (none without a model), for
+    /// `excerpt`.
+    pub closest: Option<std::ops::Range<usize>>,
+}
+
+impl Hit {
+    /// The part of its answer that answers `query` (`excerpt`), for an agent of `language`.
+    pub fn excerpt(&self, language: &str, query: &str) -> String {
+        let analyzer = analyzer::Analyzer::for_language(language);
+        let groups = QuestionWords::for_analyzer(&analyzer).groups(&analyzer.terms(query));
+        excerpt::excerpt(&self.faq.answer, &analyzer, &groups, self.closest.clone())
+    }
 }
 
 /// How much of what the question is about a FAQ says (`question_words`).
@@ -194,16 +204,12 @@ impl Retrieval {
         Ok(ranked
             .into_iter()
             .zip(coverage)
-            .map(|((doc, score), coverage)| {
-                let faq = &index.docs[doc].faq;
-                let closest = vector.as_deref().and_then(|v| index.closest_passage(doc, v));
-                Hit {
-                    excerpt: excerpt::excerpt(&faq.answer, &scope.analyzer, &groups, closest),
-                    faq: faq.clone(),
-                    score,
-                    cosine: dense.as_ref().and_then(|d| d[doc]),
-                    coverage,
-                }
+            .map(|((doc, score), coverage)| Hit {
+                faq: index.docs[doc].faq.clone(),
+                score,
+                cosine: dense.as_ref().and_then(|d| d[doc]),
+                coverage,
+                closest: vector.as_deref().and_then(|v| index.closest_passage(doc, v)),
             })
             .collect())
     }
@@ -308,6 +314,14 @@ impl Retrieval {
             found.insert(word, vector);
         }
         found
+    }
+
+    /// What groups a question with others like it: its vector (none without a model) and its subject terms
+    /// in `language`.
+    pub async fn question_signals(&self, language: &str, question: &str) -> (Option<Vec<f32>>, Vec<String>) {
+        let analyzer = analyzer::Analyzer::for_language(language);
+        let terms = QuestionWords::for_analyzer(&analyzer).subject(&analyzer.terms(question));
+        (self.embed_query(question).await, terms)
     }
 
     async fn embed_query(&self, query: &str) -> Option<Vec<f32>> {

@@ -1,0 +1,20 @@
+//! A question handed off for want of an answer, one per conversation, in the knowledge gap it joined.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "gap_questions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub conversation_id: String,
+    pub account_id: String,
+    pub agent_id: String,
+    pub gap_id: String,
+    pub question: String,
+    pub asked_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

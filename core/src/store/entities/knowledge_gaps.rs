@@ -1,0 +1,30 @@
+//! A group of like questions an agent could not answer.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "knowledge_gaps")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub agent_id: String,
+    /// The group's most central question.
+    pub question: String,
+    /// The mean of its questions' vectors, and its question's vector (f32 little-endian).
+    pub centroid: Option<Vec<u8>>,
+    pub question_vector: Option<Vec<u8>>,
+    /// Questions it has gathered in all.
+    pub members: i32,
+    /// Its questions' subject terms, JSON.
+    pub terms: String,
+    pub status: String,
+    pub faq_id: String,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
