@@ -19,6 +19,7 @@ pub mod kind {
     pub enum Channel {}
     pub enum Contact {}
     pub enum Faq {}
+    pub enum Gap {}
     pub enum Message {}
     pub enum Pipeline {}
     pub enum Source {}
@@ -28,6 +29,7 @@ pub type AgentId = Id<kind::Agent>;
 pub type ChannelId = Id<kind::Channel>;
 pub type ContactId = Id<kind::Contact>;
 pub type FaqId = Id<kind::Faq>;
+pub type GapId = Id<kind::Gap>;
 pub type MessageId = Id<kind::Message>;
 pub type PipelineId = Id<kind::Pipeline>;
 pub type SourceId = Id<kind::Source>;

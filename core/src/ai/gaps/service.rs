@@ -20,6 +20,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
     requests::account_of,
+    resource_id::{AgentId, GapId},
     store::entities::{gap_questions, knowledge_gaps},
     timestamps,
 };
@@ -61,17 +62,17 @@ impl KnowledgeGapsService {
         Ok(gaps)
     }
 
-    /// The account's gap `gap_id` of the agent, open.
+    /// The account's gap `gap` of the agent, open.
     async fn open_gap(
         &self,
         db: &impl ConnectionTrait,
         account_id: &AccountId,
-        agent_id: &str,
-        gap_id: &str,
+        agent: &AgentId,
+        gap: &GapId,
     ) -> ApiResult<knowledge_gaps::Model> {
-        knowledge_gaps::Entity::find_by_id(gap_id.to_owned())
+        knowledge_gaps::Entity::find_by_id(gap.as_str().to_owned())
             .filter(knowledge_gaps::Column::AccountId.eq(account_id))
-            .filter(knowledge_gaps::Column::AgentId.eq(agent_id))
+            .filter(knowledge_gaps::Column::AgentId.eq(agent.as_str()))
             .filter(knowledge_gaps::Column::Status.eq("open"))
             .one(db)
             .await?
@@ -81,7 +82,9 @@ impl KnowledgeGapsService {
     async fn resolve(&self, account_id: &AccountId, r: ResolveKnowledgeGapRequest) -> ApiResult<FaqAnswer> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
-        let gap = self.open_gap(&txn, account_id, &r.agent_id, &r.gap_id).await?;
+        let gap = self
+            .open_gap(&txn, account_id, &AgentId::new(&r.agent_id), &GapId::new(&r.gap_id))
+            .await?;
         let question = if r.question.trim().is_empty() {
             gap.question.clone()
         } else {
@@ -99,7 +102,7 @@ impl KnowledgeGapsService {
         )
         .await?;
         let faq_id = faq.faq.as_ref().map(|f| f.id.clone()).unwrap_or_default();
-        close(&txn, &gap.id, "resolved", &faq_id, now).await?;
+        close(&txn, &gap, "resolved", &faq_id, now).await?;
         txn.commit().await?;
         Ok(faq)
     }
@@ -107,8 +110,10 @@ impl KnowledgeGapsService {
     async fn dismiss(&self, account_id: &AccountId, r: &DismissKnowledgeGapRequest) -> ApiResult<KnowledgeGap> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
-        let gap = self.open_gap(&txn, account_id, &r.agent_id, &r.gap_id).await?;
-        close(&txn, &gap.id, "dismissed", "", now).await?;
+        let gap = self
+            .open_gap(&txn, account_id, &AgentId::new(&r.agent_id), &GapId::new(&r.gap_id))
+            .await?;
+        close(&txn, &gap, "dismissed", "", now).await?;
         // All its questions: none is older than the gap.
         let since = gap.created_at;
         let count = gap_questions::Entity::find()
@@ -125,7 +130,7 @@ impl KnowledgeGapsService {
 /// Ends the gap `status` (`resolved`, naming its FAQ, or `dismissed`).
 async fn close(
     db: &impl ConnectionTrait,
-    gap_id: &str,
+    gap: &knowledge_gaps::Model,
     status: &str,
     faq_id: &str,
     now: DateTime<Utc>,
@@ -134,7 +139,7 @@ async fn close(
         .col_expr(knowledge_gaps::Column::Status, Expr::value(status))
         .col_expr(knowledge_gaps::Column::FaqId, Expr::value(faq_id))
         .col_expr(knowledge_gaps::Column::UpdatedAt, Expr::value(now))
-        .filter(knowledge_gaps::Column::Id.eq(gap_id))
+        .filter(knowledge_gaps::Column::Id.eq(gap.id.as_str()))
         .exec(db)
         .await?;
     Ok(())
