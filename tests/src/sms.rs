@@ -39,6 +39,17 @@ pub async fn start(db: &Db, twilio: &FakeTwilio, extra: &[(&str, &str)]) -> Serv
     Server::start(db, &env).await
 }
 
+/// `start` with the embedding model (`server::embedding_model`) and no reply debounce: replies decided by
+/// meaning as well as words, as soon as a message is in.
+pub async fn start_with_model(db: &Db, twilio: &FakeTwilio) -> Server {
+    let model = crate::server::embedding_model();
+    let env = [
+        ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
+        ("FRONTDESK_EMBEDDING_MODEL", model.as_str()),
+    ];
+    start(db, twilio, &env).await
+}
+
 /// An account with an sms channel `sms` whose default agent, made of `agent`'s fields, knows one FAQ.
 pub struct Desk<'a> {
     pub platform: Platform<'a>,

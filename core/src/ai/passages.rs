@@ -3,10 +3,16 @@
 //! each says. A burst of messages is searched whole and message by message ("Hi" / "I have a question" /
 //! "When are you open?": the question is in one of them), each FAQ keeping its best search.
 
+use std::ops::Range;
+
 use sea_orm::DatabaseConnection;
 
 use super::provider::Passage;
-use crate::{error::ApiResult, knowledge::retrieval::Retrieval, store::entities::agents};
+use crate::{
+    error::ApiResult,
+    knowledge::retrieval::{Retrieval, excerpt_of},
+    store::entities::agents,
+};
 
 /// FAQs found for the question that a provider sees.
 pub const PASSAGES: usize = 5;
@@ -37,7 +43,8 @@ pub async fn for_messages(
         .take(BURST_SEARCHES)
         .copied()
         .filter(|_| texts.len() > 1);
-    let mut found: Vec<Passage> = Vec::new();
+    // Each FAQ's best search: its passage, and where its answer was closest and to which query.
+    let mut found: Vec<(Passage, Option<Range<usize>>, String)> = Vec::new();
     for text in whole.chain(each) {
         let query: String = super::intent::read(text).question.chars().take(QUERY_CHARS).collect();
         if query.trim().is_empty() {
@@ -45,22 +52,31 @@ pub async fn for_messages(
         }
         for hit in retrieval.search(db, agent, &query, PASSAGES).await? {
             let passage = Passage {
-                excerpt: hit.excerpt(&agent.language, &query),
                 score: (hit.score * scale).min(1.0),
                 cosine: hit.cosine.map(f64::from),
                 coverage: hit.coverage,
+                excerpt: String::new(),
                 faq_id: hit.faq.id,
                 question: hit.faq.question,
                 answer: hit.faq.answer,
             };
-            match found.iter_mut().find(|p| p.faq_id == passage.faq_id) {
-                Some(seen) if seen.score >= passage.score => {}
-                Some(seen) => *seen = passage,
-                None => found.push(passage),
+            let best = (passage, hit.closest, query.clone());
+            match found.iter_mut().find(|(p, _, _)| p.faq_id == best.0.faq_id) {
+                Some(seen) if seen.0.score >= best.0.score => {}
+                Some(seen) => *seen = best,
+                None => found.push(best),
             }
         }
     }
-    found.sort_by(|a, b| b.score.total_cmp(&a.score));
+    found.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
     found.truncate(PASSAGES);
+    // The excerpts of those kept only.
+    let found = found
+        .into_iter()
+        .map(|(mut passage, closest, query)| {
+            passage.excerpt = excerpt_of(&passage.answer, closest, &agent.language, &query);
+            passage
+        })
+        .collect();
     Ok(found)
 }

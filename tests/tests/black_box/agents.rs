@@ -1589,7 +1589,7 @@ fn depth(value: &Value) -> usize {
 }
 
 /// JSON nested deeper than 32 levels inside a `google.protobuf.Struct` field is a 400 naming the field, over
-/// REST and over gRPC, not a 500 from the core's protobuf decoder (issue 16, item 12).
+/// REST and over gRPC, not a 500 from the core's protobuf decoder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_deep_json_in_a_struct_field_is_a_400() {
     let db = Db::sqlite();
@@ -1643,7 +1643,7 @@ async fn over_deep_json_in_a_struct_field_is_a_400() {
 
 /// Agents as large as their limits allow, in 4-byte characters: 30 of them pass the 4 MiB a gRPC message
 /// may have by default. Every page answers 200, pages are cut by size as well as by `limit`, and following
-/// `next_cursor` lists every agent exactly once (issue 16, item 5).
+/// `next_cursor` lists every agent exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_large_agents_are_cut_by_size_and_page_through_completely() {
     let db = Db::sqlite();

@@ -507,12 +507,7 @@ on_both_databases!(
     a_small_clinic_answers_what_it_knows_and_hands_off_the_rest,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let model = frontdesk_tests::server::embedding_model();
-        let env = [
-            ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
-            ("FRONTDESK_EMBEDDING_MODEL", model.as_str()),
-        ];
-        let server = sms::start(&db, &twilio, &env).await;
+        let server = sms::start_with_model(&db, &twilio).await;
         let desk = Desk::open(&server, &twilio, json!({"name": "Clinic desk"}), CLINIC[0]).await;
         for (question, answer) in &CLINIC[1..] {
             desk.platform.faq(&desk.agent, question, answer).await;
@@ -560,12 +555,7 @@ on_both_databases!(
     a_long_faq_answers_with_the_passage_that_holds_the_answer,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let model = frontdesk_tests::server::embedding_model();
-        let env = [
-            ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
-            ("FRONTDESK_EMBEDDING_MODEL", model.as_str()),
-        ];
-        let server = sms::start(&db, &twilio, &env).await;
+        let server = sms::start_with_model(&db, &twilio).await;
         let care = [
             "Your implant needs a few weeks to settle into the bone after surgery.",
             "Eat soft food for the first days and avoid chewing on the side of the implant.",

@@ -98,7 +98,7 @@ async fn events(db: &Db, account_deal: &str) -> Vec<String> {
     rows.iter().map(|r| r.try_get_by_index::<String>(0).unwrap()).collect()
 }
 
-/// A field error's message names the field once, then the problem in its own words (issue 16, item 15).
+/// A field error's message names the field once, then the problem in its own words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_stage_is_named_once_in_the_message() {
     let db = Db::sqlite();

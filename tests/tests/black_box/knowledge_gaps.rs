@@ -17,12 +17,7 @@ on_both_databases!(
     handed_off_questions_become_gaps_that_a_faq_closes,
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
-        let model = frontdesk_tests::server::embedding_model();
-        let env = [
-            ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
-            ("FRONTDESK_EMBEDDING_MODEL", model.as_str()),
-        ];
-        let server = sms::start(&db, &twilio, &env).await;
+        let server = sms::start_with_model(&db, &twilio).await;
         let desk = Desk::open(
             &server,
             &twilio,

@@ -590,7 +590,7 @@ async fn metrics_count_requests_latency_and_rate_limit_decisions() {
 }
 
 /// Requests with made-up methods, which need no credentials, share one `other` label: a client cannot
-/// create metric series at will (issue 16, item 1).
+/// create metric series at will.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_up_methods_do_not_create_metric_series() {
     let db = Db::sqlite();
@@ -627,7 +627,7 @@ async fn made_up_methods_do_not_create_metric_series() {
 }
 
 // An agency acting on a sub-account is held to the sub-account's own flags: its `api_access` on every
-// call, its `webhooks_enabled` on webhook calls (issue 16, item 7).
+// call, its `webhooks_enabled` on webhook calls.
 on_both_databases!(
     a_sub_accounts_flags_hold_when_its_agency_acts_on_it,
     |db: Db| async move {
@@ -697,7 +697,7 @@ async fn burst_is_served(server: &Server, key: &str, bound: Duration) {
 }
 
 /// A Redis that accepts connections and never answers, from the start: the calls are served at once from
-/// the in-process counters, not queued behind one connection attempt after another (issue 16, item 4).
+/// the in-process counters, not queued behind one connection attempt after another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_never_answers_does_not_hold_up_requests() {
     let db = Db::sqlite();

@@ -1,7 +1,7 @@
 //! Time limits against the real binary: a client that never finishes its headers is disconnected, a call
 //! waiting on a row another transaction holds locked in PostgreSQL ends with 503 `unavailable` after the
 //! lock timeout, and a call past the request timeout answers 504 `deadline_exceeded`, in one process and
-//! with the core and the edge apart (issue 16, item 6).
+//! with the core and the edge apart.
 
 use std::time::{Duration, Instant};
 

@@ -88,13 +88,12 @@ pub struct Hit {
     pub closest: Option<std::ops::Range<usize>>,
 }
 
-impl Hit {
-    /// The part of its answer that answers `query` (`excerpt`), for an agent of `language`.
-    pub fn excerpt(&self, language: &str, query: &str) -> String {
-        let analyzer = analyzer::Analyzer::for_language(language);
-        let groups = QuestionWords::for_analyzer(&analyzer).groups(&analyzer.terms(query));
-        excerpt::excerpt(&self.faq.answer, &analyzer, &groups, self.closest.clone())
-    }
+/// The part of `answer` that answers `query` (`excerpt`), for an agent of `language`; `closest` is the
+/// answer's passage a search found closest (`Hit::closest`).
+pub fn excerpt_of(answer: &str, closest: Option<std::ops::Range<usize>>, language: &str, query: &str) -> String {
+    let analyzer = analyzer::Analyzer::for_language(language);
+    let groups = QuestionWords::for_analyzer(&analyzer).groups(&analyzer.terms(query));
+    excerpt::excerpt(answer, &analyzer, &groups, closest)
 }
 
 /// How much of what the question is about a FAQ says (`question_words`).
