@@ -225,14 +225,14 @@ pub fn rest_client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-struct Api {
+pub(crate) struct Api {
     client: reqwest::Client,
     base: String,
     key: String,
 }
 
 impl Api {
-    fn new(server: &ServerProcess, key: &str) -> Self {
+    pub(crate) fn new(server: &ServerProcess, key: &str) -> Self {
         Self {
             client: rest_client(),
             base: format!("http://{}", server.http.expect("http")),
@@ -240,7 +240,7 @@ impl Api {
         }
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    pub(crate) async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
         let mut request = self
             .client
             .request(method, format!("{}{path}", self.base))
@@ -255,7 +255,7 @@ impl Api {
         Ok(body)
     }
 
-    async fn agent(&self) -> anyhow::Result<String> {
+    pub(crate) async fn agent(&self) -> anyhow::Result<String> {
         let agent = self
             .call(reqwest::Method::POST, "/v1/agents", Some(json!({"name": "Bench desk"})))
             .await?;
@@ -263,7 +263,7 @@ impl Api {
     }
 }
 
-fn serve(setup: &Setup, database: &str, extra: &[(&str, &str)]) -> anyhow::Result<ServerProcess> {
+pub(crate) fn serve(setup: &Setup, database: &str, extra: &[(&str, &str)]) -> anyhow::Result<ServerProcess> {
     let mut env = setup.env(database, false);
     for (k, v) in extra {
         env.insert((*k).into(), (*v).into());

@@ -2,6 +2,7 @@
 //! stack on the same machine, in one run. `frontdesk-bench` (or `run`) prints the results table and the
 //! targets; `--smoke` runs a few seconds at tiny concurrency (the test suite does, so the harness cannot rot).
 
+mod answers;
 mod bare;
 mod daily;
 mod drill;
@@ -46,6 +47,9 @@ enum Command {
     /// SIGKILLs `serve` while clients create deals with a webhook subscription; reports lost, delayed and
     /// duplicated deliveries.
     CrashDrill(drill::DrillArgs),
+    /// The local provider's decision over 10,000 FAQs and the knowledge gaps of 100,000 handed-off questions,
+    /// each against its floor in the same run.
+    Answers(answers::AnswersArgs),
     /// The embedding model's speed in this process, as JSON (started by `run` on one core; not for direct use).
     EmbedSpeed {
         #[arg(long)]
@@ -96,6 +100,12 @@ fn main() -> anyhow::Result<()> {
         Some(Command::BareServer { addr }) => runtime.block_on(bare::serve(&addr)),
         Some(Command::WebhookReceiver { addr }) => runtime.block_on(receiver::serve(&addr)),
         Some(Command::EmbedSpeed { model, sections }) => knowledge::embed_speed(&model, sections),
+        Some(Command::Answers(args)) => runtime.block_on(async {
+            let (setup, work_dir) = setup(&cli.run)?;
+            let outcome = answers::run(&setup, args).await;
+            let _ = std::fs::remove_dir_all(&work_dir);
+            outcome
+        }),
         Some(Command::CrashDrill(drill)) => runtime.block_on(async {
             let (setup, work_dir) = setup(&cli.run)?;
             let outcome = drill::crash_drill(&setup, drill).await;

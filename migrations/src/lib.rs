@@ -28,6 +28,7 @@ mod m20261130_000100_tasks;
 mod m20261201_000110_summaries;
 mod m20261202_000120_credit_holds;
 mod m20261202_000130_knowledge_quality;
+mod m20261203_000140_gap_questions_by_account;
 
 pub struct Migrator;
 
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000110_summaries::Migration),
             Box::new(m20261202_000120_credit_holds::Migration),
             Box::new(m20261202_000130_knowledge_quality::Migration),
+            Box::new(m20261203_000140_gap_questions_by_account::Migration),
         ]
     }
 }

@@ -90,14 +90,21 @@ pub enum Whose<'a> {
     Account(&'a crate::access::AccountId),
 }
 
-/// The open gaps (`whose`) with the most questions asked in `[start, end)`: their ids and those counts, at
-/// most `limit`, largest first.
+/// An open gap's questions asked in a window: how many, the first and the latest.
+pub struct Counted {
+    pub gap_id: String,
+    pub count: i64,
+    pub first_asked_at: DateTime<Utc>,
+    pub last_asked_at: DateTime<Utc>,
+}
+
+/// The open gaps (`whose`) with the most questions asked in `[start, end)`, at most `limit`, largest first.
 pub async fn largest(
     db: &impl ConnectionTrait,
     whose: Whose<'_>,
     (start, end): (DateTime<Utc>, DateTime<Utc>),
     limit: u64,
-) -> Result<Vec<(String, i64)>, DbErr> {
+) -> Result<Vec<Counted>, DbErr> {
     use sea_orm::sea_query::{ExprTrait, Query};
     let (question_owner, gap_owner, owner) = match whose {
         Whose::Agent(agent_id) => (
@@ -117,10 +124,12 @@ pub async fn largest(
         .and_where(gap_owner.eq(owner.as_str()))
         .and_where(knowledge_gaps::Column::Status.eq("open"))
         .to_owned();
-    gap_questions::Entity::find()
+    let rows: Vec<(String, i64, DateTime<Utc>, DateTime<Utc>)> = gap_questions::Entity::find()
         .select_only()
         .column(gap_questions::Column::GapId)
         .column_as(Expr::col(gap_questions::Column::ConversationId).count(), "n")
+        .column_as(Expr::col(gap_questions::Column::AskedAt).min(), "first")
+        .column_as(Expr::col(gap_questions::Column::AskedAt).max(), "last")
         .filter(question_owner.eq(owner.as_str()))
         .filter(gap_questions::Column::AskedAt.gte(start))
         .filter(gap_questions::Column::AskedAt.lt(end))
@@ -131,7 +140,35 @@ pub async fn largest(
         .limit(limit)
         .into_tuple()
         .all(db)
-        .await
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(gap_id, count, first_asked_at, last_asked_at)| Counted {
+            gap_id,
+            count,
+            first_asked_at,
+            last_asked_at,
+        })
+        .collect())
+}
+
+/// The gaps of `counted`, in its order (one closed meanwhile left out), read in one query.
+pub async fn gaps_of(
+    db: &impl ConnectionTrait,
+    counted: Vec<Counted>,
+) -> Result<Vec<(knowledge_gaps::Model, Counted)>, DbErr> {
+    let ids: Vec<&str> = counted.iter().map(|c| c.gap_id.as_str()).collect();
+    let mut gaps: std::collections::HashMap<String, knowledge_gaps::Model> = knowledge_gaps::Entity::find()
+        .filter(knowledge_gaps::Column::Id.is_in(ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|gap| (gap.id.clone(), gap))
+        .collect();
+    Ok(counted
+        .into_iter()
+        .filter_map(|c| Some((gaps.remove(&c.gap_id)?, c)))
+        .collect())
 }
 
 /// The account's open gaps with the most questions asked in `[start, end)`: their questions and those
@@ -142,13 +179,12 @@ pub async fn top_between(
     window: (DateTime<Utc>, DateTime<Utc>),
     limit: u64,
 ) -> Result<Vec<(String, i64)>, DbErr> {
-    let mut top = Vec::new();
-    for (gap_id, count) in largest(db, Whose::Account(account_id), window, limit).await? {
-        if let Some(gap) = knowledge_gaps::Entity::find_by_id(gap_id).one(db).await? {
-            top.push((gap.question, count));
-        }
-    }
-    Ok(top)
+    let counted = largest(db, Whose::Account(account_id), window, limit).await?;
+    Ok(gaps_of(db, counted)
+        .await?
+        .into_iter()
+        .map(|(gap, c)| (gap.question, c.count))
+        .collect())
 }
 
 /// How like the gap the question is, when like enough to join it.

@@ -10,8 +10,8 @@ use frontdesk_api::v1::{
     ListKnowledgeGapsRequest, ResolveKnowledgeGapRequest, knowledge_gaps_server,
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::Expr,
 };
 use tonic::{Request, Response, Status};
 
@@ -53,11 +53,8 @@ impl KnowledgeGapsService {
         let until = self.clock.now() + chrono::Duration::days(1);
         let counted = super::largest(&self.db, super::Whose::Agent(&agent.id), (since, until), LISTED).await?;
         let mut gaps = Vec::with_capacity(counted.len());
-        for (gap_id, count) in counted {
-            let Some(gap) = knowledge_gaps::Entity::find_by_id(gap_id).one(&self.db).await? else {
-                continue;
-            };
-            gaps.push(render(&self.db, &gap, count, since).await?);
+        for (gap, counted) in super::gaps_of(&self.db, counted).await? {
+            gaps.push(render(&self.db, &gap, &counted, since).await?);
         }
         Ok(gaps)
     }
@@ -115,13 +112,25 @@ impl KnowledgeGapsService {
             .await?;
         close(&txn, &gap, "dismissed", "", now).await?;
         // All its questions: none is older than the gap.
+        use sea_orm::sea_query::ExprTrait;
         let since = gap.created_at;
-        let count = gap_questions::Entity::find()
+        let (count, first, last): (i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>) = gap_questions::Entity::find()
+            .select_only()
+            .column_as(Expr::col(gap_questions::Column::ConversationId).count(), "n")
+            .column_as(Expr::col(gap_questions::Column::AskedAt).min(), "first")
+            .column_as(Expr::col(gap_questions::Column::AskedAt).max(), "last")
             .filter(gap_questions::Column::GapId.eq(gap.id.as_str()))
-            .count(&txn)
-            .await?;
-        let count = i64::try_from(count).unwrap_or(i64::MAX);
-        let shown = render(&txn, &gap, count, since).await?;
+            .into_tuple()
+            .one(&txn)
+            .await?
+            .unwrap_or((0, None, None));
+        let counted = super::Counted {
+            gap_id: gap.id.clone(),
+            count,
+            first_asked_at: first.unwrap_or(since),
+            last_asked_at: last.unwrap_or(since),
+        };
+        let shown = render(&txn, &gap, &counted, since).await?;
         txn.commit().await?;
         Ok(shown)
     }
@@ -145,24 +154,20 @@ async fn close(
     Ok(())
 }
 
-/// The gap as the API shows it, with its `count` questions asked since `since`.
+/// The gap as the API shows it, with its questions asked since `since` (`counted`).
 async fn render(
     db: &impl ConnectionTrait,
     gap: &knowledge_gaps::Model,
-    count: i64,
+    counted: &super::Counted,
     since: DateTime<Utc>,
 ) -> ApiResult<KnowledgeGap> {
-    let in_window = || {
-        gap_questions::Entity::find()
-            .filter(gap_questions::Column::GapId.eq(gap.id.as_str()))
-            .filter(gap_questions::Column::AskedAt.gte(since))
-    };
-    let latest = in_window()
+    let latest = gap_questions::Entity::find()
+        .filter(gap_questions::Column::GapId.eq(gap.id.as_str()))
+        .filter(gap_questions::Column::AskedAt.gte(since))
         .order_by_desc(gap_questions::Column::AskedAt)
         .limit(CONVERSATIONS)
         .all(db)
         .await?;
-    let first = in_window().order_by_asc(gap_questions::Column::AskedAt).one(db).await?;
     let mut examples: Vec<String> = Vec::new();
     for question in latest.iter().map(|q| q.question.clone()) {
         if examples.len() < EXAMPLES && !examples.contains(&question) {
@@ -172,11 +177,11 @@ async fn render(
     Ok(KnowledgeGap {
         id: gap.id.clone(),
         question: gap.question.clone(),
-        count: i32::try_from(count).unwrap_or(i32::MAX),
+        count: i32::try_from(counted.count).unwrap_or(i32::MAX),
         examples,
         conversation_ids: latest.iter().map(|q| q.conversation_id.clone()).collect(),
-        first_asked_at: first.map(|q| timestamps::to_proto(q.asked_at)),
-        last_asked_at: latest.first().map(|q| timestamps::to_proto(q.asked_at)),
+        first_asked_at: Some(timestamps::to_proto(counted.first_asked_at)),
+        last_asked_at: Some(timestamps::to_proto(counted.last_asked_at)),
     })
 }
 
