@@ -34,7 +34,7 @@ use sea_orm::{ConnectionTrait, Database, EntityTrait, Statement};
 
 use crate::{
     knowledge::{Api, query, seed_faqs, serve},
-    scenarios::{Setup, funded_account},
+    scenarios::{Setup, funded_account, push_row},
 };
 
 #[derive(clap::Args)]
@@ -262,13 +262,4 @@ async fn seed_gaps(db: &impl ConnectionTrait, account: &str, agent: &str, args: 
             .await?;
     }
     Ok(())
-}
-
-/// Appends a row of `columns` placeholders, numbered after `bound` values, to a multi-row INSERT.
-fn push_row(sql: &mut String, bound: usize, columns: usize) {
-    if bound > 0 {
-        sql.push(',');
-    }
-    let placeholders: Vec<String> = (1..=columns).map(|c| format!("${}", bound + c)).collect();
-    sql.push_str(&format!("({})", placeholders.join(", ")));
 }

@@ -1,4 +1,4 @@
-//! Knowledge (issue 18): a bulk import of 100 local pages (pages per second, the vectors made before the
+//! Knowledge: a bulk import of 100 local pages (pages per second, the vectors made before the
 //! source is ready included), search over an agent with 10,000 FAQs sequentially by one client (fused,
 //! the query's embedding included, and lexical only), and the embedding model's own speed on one core in
 //! process (sections per second at import, and one query's embedding: the floor of a fused search).
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::{
     load::{Outcome, Shape},
     process::ServerProcess,
-    scenarios::{Measured, Setup, funded_account, measure},
+    scenarios::{Measured, Setup, funded_account, measure, push_row},
 };
 
 pub const IMPORT: &str = "kb bulk import: 100 local pages of 3 sections, vectors included (SQLite)";
@@ -355,25 +355,12 @@ pub async fn seed_faqs(database: &str, account: &str, agent: &str, n: usize) -> 
     let now = chrono::Utc::now();
     for start in (0..n).step_by(400) {
         let mut sql = String::from(
-            "INSERT INTO agent_faqs (id, account_id, agent_id, question, answer, group_id, created_at, updated_at) VALUES ",
+            "INSERT INTO agent_faqs (id, account_id, agent_id, question, answer, created_at, updated_at) VALUES ",
         );
         let mut values: Vec<sea_orm::Value> = Vec::new();
         for i in start..(start + 400).min(n) {
             let (q, a) = faq(&mut rng);
-            let base = values.len();
-            if base > 0 {
-                sql.push(',');
-            }
-            sql.push_str(&format!(
-                "(${}, ${}, ${}, ${}, ${}, NULL, ${}, ${})",
-                base + 1,
-                base + 2,
-                base + 3,
-                base + 4,
-                base + 5,
-                base + 6,
-                base + 7
-            ));
+            push_row(&mut sql, values.len(), 7);
             values.extend([
                 format!("faq_bench{i:011}").into(),
                 account.into(),

@@ -649,3 +649,12 @@ async fn healthy_after(addr: std::net::SocketAddr, listening_after: Duration) ->
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Appends a row of `columns` placeholders, numbered after `bound` values, to a multi-row INSERT.
+pub(crate) fn push_row(sql: &mut String, bound: usize, columns: usize) {
+    if bound > 0 {
+        sql.push(',');
+    }
+    let placeholders: Vec<String> = (1..=columns).map(|c| format!("${}", bound + c)).collect();
+    sql.push_str(&format!("({})", placeholders.join(", ")));
+}
