@@ -29,6 +29,7 @@ mod m20261201_000110_summaries;
 mod m20261202_000120_credit_holds;
 mod m20261202_000130_knowledge_quality;
 mod m20261203_000140_gap_questions_by_account;
+mod m20261204_000150_job_crashes_and_group_cancels;
 
 pub struct Migrator;
 
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000120_credit_holds::Migration),
             Box::new(m20261202_000130_knowledge_quality::Migration),
             Box::new(m20261203_000140_gap_questions_by_account::Migration),
+            Box::new(m20261204_000150_job_crashes_and_group_cancels::Migration),
         ]
     }
 }

@@ -240,6 +240,7 @@ impl RemoteProvider {
         let mut attempt = 1;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
+            crate::jobs::guard::before_effect().await;
             let error = match tokio::time::timeout(left, self.chat.complete(request)).await {
                 Ok(Ok(answer)) => return Ok(answer),
                 Ok(Err(error)) => error,

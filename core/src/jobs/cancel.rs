@@ -1,15 +1,19 @@
 //! Cancelling jobs by id, by key or by group (a broadcast's sends), in bulk: each chunk of pending jobs is
 //! marked `cancelled` with one statement, and each kind's handler settles what its cancelled jobs stood for
-//! (a queued message fails with `cancelled`) in the same transaction. A waiting job never runs; a running
-//! one is stopped at its worker's next lease renewal (within a third of the lease), and an outcome it
-//! reaches before that is dropped. Cancelled jobs release their key at once and are kept, like failed
-//! ones, until the retention deletes them.
+//! (a queued message fails with `cancelled`) in the same transaction, until no pending job is left (a chunk
+//! cut short by jobs finishing meanwhile does not end it). A group's cancel leaves a tombstone first: a job
+//! enqueued into the group afterwards is cancelled when it is claimed, instead of run. A waiting job never
+//! runs; a running one makes no effect after the cancel returned (the claim guard finds it cancelled) and
+//! is stopped at its worker's next lease renewal, and an outcome it reaches is dropped. Cancelled jobs
+//! release their key at once and are kept, like failed ones, until the retention deletes them.
+
+use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement, Value};
 
-use super::Handlers;
-use crate::store::sql::among;
+use super::{Abandoned, Handlers};
+use crate::store::sql::{among, one_of_text};
 
 /// Jobs cancelled per transaction.
 const CHUNK: u64 = 5_000;
@@ -20,7 +24,7 @@ pub enum Selector {
     Id(String),
     /// The pending job holding this `unique_key`.
     Key(String),
-    /// Every pending job of the group.
+    /// Every pending job of the group, and every job enqueued into it later.
     Group(String),
 }
 
@@ -38,16 +42,24 @@ pub async fn cancel(
         Selector::Key(key) => ("unique_key", key),
         Selector::Group(group) => ("group_key", group),
     };
+    if let Selector::Group(group) = which {
+        tombstone(db, group, account.unwrap_or(""), now).await?;
+    }
     let mut values: Vec<Value> = vec![now.into(), value.as_str().into()];
     let mut condition = format!("status = 'pending' AND {column} = $2");
     if let Some(account) = account {
         condition.push_str(" AND account_id = $3");
         values.push(account.into());
     }
+    // Locked in id order, as every statement that locks jobs (`lease::set_due`, the recorder).
+    let lock = match backend {
+        sea_orm::DbBackend::Postgres => " FOR UPDATE",
+        _ => "",
+    };
     let chosen = among(
         backend,
         "id",
-        &format!("SELECT id FROM jobs WHERE {condition} LIMIT {CHUNK}"),
+        &format!("SELECT id FROM jobs WHERE {condition} ORDER BY id LIMIT {CHUNK}{lock}"),
     );
     let sql = format!(
         "UPDATE jobs SET status = 'cancelled', claim_token = NULL, rerun_at_ms = NULL, last_error = 'cancelled', \
@@ -59,23 +71,10 @@ pub async fn cancel(
         let rows = txn
             .query_all_raw(Statement::from_sql_and_values(backend, sql.clone(), values.clone()))
             .await?;
-        let mut by_kind: Vec<(String, Vec<String>)> = Vec::new();
-        for row in &rows {
-            let kind: String = row.try_get_by_index(0)?;
-            let payload: String = row.try_get_by_index(1)?;
-            match by_kind.iter_mut().find(|(k, _)| *k == kind) {
-                Some((_, payloads)) => payloads.push(payload),
-                None => by_kind.push((kind, vec![payload])),
-            }
-        }
-        for (kind, payloads) in &by_kind {
-            if let Some(handler) = handlers.get(kind) {
-                handler.cancelled(&txn, payloads, now).await?;
-            }
-        }
+        abandon(&txn, handlers, &rows, Abandoned::Cancelled, now).await?;
         txn.commit().await?;
         cancelled += rows.len() as u64;
-        if (rows.len() as u64) < CHUNK {
+        if rows.is_empty() {
             break;
         }
     }
@@ -84,4 +83,115 @@ pub async fn cancel(
         tracing::info!(?which, cancelled, "jobs cancelled");
     }
     Ok(cancelled)
+}
+
+/// Marks the group cancelled for `account` ("": every account), before its jobs are.
+async fn tombstone(db: &DatabaseConnection, group: &str, account: &str, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let sql = "INSERT INTO job_group_cancels (group_key, account_id, cancelled_at) VALUES ($1, $2, $3) \
+               ON CONFLICT (group_key, account_id) DO NOTHING";
+    db.execute_raw(Statement::from_sql_and_values(
+        db.get_database_backend(),
+        sql,
+        [group.into(), account.into(), now.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// Of claimed jobs (id, account, group), those whose group was cancelled for their account or for all.
+pub(super) async fn tombstoned(
+    db: &DatabaseConnection,
+    grouped: &[(String, String, String)],
+) -> Result<HashSet<String>, DbErr> {
+    if grouped.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let backend = db.get_database_backend();
+    let groups: HashSet<String> = grouped.iter().map(|(_, _, group)| group.clone()).collect();
+    let (which, values) = one_of_text(backend, "group_key", 1, groups.into_iter().collect());
+    let sql = format!("SELECT group_key, account_id FROM job_group_cancels WHERE {which}");
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    let mut cancels = HashSet::new();
+    for row in rows {
+        cancels.insert((row.try_get_by_index::<String>(0)?, row.try_get_by_index::<String>(1)?));
+    }
+    Ok(grouped
+        .iter()
+        .filter(|(_, account, group)| {
+            cancels.contains(&(group.clone(), String::new())) || cancels.contains(&(group.clone(), account.clone()))
+        })
+        .map(|(id, _, _)| id.clone())
+        .collect())
+}
+
+/// Ends jobs a claim (`token`) took instead of running them, each list for its reason: failed when their
+/// runs kept crashing, cancelled when their group was; what they stood for is settled in the same
+/// transaction.
+pub(super) async fn end_claimed(
+    db: &DatabaseConnection,
+    handlers: &Handlers,
+    ended: &[(Vec<String>, Abandoned)],
+    token: i64,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    let txn = crate::store::begin_write(db).await?;
+    for (ids, why) in ended.iter().filter(|(ids, _)| !ids.is_empty()) {
+        let status = match why {
+            Abandoned::Cancelled => "cancelled",
+            Abandoned::Crashed => "failed",
+        };
+        let (which, ids) = one_of_text(backend, "id", 5, ids.clone());
+        let mut values: Vec<Value> = vec![status.into(), why.code().into(), now.into(), token.into()];
+        values.extend(ids);
+        let sql = format!(
+            "UPDATE jobs SET status = $1, claim_token = NULL, rerun_at_ms = NULL, last_error = $2, \
+             unfinished_runs = 0, updated_at = $3 WHERE status = 'pending' AND claim_token = $4 AND {which} \
+             RETURNING kind, payload"
+        );
+        let rows = txn
+            .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?;
+        abandon(&txn, handlers, &rows, *why, now).await?;
+        let counter = match why {
+            Abandoned::Cancelled => "frontdesk_jobs_cancelled_total",
+            Abandoned::Crashed => "frontdesk_jobs_crashed_total",
+        };
+        metrics::counter!(counter).increment(rows.len() as u64);
+        if *why == Abandoned::Crashed {
+            tracing::error!(
+                jobs = rows.len(),
+                "jobs failed: every run of theirs ended with its worker's crash"
+            );
+        }
+    }
+    txn.commit().await
+}
+
+/// Settles what ended jobs stood for (`rows`: their kind, then payload), each kind by its handler, in
+/// the transaction that ended them.
+pub(super) async fn abandon(
+    txn: &DatabaseTransaction,
+    handlers: &Handlers,
+    rows: &[QueryResult],
+    why: Abandoned,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mut by_kind: Vec<(String, Vec<String>)> = Vec::new();
+    for row in rows {
+        let kind: String = row.try_get_by_index(0)?;
+        let payload: String = row.try_get_by_index(1)?;
+        match by_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, payloads)) => payloads.push(payload),
+            None => by_kind.push((kind, vec![payload])),
+        }
+    }
+    for (kind, payloads) in &by_kind {
+        if let Some(handler) = handlers.get(kind) {
+            handler.abandoned(txn, payloads, why, now).await?;
+        }
+    }
+    Ok(())
 }

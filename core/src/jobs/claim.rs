@@ -281,6 +281,11 @@ async fn take(
     let backend = txn.get_database_backend();
     let columns = table.key_columns();
     let returning = format!("{}, id, {}", columns.join(", "), table.returning);
+    // A crash of the run is counted now: only its outcome or its release takes the count back.
+    let counted = table
+        .unfinished_runs
+        .map(|c| format!(", {c} = {c} + 1"))
+        .unwrap_or_default();
     let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
     let rows = if backend == DbBackend::Postgres {
         // One statement for the whole plan: a queue's rows per element of the arrays.
@@ -322,7 +327,7 @@ async fn take(
             ),
         );
         let sql = format!(
-            "UPDATE {t} SET {due} = $1, claim_token = $2 WHERE {picked} RETURNING {returning}",
+            "UPDATE {t} SET {due} = $1, claim_token = $2{counted} WHERE {picked} RETURNING {returning}",
             t = table.name,
             due = table.due
         );
@@ -335,8 +340,8 @@ async fn take(
             .map(|(at, column)| format!("{column} = ${}", at + 4))
             .collect();
         let sql = format!(
-            "UPDATE {t} SET {due} = $1, claim_token = $2 WHERE id IN (SELECT id FROM {t} WHERE status = 'pending' \
-             AND {m} AND {due} <= $3 ORDER BY {due} LIMIT ${limit}) RETURNING {returning}",
+            "UPDATE {t} SET {due} = $1, claim_token = $2{counted} WHERE id IN (SELECT id FROM {t} WHERE \
+             status = 'pending' AND {m} AND {due} <= $3 ORDER BY {due} LIMIT ${limit}) RETURNING {returning}",
             t = table.name,
             due = table.due,
             m = matches.join(" AND "),

@@ -52,7 +52,7 @@ pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<U
                     );
                 }
                 let sql = "UPDATE jobs SET attempts = 0, run_at_ms = $1, claim_token = NULL, rerun_at_ms = NULL, \
-                           updated_at = $2 WHERE id = $3";
+                           unfinished_runs = 0, updated_at = $2 WHERE id = $3";
                 execute(&txn, sql, vec![rerun_at_ms.into(), now.into(), job.id.as_str().into()]).await?;
             }
             (Outcome::Done(effect), None) => {
@@ -67,7 +67,7 @@ pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<U
             (Outcome::Retry { error, after }, _) => {
                 let run_at = now.timestamp_millis() + millis(*after);
                 let sql = "UPDATE jobs SET attempts = attempts + 1, run_at_ms = $1, claim_token = NULL, \
-                           last_error = $2, updated_at = $3 WHERE id = $4";
+                           unfinished_runs = 0, last_error = $2, updated_at = $3 WHERE id = $4";
                 execute(
                     &txn,
                     sql,
@@ -76,7 +76,8 @@ pub async fn record(db: &DatabaseConnection, batch: &[Finished], now: DateTime<U
                 .await?;
             }
             (Outcome::Defer { until_ms } | Outcome::Paced { until_ms }, _) => {
-                let sql = "UPDATE jobs SET run_at_ms = $1, claim_token = NULL, updated_at = $2 WHERE id = $3";
+                let sql = "UPDATE jobs SET run_at_ms = $1, claim_token = NULL, unfinished_runs = 0, updated_at = $2 \
+                           WHERE id = $3";
                 execute(&txn, sql, vec![(*until_ms).into(), now.into(), job.id.as_str().into()]).await?;
             }
         }
@@ -120,7 +121,7 @@ async fn fail(txn: &DatabaseTransaction, job: &Job, error: &str, now: DateTime<U
         "job failed for good"
     );
     let sql = "UPDATE jobs SET status = 'failed', attempts = attempts + 1, claim_token = NULL, last_error = $1, \
-               rerun_at_ms = NULL, updated_at = $2 WHERE id = $3";
+               rerun_at_ms = NULL, unfinished_runs = 0, updated_at = $2 WHERE id = $3";
     execute(txn, sql, vec![error.into(), now.into(), job.id.as_str().into()]).await
 }
 
@@ -132,7 +133,8 @@ async fn still_held(
 ) -> Result<HashMap<(String, i64), Option<i64>>, DbErr> {
     let backend = txn.get_database_backend();
     let lock = match backend {
-        sea_orm::DbBackend::Postgres => " FOR UPDATE",
+        // In id order, as every statement that locks jobs (`lease::set_due`, a cancel).
+        sea_orm::DbBackend::Postgres => " ORDER BY id FOR UPDATE",
         _ => "",
     };
     let ids = batch.iter().map(|f| f.job.id.clone()).collect();

@@ -35,6 +35,12 @@ pub struct JobConfig {
     #[arg(id = "job_lease", value_name = "LEASE", long = "job-lease", env = "FRONTDESK_JOB_LEASE", default_value = "5s", value_parser = parse_duration)]
     pub lease: Duration,
 
+    /// How many runs of one job may be cut short by the death of their worker (killed, out of memory, a
+    /// crash) before the job fails for good with `crashed`: such runs spend no try, so a job that kills
+    /// every process that runs it would otherwise be claimed for ever.
+    #[arg(id = "job_max_crashes", value_name = "MAX_CRASHES", long = "job-max-crashes", env = "FRONTDESK_JOB_MAX_CRASHES", default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=100))]
+    pub max_crashes: i32,
+
     /// How often idle workers look for due jobs (a job enqueued in this process wakes them at once).
     #[arg(id = "job_poll_interval", value_name = "POLL_INTERVAL", long = "job-poll-interval", env = "FRONTDESK_JOB_POLL_INTERVAL", default_value = "50ms", value_parser = parse_positive_duration)]
     pub poll_interval: Duration,

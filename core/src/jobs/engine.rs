@@ -28,6 +28,7 @@ use tokio::{
 use super::{
     claim::{self, Claimer, Wanted},
     fair::{Budget, Caps},
+    guard::{self, Confirmer},
     lease,
     queue::{QueueKey, Table},
     running::{Lease, Running, StopReason},
@@ -185,7 +186,8 @@ impl<W: Work> Engine<W> {
         if self.config.concurrency == 0 {
             return Ok(tokio::spawn(async {}));
         }
-        let running = Arc::new(Running::new(self.config.lease));
+        let confirmer = Confirmer::spawn(self.db.clone(), self.work.table());
+        let running = Arc::new(Running::new(self.config.lease, Some(confirmer)));
         let (outcomes, recorded) = mpsc::unbounded_channel();
         let renewer = tokio::spawn(renew_loop(
             self.db.clone(),
@@ -300,20 +302,21 @@ async fn claim_loop<W: Work>(
     stop_runs(&engine, &running, &slots).await;
 }
 
-/// Shutdown: the runs drain within the grace; those still going are stopped, and their claims released.
+/// Shutdown: the runs drain within the grace, starting no effect in its second half; those still going are
+/// stopped, and the claims of every run that did not finish are released.
 async fn stop_runs<W: Work>(engine: &Engine<W>, running: &Running, slots: &Semaphore) {
     let capacity = engine.config.concurrency;
-    running.drain_all();
-    if tokio::time::timeout(engine.config.grace, slots.acquire_many(capacity))
-        .await
-        .is_ok()
-    {
+    let grace = engine.config.grace;
+    running.drain_all(Instant::now() + grace / 2);
+    if tokio::time::timeout(grace, slots.acquire_many(capacity)).await.is_err() {
+        running.stop_all();
+        // A stopped run gives its slot back at once; one already finished does once the recorder wrote it.
+        let _ = tokio::time::timeout(STOP_WAIT, slots.acquire_many(capacity)).await;
+    }
+    let (_, tokens) = running.in_hand();
+    if tokens.is_empty() {
         return;
     }
-    running.stop_all();
-    // A stopped run gives its slot back at once; one already finished does once the recorder wrote it.
-    let _ = tokio::time::timeout(STOP_WAIT, slots.acquire_many(capacity)).await;
-    let (_, tokens) = running.in_hand();
     let table = engine.work.table();
     match lease::release(&engine.db, table, &tokens, engine.clock.now().timestamp_millis()).await {
         Ok(()) => tracing::info!(
@@ -357,7 +360,7 @@ async fn run_one<W: Work>(runner: Runner<W>, claimed: Claimed<W::Item>, slot: Ow
     let started = Instant::now();
     let deadline = work.deadline(&item);
     let backup = item.clone();
-    let run = AssertUnwindSafe(work.run(item, &lease)).catch_unwind();
+    let run = AssertUnwindSafe(guard::scoped(lease.clone(), work.run(item, &lease))).catch_unwind();
     let ended = tokio::select! {
         biased;
         reason = lease.stopped() => Err(reason),
@@ -392,7 +395,8 @@ async fn run_one<W: Work>(runner: Runner<W>, claimed: Claimed<W::Item>, slot: Ow
         Err(reason) => {
             metrics::counter!("frontdesk_job_runs_stopped_total", "table" => work.table().name, "kind" => key.kind.clone(), "reason" => reason.label())
                 .increment(1);
-            if reason != StopReason::Shutdown {
+            // Stopped for shutdown, the claim is released once every run ended; otherwise it is not ours.
+            if !matches!(reason, StopReason::Shutdown | StopReason::Draining) {
                 tracing::warn!(
                     table = work.table().name,
                     id,

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement, Value};
 
 use super::queue::Table;
 use crate::store::sql::placeholders;
@@ -25,7 +25,7 @@ pub async fn renew(
 ) -> Result<HashSet<String>, DbErr> {
     let mut held = HashSet::new();
     for chunk in tokens.chunks(CHUNK) {
-        let (sql, values) = set_due(table, chunk, until_ms, "");
+        let (sql, values) = set_due(db.get_database_backend(), table, chunk, until_ms, "");
         let rows = db
             .query_all_raw(Statement::from_sql_and_values(
                 db.get_database_backend(),
@@ -40,24 +40,37 @@ pub async fn renew(
     Ok(held)
 }
 
-/// Gives up the claims of `tokens`: their rows are due at `now_ms`, with no try spent.
+/// Gives up the claims of `tokens`: their rows are due at `now_ms`, with no try spent and their runs not
+/// counted as cut short.
 pub async fn release(db: &DatabaseConnection, table: &Table, tokens: &[i64], now_ms: i64) -> Result<(), DbErr> {
+    let clear = match table.unfinished_runs {
+        Some(c) => format!(", claim_token = NULL, {c} = {c} - 1"),
+        None => ", claim_token = NULL".to_owned(),
+    };
     for chunk in tokens.chunks(CHUNK) {
-        let (sql, values) = set_due(table, chunk, now_ms, ", claim_token = NULL");
+        let (sql, values) = set_due(db.get_database_backend(), table, chunk, now_ms, &clear);
         db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
             .await?;
     }
     Ok(())
 }
 
-/// Only pending rows: one settled, parked or cancelled while its work runs keeps no due time.
-fn set_due(table: &Table, tokens: &[i64], at_ms: i64, clear: &str) -> (String, Vec<Value>) {
-    let sql = format!(
-        "UPDATE {} SET {} = $1{clear} WHERE status = 'pending' AND claim_token IN ({})",
-        table.name,
-        table.due,
+/// Only pending rows: one settled, parked or cancelled while its work runs keeps no due time. On PostgreSQL
+/// the rows are locked in id order first, the order of every statement that locks rows of a work table
+/// (the recorder, a cancel), so two of them never wait for each other in a circle.
+fn set_due(backend: DbBackend, table: &Table, tokens: &[i64], at_ms: i64, clear: &str) -> (String, Vec<Value>) {
+    let rows = format!(
+        "status = 'pending' AND claim_token IN ({})",
         placeholders(2, tokens.len())
     );
+    let which = match backend {
+        DbBackend::Postgres => format!(
+            "id = ANY(ARRAY(SELECT id FROM {} WHERE {rows} ORDER BY id FOR UPDATE))",
+            table.name
+        ),
+        _ => rows,
+    };
+    let sql = format!("UPDATE {} SET {} = $1{clear} WHERE {which}", table.name, table.due);
     let mut values: Vec<Value> = vec![at_ms.into()];
     values.extend(tokens.iter().map(|t| Value::from(*t)));
     (sql, values)

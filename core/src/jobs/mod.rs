@@ -17,6 +17,7 @@ mod config;
 pub mod engine;
 mod enqueue;
 mod fair;
+pub mod guard;
 mod lease;
 pub mod queue;
 mod retention;
@@ -153,7 +154,7 @@ pub struct Job {
     pub token: i64,
     pub class: Class,
     /// Whether this worker still holds the job, and the signal to wind down. A run about to make a side
-    /// effect outside the database (a provider call) checks `lease.is_held()` first.
+    /// effect outside the database (a provider call) goes through `guard::before_effect` first.
     pub lease: Lease,
 }
 
@@ -244,15 +245,36 @@ pub trait Handler: Send + Sync {
         DEFAULT_DEADLINE
     }
 
-    /// Jobs of this kind were cancelled (`payloads`, in the cancel's transaction): settles what they stood
+    /// Jobs of this kind ended without running to an outcome (`payloads`, in the transaction that ended
+    /// them): cancelled, or failed because their runs kept dying with their worker. Settles what they stood
     /// for, such as a queued message.
-    async fn cancelled(
+    async fn abandoned(
         &self,
         _txn: &DatabaseTransaction,
         _payloads: &[String],
+        _why: Abandoned,
         _now: DateTime<Utc>,
     ) -> Result<(), DbErr> {
         Ok(())
+    }
+}
+
+/// Why jobs ended without an outcome of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abandoned {
+    /// By id, key or group (`cancel`).
+    Cancelled,
+    /// Their runs were cut short by a dead worker more times than allowed (`FRONTDESK_JOB_MAX_CRASHES`).
+    Crashed,
+}
+
+impl Abandoned {
+    /// The job's `last_error`, and the error code of what it stood for.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::Crashed => "crashed",
+        }
     }
 }
 

@@ -20,6 +20,9 @@ pub struct Table {
     pub kind: Option<&'static str>,
     /// The columns a claim returns of each row it took, after `id` and `claim_token` (the work's own).
     pub returning: &'static str,
+    /// The column counting runs claimed and not recorded, when the table has one: each claim adds one, a
+    /// release takes it back, and the work's outcomes clear it.
+    pub unfinished_runs: Option<&'static str>,
 }
 
 impl Table {

@@ -1,6 +1,6 @@
 //! The retention of settled jobs: failed and cancelled jobs are kept for operators for
-//! `FRONTDESK_JOB_RETENTION` after they settled, then deleted, and dedup keys past their time are
-//! forgotten. Settled jobs hold no key (a key binds only pending jobs), so deleting them frees nothing
+//! `FRONTDESK_JOB_RETENTION` after they settled, then deleted, as are the tombstones of groups cancelled
+//! as long ago, and dedup keys past their time are forgotten. Settled jobs hold no key (a key binds only pending jobs), so deleting them frees nothing
 //! an enqueue waits for.
 
 use std::{sync::Arc, time::Duration};
@@ -48,6 +48,14 @@ pub async fn prune(db: &DatabaseConnection, cutoff: Option<DateTime<chrono::Utc>
              ORDER BY updated_at LIMIT {BATCH})"
         );
         jobs = db
+            .execute_raw(Statement::from_sql_and_values(backend, sql, [cutoff.into()]))
+            .await?
+            .rows_affected();
+        let sql = format!(
+            "DELETE FROM job_group_cancels WHERE group_key IN (SELECT group_key FROM job_group_cancels \
+             WHERE cancelled_at < $1 LIMIT {BATCH})"
+        );
+        jobs += db
             .execute_raw(Statement::from_sql_and_values(backend, sql, [cutoff.into()]))
             .await?
             .rows_affected();

@@ -9,7 +9,7 @@ use sea_orm::{DatabaseConnection, DbErr, QueryResult};
 use tokio::task::JoinHandle;
 
 use super::{
-    Class, Handler, Handlers, Job, Outcome, Wake, admin,
+    Abandoned, Class, Handler, Handlers, Job, Outcome, Wake, admin, cancel,
     complete::{Finished, record},
     engine::{Engine, EngineConfig, RunFailure, Work, sleep_or_stop},
     fair::Caps,
@@ -26,7 +26,8 @@ pub static JOBS: Table = Table {
     class: Some("class"),
     lane: "lane",
     kind: Some("kind"),
-    returning: "payload, attempts, max_attempts",
+    returning: "payload, attempts, max_attempts, unfinished_runs, group_key",
+    unfinished_runs: Some("unfinished_runs"),
 };
 
 /// How long running jobs may take to finish once shutdown began.
@@ -90,10 +91,12 @@ impl JobEngine {
         };
         Engine {
             db: self.db,
-            clock: self.clock,
+            clock: self.clock.clone(),
             config,
             work: Arc::new(JobWork {
                 handlers: self.handlers,
+                clock: self.clock.clone(),
+                max_crashes: self.config.max_crashes,
             }),
             wake: self.wake.notifier(),
         }
@@ -103,6 +106,9 @@ impl JobEngine {
 
 struct JobWork {
     handlers: Handlers,
+    clock: Arc<dyn Clock>,
+    /// Runs cut short by a dead worker before a job fails with `crashed`.
+    max_crashes: i32,
 }
 
 /// A claimed job with its handler.
@@ -127,17 +133,28 @@ impl Work for JobWork {
 
     async fn load(
         &self,
-        _db: &DatabaseConnection,
+        db: &DatabaseConnection,
         rows: Vec<(QueueKey, QueryResult)>,
         token: i64,
     ) -> Result<Vec<(String, QueueKey, Runnable)>, DbErr> {
-        // The key's four columns, then id, payload, attempts, max_attempts.
+        // The key's four columns, then id, payload, attempts, max_attempts, unfinished_runs, group_key.
         let mut items = Vec::with_capacity(rows.len());
+        let mut crashed = Vec::new();
+        let mut grouped = Vec::new();
         for (key, row) in rows {
             let Some(handler) = self.handlers.get(&key.kind) else {
                 continue;
             };
             let id: String = row.try_get_by_index(4)?;
+            // This claim counted itself: what is left above it are runs cut short.
+            let unfinished: i32 = row.try_get_by_index(8)?;
+            if unfinished > self.max_crashes {
+                crashed.push(id);
+                continue;
+            }
+            if let Some(group) = row.try_get_by_index::<Option<String>>(9)? {
+                grouped.push((id.clone(), key.account.clone(), group));
+            }
             let attempts: i32 = row.try_get_by_index(6)?;
             let job = Job {
                 id: id.clone(),
@@ -153,6 +170,15 @@ impl Work for JobWork {
                 lease: Lease::detached(Duration::ZERO),
             };
             items.push((id, key, Runnable { job, handler }));
+        }
+        let cancelled = cancel::tombstoned(db, &grouped).await?;
+        items.retain(|(id, _, _)| !cancelled.contains(id));
+        let ended = [
+            (crashed, Abandoned::Crashed),
+            (cancelled.into_iter().collect(), Abandoned::Cancelled),
+        ];
+        if ended.iter().any(|(ids, _)| !ids.is_empty()) {
+            cancel::end_claimed(db, &self.handlers, &ended, token, self.clock.now()).await?;
         }
         Ok(items)
     }

@@ -1,7 +1,8 @@
 //! What this process has in hand: each claimed row from its claim until its outcome is committed, with the
 //! lease its run watches. A run is told to stop when its claim is lost (renewal no longer finds the row: it
 //! was taken over or cancelled), when its lease runs out without a renewal (the database is unreachable, or
-//! the process was paused past it), and when shutdown ends; it is told to drain when shutdown begins.
+//! the process was paused past it), when the claim guard refuses an effect (`guard`), and when shutdown
+//! ends; it is told to drain when shutdown begins, and from the drain's cutoff on no effect starts.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -11,7 +12,11 @@ use std::{
 
 use tokio::sync::watch;
 
-use super::{fair::BULK, queue::QueueKey};
+use super::{
+    fair::BULK,
+    guard::{Confirmer, Fence},
+    queue::QueueKey,
+};
 
 /// Why a run was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +27,9 @@ pub enum StopReason {
     Expired,
     /// Shutdown's grace is over.
     Shutdown,
+    /// Shutdown began and its cutoff for effects passed before the run made its next one: released, and
+    /// run by the next worker.
+    Draining,
 }
 
 impl StopReason {
@@ -30,6 +38,7 @@ impl StopReason {
             Self::Lost => "lost",
             Self::Expired => "expired",
             Self::Shutdown => "shutdown",
+            Self::Draining => "draining",
         }
     }
 }
@@ -42,40 +51,75 @@ enum Signal {
 }
 
 /// A run's view of its claim: whether it still holds it, and the signals to wind down or stop. A run that
-/// is told to stop is dropped by the engine at its next await; one about to make a side effect (a call to a
-/// provider) asks `is_held` first, so a worker that was paused past its lease does not make it.
+/// is told to stop is dropped by the engine at its next await; one about to make a side effect outside the
+/// database goes through the claim guard (`guard::before_effect`), which confirms the claim first.
 #[derive(Clone, Debug)]
 pub struct Lease(Arc<LeaseState>);
 
 #[derive(Debug)]
 struct LeaseState {
-    /// Until when the claim is surely held: the last renewal's start plus the lease, less a margin for
-    /// clocks that differ between replicas.
+    /// Until when the claim is surely held: the last renewal's start plus the lease, less a margin for a
+    /// renewal's round trip.
     held_until: Mutex<Instant>,
+    /// Once shutdown began: the instant from which no effect starts.
+    effects_until: Mutex<Option<Instant>>,
     signal: watch::Sender<Signal>,
+    /// The row and claim the guard confirms in the database; none outside the engine.
+    fence: Option<Fence>,
 }
 
 impl Lease {
-    fn new(held_until: Instant) -> Self {
+    fn new(held_until: Instant, fence: Option<Fence>) -> Self {
         Self(Arc::new(LeaseState {
             held_until: Mutex::new(held_until),
+            effects_until: Mutex::new(None),
             signal: watch::Sender::new(Signal::Run),
+            fence,
         }))
     }
 
     /// A lease for work run outside the engine (tests, a one-off run): held for `for_how_long`.
     pub fn detached(for_how_long: Duration) -> Self {
-        Self::new(Instant::now() + for_how_long)
+        Self::new(Instant::now() + for_how_long, None)
     }
 
     fn held_until(&self) -> MutexGuard<'_, Instant> {
         self.0.held_until.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The claim is still this worker's: not stopped, and renewed recently enough that no other worker can
-    /// have taken it.
-    pub fn is_held(&self) -> bool {
-        !matches!(*self.0.signal.borrow(), Signal::Stop(_)) && Instant::now() < *self.held_until()
+    /// Whether an effect may start now, and if not, why: the run was stopped, the lease was not renewed in
+    /// time (a pause counts: the time is monotonic), the drain's cutoff passed, or the row no longer carries
+    /// the claim in the database.
+    pub(super) async fn confirm(&self) -> Result<(), StopReason> {
+        self.confirm_here()?;
+        if let Some(fence) = &self.0.fence
+            && !fence.confirmer.holds(&fence.id, fence.token).await
+        {
+            return Err(StopReason::Lost);
+        }
+        // The database's answer took a while: the lease must still hold after it.
+        self.confirm_here()
+    }
+
+    fn confirm_here(&self) -> Result<(), StopReason> {
+        if let Signal::Stop(reason) = *self.0.signal.borrow() {
+            return Err(reason);
+        }
+        let now = Instant::now();
+        if now >= *self.held_until() {
+            return Err(StopReason::Expired);
+        }
+        let cutoff = *self.0.effects_until.lock().unwrap_or_else(PoisonError::into_inner);
+        if cutoff.is_some_and(|cutoff| now >= cutoff) {
+            return Err(StopReason::Draining);
+        }
+        Ok(())
+    }
+
+    /// The guard refused an effect: the run stops for `reason`.
+    pub(super) fn refuse(&self, reason: StopReason) {
+        metrics::counter!("frontdesk_job_effects_refused_total", "reason" => reason.label()).increment(1);
+        self.stop(reason);
     }
 
     /// Resolves once shutdown began (finish soon) or the run must stop.
@@ -106,7 +150,8 @@ impl Lease {
         });
     }
 
-    fn drain(&self) {
+    fn drain(&self, effects_until: Instant) {
+        *self.0.effects_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(effects_until);
         self.0.signal.send_if_modified(|s| {
             let first = *s == Signal::Run;
             if first {
@@ -139,6 +184,8 @@ pub struct Running {
     /// How long a claim or renewal holds, less the margin (see `LeaseState::held_until`).
     hold: Duration,
     entries: Mutex<HashMap<String, Entry>>,
+    /// Confirms the claims of this table's rows for the guard.
+    confirmer: Option<Arc<Confirmer>>,
 }
 
 /// A claim or renewal that started at `at` holds its rows until `at + hold`.
@@ -147,10 +194,11 @@ pub fn hold_for(lease: Duration) -> Duration {
 }
 
 impl Running {
-    pub fn new(lease: Duration) -> Self {
+    pub fn new(lease: Duration, confirmer: Option<Confirmer>) -> Self {
         Self {
             hold: hold_for(lease),
             entries: Mutex::default(),
+            confirmer: confirmer.map(Arc::new),
         }
     }
 
@@ -161,7 +209,12 @@ impl Running {
 
     /// A row claimed by a claim that started at `claimed_at`; its run's lease.
     pub fn start(&self, id: &str, token: i64, key: QueueKey, claimed_at: Instant) -> Lease {
-        let lease = Lease::new(claimed_at + self.hold);
+        let fence = self.confirmer.as_ref().map(|confirmer| Fence {
+            id: id.to_owned(),
+            token,
+            confirmer: confirmer.clone(),
+        });
+        let lease = Lease::new(claimed_at + self.hold, fence);
         let entry = Entry {
             token,
             key,
@@ -222,10 +275,10 @@ impl Running {
         expired
     }
 
-    /// Shutdown began: every run is asked to finish soon.
-    pub fn drain_all(&self) {
+    /// Shutdown began: every run is asked to finish soon, and none starts an effect from `effects_until` on.
+    pub fn drain_all(&self, effects_until: Instant) {
         for entry in self.entries().values() {
-            entry.lease.drain();
+            entry.lease.drain(effects_until);
         }
     }
 
@@ -266,7 +319,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_row_the_renewal_no_longer_finds_stops_its_run_unless_the_run_had_ended() {
-        let running = Running::new(Duration::from_secs(4));
+        let running = Running::new(Duration::from_secs(4), None);
         let now = Instant::now();
         let lost = running.start("a", 1, key(), now);
         let ended = running.start("b", 1, key(), now);
@@ -276,21 +329,23 @@ mod tests {
         let held: HashSet<String> = ["c".to_owned()].into();
         assert_eq!(running.renewed(&asked, &held, now + Duration::from_secs(2)), 1);
         assert_eq!(lost.stopped().await, StopReason::Lost);
-        assert!(!lost.is_held());
-        assert!(
-            ended.is_held(),
+        assert_eq!(lost.confirm().await, Err(StopReason::Lost));
+        assert_eq!(
+            ended.confirm().await,
+            Ok(()),
             "an ended run's outcome is fenced by the recorder instead"
         );
-        assert!(kept.is_held());
+        assert_eq!(kept.confirm().await, Ok(()));
     }
 
     #[tokio::test]
     async fn a_lease_not_renewed_in_time_is_no_longer_held_and_the_watchdog_stops_its_run() {
-        let running = Running::new(Duration::from_secs(4));
+        let running = Running::new(Duration::from_secs(4), None);
         let claimed_at = Instant::now() - Duration::from_secs(10);
         let lease = running.start("a", 1, key(), claimed_at);
-        assert!(
-            !lease.is_held(),
+        assert_eq!(
+            lease.confirm().await,
+            Err(StopReason::Expired),
             "a paused process must not trust a claim older than its lease"
         );
         assert_eq!(running.expire(Instant::now()), 1);
@@ -298,12 +353,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn shutdown_drains_first_and_stops_after() {
-        let running = Running::new(Duration::from_secs(4));
+    async fn shutdown_drains_first_refuses_effects_past_the_cutoff_and_stops_after() {
+        let running = Running::new(Duration::from_secs(4), None);
         let lease = running.start("a", 1, key(), Instant::now());
-        running.drain_all();
+        let other = running.start("b", 1, key(), Instant::now());
+        running.drain_all(Instant::now() + Duration::from_secs(60));
         lease.draining().await;
-        assert!(lease.is_held(), "draining runs may finish and be recorded");
+        assert_eq!(
+            lease.confirm().await,
+            Ok(()),
+            "before the cutoff effects may still start"
+        );
+        running.drain_all(Instant::now());
+        assert_eq!(other.confirm().await, Err(StopReason::Draining));
         running.stop_all();
         assert_eq!(lease.stopped().await, StopReason::Shutdown);
     }

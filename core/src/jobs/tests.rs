@@ -1,7 +1,8 @@
 //! The engine's primitives on both databases, with handlers of the tests' own: a deferred job leaves its
 //! lane open; enqueue-or-reschedule, run-again marks and dedup windows under concurrent enqueues; cancel of
-//! a group of 10,000 jobs, running ones included; deadlines; keys released by failed jobs and the
-//! retention; and a handler that panics.
+//! a group of 10,000 jobs, running ones included, and of 12,000 busy ones through the claim guard, with the
+//! group's tombstone; deadlines; keys released by failed jobs and the retention; a handler that panics;
+//! jobs whose runs keep crashing; and no effect started past shutdown's cutoff.
 
 use std::{
     sync::{Arc, Mutex},
@@ -55,6 +56,8 @@ struct Run {
     ended: Option<Instant>,
     /// The engine dropped the run before it ended (stopped); `ended` is when.
     dropped: bool,
+    /// When the run passed the claim guard and made its effect.
+    effect: Option<Instant>,
 }
 
 /// What the test handlers saw, shared with the test.
@@ -107,6 +110,8 @@ struct Scripted {
     jitter: Duration,
     outcome: fn(&Job) -> Outcome,
     deadline: Duration,
+    /// After its wait, the run makes an effect through the claim guard that takes this long.
+    effect: Option<Duration>,
 }
 
 impl Scripted {
@@ -117,7 +122,13 @@ impl Scripted {
             jitter: Duration::ZERO,
             outcome,
             deadline: DEFAULT_DEADLINE,
+            effect: None,
         }
+    }
+
+    fn with_effect(mut self, took: Duration) -> Self {
+        self.effect = Some(took);
+        self
     }
 
     fn taking(mut self, took: Duration, jitter: Duration) -> Self {
@@ -141,6 +152,7 @@ impl Handler for Scripted {
                 started: Instant::now(),
                 ended: None,
                 dropped: false,
+                effect: None,
             });
             runs.len() - 1
         };
@@ -150,6 +162,11 @@ impl Handler for Scripted {
         };
         let extra = self.jitter.mul_f64(rand::random::<f64>());
         tokio::time::sleep(self.took + extra).await;
+        if let Some(took) = self.effect {
+            guard::before_effect().await;
+            self.seen.0.lock().unwrap()[at].effect = Some(Instant::now());
+            tokio::time::sleep(took).await;
+        }
         self.seen.0.lock().unwrap()[at].ended = Some(Instant::now());
         (self.outcome)(job)
     }
@@ -166,6 +183,7 @@ fn config(concurrency: u32, lane: u32) -> JobConfig {
         account_concurrency: 128,
         bulk_concurrency: None,
         lease: Duration::from_secs(2),
+        max_crashes: 5,
         poll_interval: Duration::from_millis(20),
         retention: Duration::from_secs(30 * 24 * 3600),
     }
@@ -421,10 +439,11 @@ impl Handler for CancelCounter {
         Outcome::Done(None)
     }
 
-    async fn cancelled(
+    async fn abandoned(
         &self,
         _txn: &sea_orm::DatabaseTransaction,
         payloads: &[String],
+        _why: super::Abandoned,
         _now: chrono::DateTime<Utc>,
     ) -> Result<(), sea_orm::DbErr> {
         *self.0.lock().unwrap() += payloads.len();
@@ -635,5 +654,199 @@ on_both_databases!(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         engine.stop().await;
+    }
+);
+
+// 12,000 jobs of a group run by 5-20 ms handlers that each make an effect through the claim guard, beside
+// a few of the group's slow jobs whose effect comes 5 s into their run. The cancel returns while those are
+// waiting: none of them makes its effect after that (with a 30 s lease, the renewal alone would have let
+// them), nothing of the group is pending afterwards, whatever finished while the chunks were cancelled, and
+// a job enqueued into the group later is cancelled rather than run.
+on_both_databases!(
+    a_cancelled_group_makes_no_effect_after_the_cancel_and_takes_no_new_job,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let settled = Arc::new(Mutex::new(0));
+        let busy = Scripted::new(&seen, done)
+            .taking(Duration::from_millis(5), Duration::from_millis(15))
+            .with_effect(Duration::ZERO);
+        let slow = Scripted::new(&seen, done)
+            .taking(Duration::from_secs(5), Duration::ZERO)
+            .with_effect(Duration::ZERO);
+        let handlers = Handlers::default()
+            .with("broadcast_send", Arc::new(busy))
+            .with("slow_send", Arc::new(slow));
+        let in_group = |n: usize, kind: &'static str| NewJob {
+            group: Some("bc_busy".into()),
+            class: Class::Bulk,
+            ..job(kind, &format!("ch_{}", n % 4), serde_json::json!({ "n": n }))
+        };
+        let mut batch: Vec<NewJob> = (0..4).map(|n| in_group(n, "slow_send")).collect();
+        batch.extend((0..12_000).map(|n| in_group(n, "broadcast_send")));
+        for chunk in batch.chunks(1_000) {
+            enqueue_all(&db, chunk.to_vec(), Utc::now()).await.unwrap();
+        }
+        let config = JobConfig {
+            lease: Duration::from_secs(30),
+            ..config(32, 16)
+        };
+        let engine = Running::start(&db, config, handlers);
+        seen.until("the group is under way", |runs| {
+            runs.iter().filter(|r| r.effect.is_some()).count() >= 300
+                && runs.iter().filter(|r| r.kind == "slow_send").count() == 4
+        })
+        .await;
+
+        let settling = Handlers::default().with("broadcast_send", Arc::new(CancelCounter(settled.clone())));
+        let which = cancel::Selector::Group("bc_busy".into());
+        let cancelled = cancel::cancel(&db, &settling, &which, Some("acc_a"), Utc::now())
+            .await
+            .unwrap();
+        let returned = Instant::now();
+        assert!(cancelled > 10_000, "{cancelled}");
+        let slow_waiting = seen.of("slow_send").iter().filter(|r| r.effect.is_none()).count();
+        assert_eq!(
+            slow_waiting, 4,
+            "the slow runs were still waiting when the cancel returned"
+        );
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let late: Vec<Run> = seen
+            .all()
+            .into_iter()
+            .filter(|r| r.effect.is_some_and(|at| at > returned))
+            .collect();
+        assert!(late.is_empty(), "effects after the cancel returned: {late:?}");
+        assert!(pending(&db).await.is_empty(), "nothing of the group is pending");
+
+        // Jobs claimed between the tombstone and their chunk were cancelled at their claim instead.
+        let before = admin::stats(&db, Utc::now().timestamp_millis())
+            .await
+            .unwrap()
+            .cancelled;
+        assert!(before as u64 >= cancelled);
+        let runs_before = seen.all().len();
+        enqueue(&db, in_group(12_000, "broadcast_send"), Utc::now())
+            .await
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            let stats = admin::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
+            if stats.pending == 0 && stats.cancelled == before + 1 {
+                break;
+            }
+            assert!(started.elapsed() < WAIT, "the later job was not cancelled: {stats:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(seen.all().len(), runs_before, "the later job never ran");
+        engine.stop().await;
+    }
+);
+
+/// Settles what its abandoned jobs stood for, remembering why.
+struct Settles(Arc<Mutex<Vec<Abandoned>>>);
+
+#[async_trait::async_trait]
+impl Handler for Settles {
+    async fn run(&self, _job: &Job) -> Outcome {
+        Outcome::Done(None)
+    }
+
+    async fn abandoned(
+        &self,
+        _txn: &sea_orm::DatabaseTransaction,
+        payloads: &[String],
+        why: Abandoned,
+        _now: chrono::DateTime<Utc>,
+    ) -> Result<(), sea_orm::DbErr> {
+        self.0.lock().unwrap().extend(payloads.iter().map(|_| why));
+        Ok(())
+    }
+}
+
+// A job claimed five times without an outcome (its workers died each time: the count a claim leaves is
+// cleared only by an outcome or a release) fails as `crashed` at its next claim instead of running, and its
+// handler settles what it stood for; one cut short four times still runs.
+on_both_databases!(
+    a_job_whose_runs_keep_crashing_fails_as_crashed,
+    |db: DatabaseConnection| async move {
+        let why = Arc::new(Mutex::new(Vec::new()));
+        let handlers = Handlers::default().with("send", Arc::new(Settles(why.clone())));
+        let crashed = enqueue(&db, job("send", "ch_1", serde_json::json!({"n": 1})), Utc::now())
+            .await
+            .unwrap();
+        let survived = enqueue(&db, job("send", "ch_1", serde_json::json!({"n": 2})), Utc::now())
+            .await
+            .unwrap();
+        let (Enqueued::Written(crashed), Enqueued::Written(survived)) = (crashed, survived) else {
+            panic!("both jobs are written");
+        };
+        for (id, cut) in [(&crashed, 5), (&survived, 4)] {
+            let sql = "UPDATE jobs SET unfinished_runs = $1 WHERE id = $2";
+            db.execute_raw(Statement::from_sql_and_values(
+                db.get_database_backend(),
+                sql,
+                [cut.into(), id.as_str().into()],
+            ))
+            .await
+            .unwrap();
+        }
+        let engine = Running::start(&db, config(4, 4), handlers);
+        let started = Instant::now();
+        loop {
+            let stats = admin::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
+            if stats.pending == 0 && stats.failed == 1 {
+                break;
+            }
+            assert!(started.elapsed() < WAIT, "{stats:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let failed = failed_jobs(&db).await;
+        assert_eq!(
+            (failed[0].id.as_str(), failed[0].last_error.as_deref()),
+            (crashed.as_str(), Some("crashed"))
+        );
+        assert_eq!(*why.lock().unwrap(), vec![Abandoned::Crashed]);
+        engine.stop().await;
+    }
+);
+
+// Shutdown's grace is ten seconds; a run reaches its effect 9.8 s after shutdown began, past the cutoff
+// (half the grace) from which no effect starts. It is refused, released with no try spent and no crash
+// counted, and the next worker makes the effect: once in all. Before, the effect started and was cut by the
+// grace's end, and the released job made it again.
+on_both_databases!(
+    an_effect_due_past_the_shutdown_cutoff_is_made_once_by_the_next_worker,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let late = Scripted::new(&seen, done)
+            .taking(Duration::from_millis(9_800), Duration::ZERO)
+            .with_effect(Duration::from_secs(1));
+        let engine = Running::start(&db, config(4, 4), Handlers::default().with("send", Arc::new(late)));
+        enqueue(&db, job("send", "ch_1", serde_json::json!({})), Utc::now())
+            .await
+            .unwrap();
+        seen.until("the run starts", |runs| !runs.is_empty()).await;
+        engine.stop().await;
+        assert!(
+            seen.all().iter().all(|r| r.effect.is_none()),
+            "no effect past the cutoff"
+        );
+        let left = pending(&db).await;
+        assert_eq!(left.len(), 1);
+        assert_eq!(
+            (left[0].claim_token, left[0].attempts, left[0].unfinished_runs),
+            (None, 0, 0)
+        );
+
+        let quick = Scripted::new(&seen, done).with_effect(Duration::ZERO);
+        let next = Running::start(&db, config(4, 4), Handlers::default().with("send", Arc::new(quick)));
+        let started = Instant::now();
+        while !pending(&db).await.is_empty() {
+            assert!(started.elapsed() < WAIT);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        next.stop().await;
+        let effects = seen.all().iter().filter(|r| r.effect.is_some()).count();
+        assert_eq!(effects, 1, "{:?}", seen.all());
     }
 );

@@ -23,7 +23,7 @@ use crate::{
         status::Status,
     },
     events,
-    jobs::{Effect, Handler, Job, JobArgs, NewJob, Outcome},
+    jobs::{Abandoned, Effect, Handler, Job, JobArgs, NewJob, Outcome},
     retry::RetrySchedule,
     routing::channels::webhook_url,
     store::{
@@ -230,7 +230,13 @@ impl Handler for Deliver {
     }
 
     /// Cancelled sends fail with `cancelled` (`message.failed`), unless they already went out.
-    async fn cancelled(&self, txn: &DatabaseTransaction, payloads: &[String], now: DateTime<Utc>) -> Result<(), DbErr> {
+    async fn abandoned(
+        &self,
+        txn: &DatabaseTransaction,
+        payloads: &[String],
+        why: Abandoned,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
         let ids: Vec<String> = payloads
             .iter()
             .filter_map(|p| serde_json::from_str::<Payload>(p).ok())
@@ -238,8 +244,14 @@ impl Handler for Deliver {
             .collect();
         let changed = messages::Entity::update_many()
             .col_expr(messages::Column::Status, Expr::value("failed"))
-            .col_expr(messages::Column::ErrorCode, Expr::value("cancelled"))
-            .col_expr(messages::Column::ErrorMessage, Expr::value("the send was cancelled"))
+            .col_expr(messages::Column::ErrorCode, Expr::value(why.code()))
+            .col_expr(
+                messages::Column::ErrorMessage,
+                Expr::value(match why {
+                    Abandoned::Cancelled => "the send was cancelled",
+                    Abandoned::Crashed => "every try of the send ended with its worker's crash",
+                }),
+            )
             .filter(crate::store::sql::one_of(
                 txn.get_database_backend(),
                 messages::Column::Id,
@@ -319,13 +331,8 @@ impl Handler for Deliver {
             status_callback: &status_callback,
             template: template.as_ref(),
         };
-        // A worker paused past its lease (another may have taken the job) must not send it too.
-        // Due again at once with no try spent: if the claim was in fact still held, the job simply runs again.
-        if !job.lease.is_held() {
-            return Outcome::Defer {
-                until_ms: self.clock.now().timestamp_millis(),
-            };
-        }
+        // A worker paused past its lease, whose job was cancelled or is shutting down sends nothing.
+        crate::jobs::guard::before_effect().await;
         match ready.adapter.send(&outbound).await {
             SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
                 message_id: message.id,

@@ -82,6 +82,7 @@ impl Signals {
                 emoji,
             },
         };
+        crate::jobs::guard::before_effect().await;
         Ok(ready.adapter.signal(&signal).await)
     }
 }

@@ -62,6 +62,7 @@ impl Server {
     }
 
     async fn connect(&self, client: &reqwest::Client) -> Result<Session, String> {
+        crate::jobs::guard::before_effect().await;
         let headers = self
             .headers
             .iter()

@@ -189,6 +189,8 @@ impl Toolbox for ReplyTools<'_> {
                 return ToolOutcome::Error(why);
             }
         };
+        // Every tool acts outside the reply's own transaction: only a run that still holds its claim calls one.
+        crate::jobs::guard::before_effect().await;
         if let Some(outcome) = self.builtins.call(&call.name, &arguments).await {
             return outcome;
         }

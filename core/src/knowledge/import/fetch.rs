@@ -105,6 +105,7 @@ impl Fetcher {
     async fn follow(&self, mut url: Url, max_bytes: usize) -> Result<Fetched, PageError> {
         for _ in 0..=self.limits.max_redirects {
             self.check_addresses(&url).await?;
+            crate::jobs::guard::before_effect().await;
             let response = self
                 .client
                 .get(url.clone())

@@ -34,6 +34,9 @@ pub struct Model {
     pub group_key: Option<String>,
     /// Set while the job runs when it must run once more after this run: when, Unix milliseconds.
     pub rerun_at_ms: Option<i64>,
+    /// Runs claimed since the last recorded outcome: each claim adds one, each outcome or release clears
+    /// it, so what is left counts runs cut short by a dead or paused worker.
+    pub unfinished_runs: i32,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -30,6 +30,7 @@ pub static DELIVERIES: Table = Table {
     lane: "webhook_id",
     kind: None,
     returning: "event_id",
+    unfinished_runs: None,
 };
 
 pub struct DeliveryWork {
@@ -88,6 +89,7 @@ impl Work for DeliveryWork {
     }
 
     async fn run(&self, item: Claimed, _lease: &Lease) -> AttemptResult {
+        crate::jobs::guard::before_effect().await;
         attempt::attempt(&self.client, self.policy, item).await
     }
 
