@@ -3,9 +3,11 @@
 //! probe per queue, however long each queue is), plans who gets the free slots, and takes each planned
 //! queue's oldest due rows: their due time moves to the end of a lease and they get a fresh claim token. On
 //! PostgreSQL claims take turns across replicas (a transaction-scoped advisory lock per table), so the caps,
-//! read from the table, hold across replicas; SQLite has one writer at a time. The try count does not move:
-//! a row whose worker died is claimed again when its lease ends, as the same try, so a crash of ours never
-//! spends one.
+//! read from the table, hold across replicas; SQLite has one writer at a time. Due times and leases are
+//! read and written on the database's clock, which every replica shares, so a replica whose clock runs
+//! ahead takes nothing still held. The try count does not move: a row whose worker died is claimed again
+//! when its lease ends, as the same try; the claim counts the run instead (`Table::unfinished_runs`), so a
+//! job whose runs keep killing their worker ends after a few.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,7 +18,7 @@ use super::{
     fair::{self, BULK, Budget, Caps, Loads, Rotation},
     queue::{QueueKey, Table},
 };
-use crate::store::sql::{among, locking, one_of_text, placeholders};
+use crate::store::sql::{among, locking, now_ms, one_of_text, placeholders};
 
 /// Queues read per claim at most; past it, the next claim reads on from where this one stopped.
 const MAX_QUEUES: usize = 1_000;
@@ -49,17 +51,24 @@ pub struct Wanted<'a> {
     pub finished: Vec<String>,
 }
 
+/// Claims what is due now on the database's clock, moved by `steer_ms` (a test clock's steering), for
+/// leases of `lease_ms`.
 pub async fn claim(
     db: &sea_orm::DatabaseConnection,
     table: &'static Table,
     claimer: &mut Claimer,
     wanted: Wanted<'_>,
-    now_ms: i64,
+    steer_ms: i64,
     lease_ms: i64,
 ) -> Result<Taken, DbErr> {
     let token = rand::rng().random::<i64>();
     // The heads are read outside the claim's transaction: an idle poll costs that one read.
-    let seen = heads(db, table, &mut claimer.cursor).await?;
+    let (seen, db_now_ms) = heads(db, table, &mut claimer.cursor).await?;
+    let now_ms = match db_now_ms {
+        Some(now_ms) => now_ms,
+        None if seen.is_empty() => 0,
+        None => db_now(db).await?,
+    } + steer_ms;
     let mut due: Vec<QueueKey> = seen
         .iter()
         .filter(|(key, head_ms)| *head_ms <= now_ms && (wanted.runs)(key) && !wanted.resting.contains(key))
@@ -178,17 +187,30 @@ async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64, finished: 
     Ok(loads)
 }
 
+/// The database's clock now, Unix milliseconds.
+async fn db_now(db: &sea_orm::DatabaseConnection) -> Result<i64, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = format!("SELECT {}", now_ms(backend));
+    let row = db
+        .query_one_raw(Statement::from_string(backend, sql))
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("the database's clock".into()))?;
+    row.try_get_by_index(0)
+}
+
 /// Every queue with pending rows and its head (its earliest due time), from the cursor on and round to it,
-/// `MAX_QUEUES` at most; the cursor moves on when that many were read.
+/// `MAX_QUEUES` at most; the cursor moves on when that many were read. With them, the database's clock
+/// when PostgreSQL read them.
 async fn heads(
     db: &sea_orm::DatabaseConnection,
     table: &Table,
     cursor: &mut Option<QueueKey>,
-) -> Result<Vec<(QueueKey, i64)>, DbErr> {
-    let mut found = read_heads(db, table, cursor.as_ref(), MAX_QUEUES).await?;
+) -> Result<(Vec<(QueueKey, i64)>, Option<i64>), DbErr> {
+    let (mut found, mut db_now_ms) = read_heads(db, table, cursor.as_ref(), MAX_QUEUES).await?;
     if found.len() < MAX_QUEUES && cursor.is_some() {
         let known: HashSet<QueueKey> = found.iter().map(|(key, _)| key.clone()).collect();
-        let wrapped = read_heads(db, table, None, MAX_QUEUES - found.len()).await?;
+        let (wrapped, now_ms) = read_heads(db, table, None, MAX_QUEUES - found.len()).await?;
+        db_now_ms = db_now_ms.or(now_ms);
         found.extend(wrapped.into_iter().filter(|(key, _)| !known.contains(key)));
     }
     *cursor = if found.len() >= MAX_QUEUES {
@@ -196,16 +218,17 @@ async fn heads(
     } else {
         None
     };
-    Ok(found)
+    Ok((found, db_now_ms))
 }
 
-/// Up to `limit` queues after `after` (from the first when `None`) in key order, with their heads.
+/// Up to `limit` queues after `after` (from the first when `None`) in key order, with their heads; on
+/// PostgreSQL, with the database's clock as the same statement read it.
 async fn read_heads(
     db: &sea_orm::DatabaseConnection,
     table: &Table,
     after: Option<&QueueKey>,
     limit: usize,
-) -> Result<Vec<(QueueKey, i64)>, DbErr> {
+) -> Result<(Vec<(QueueKey, i64)>, Option<i64>), DbErr> {
     let backend = db.get_database_backend();
     let columns = table.key_columns().join(", ");
     let next_after = |previous: &str| -> String {
@@ -238,12 +261,18 @@ async fn read_heads(
         let step = first(&next_after("q."));
         let sql = format!(
             "WITH RECURSIVE q AS (({anchor}) UNION ALL SELECT n.* FROM q CROSS JOIN LATERAL ({step}) AS n) \
-             SELECT * FROM q LIMIT {limit}"
+             SELECT q.*, {now} FROM q LIMIT {limit}",
+            now = now_ms(backend)
         );
         let rows = db
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
             .await?;
-        return rows.iter().map(|row| head_of(table, row)).collect();
+        let db_now_ms = match rows.last() {
+            Some(row) => Some(row.try_get_by_index(table.key_columns().len() + 1)?),
+            None => None,
+        };
+        let found = rows.iter().map(|row| head_of(table, row)).collect::<Result<_, _>>()?;
+        return Ok((found, db_now_ms));
     }
     // SQLite runs in process: one probe per statement costs about what a step of the recursion would.
     let mut found = Vec::new();
@@ -262,7 +291,7 @@ async fn read_heads(
         );
         found.push((key, head));
     }
-    Ok(found)
+    Ok((found, None))
 }
 
 fn head_of(table: &Table, row: &QueryResult) -> Result<(QueueKey, i64), DbErr> {

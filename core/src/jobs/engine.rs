@@ -254,7 +254,8 @@ async fn claim_loop<W: Work>(
             finished: running.finished(),
         };
         let claimed_at = Instant::now();
-        let taken = match claim::claim(&engine.db, table, &mut claimer, wanted, now_ms, lease_ms).await {
+        let steer_ms = engine.clock.steered_by().num_milliseconds();
+        let taken = match claim::claim(&engine.db, table, &mut claimer, wanted, steer_ms, lease_ms).await {
             Ok(taken) => taken,
             Err(err) => {
                 tracing::warn!(table = table.name, error = %err, "claim failed; retrying");
@@ -318,7 +319,8 @@ async fn stop_runs<W: Work>(engine: &Engine<W>, running: &Running, slots: &Semap
         return;
     }
     let table = engine.work.table();
-    match lease::release(&engine.db, table, &tokens, engine.clock.now().timestamp_millis()).await {
+    let steer_ms = engine.clock.steered_by().num_milliseconds();
+    match lease::release(&engine.db, table, &tokens, steer_ms).await {
         Ok(()) => tracing::info!(
             table = table.name,
             claims = tokens.len(),
@@ -502,7 +504,8 @@ async fn renew_loop(
         let started = Instant::now();
         let (ids, tokens) = running.in_hand();
         if !tokens.is_empty() {
-            match lease::renew(&db, table, &tokens, clock.now().timestamp_millis() + lease_ms).await {
+            let steer_ms = clock.steered_by().num_milliseconds();
+            match lease::renew(&db, table, &tokens, lease_ms, steer_ms).await {
                 Ok(held) => {
                     let lost = running.renewed(&ids, &held, started);
                     if lost > 0 {

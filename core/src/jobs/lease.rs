@@ -10,22 +10,23 @@ use std::collections::HashSet;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement, Value};
 
 use super::queue::Table;
-use crate::store::sql::placeholders;
+use crate::store::sql::{now_ms, placeholders};
 
 /// Tokens per statement.
 const CHUNK: usize = 500;
 
-/// Moves the end of the lease of every pending row claimed with one of `tokens` to `until_ms`; the ids of
-/// the rows it renewed.
+/// Moves the end of the lease of every pending row claimed with one of `tokens` to `lease_ms` from now on
+/// the database's clock (moved by `steer_ms`, a test clock's steering); the ids of the rows it renewed.
 pub async fn renew(
     db: &DatabaseConnection,
     table: &Table,
     tokens: &[i64],
-    until_ms: i64,
+    lease_ms: i64,
+    steer_ms: i64,
 ) -> Result<HashSet<String>, DbErr> {
     let mut held = HashSet::new();
     for chunk in tokens.chunks(CHUNK) {
-        let (sql, values) = set_due(db.get_database_backend(), table, chunk, until_ms, "");
+        let (sql, values) = set_due(db.get_database_backend(), table, chunk, lease_ms + steer_ms, "");
         let rows = db
             .query_all_raw(Statement::from_sql_and_values(
                 db.get_database_backend(),
@@ -40,25 +41,26 @@ pub async fn renew(
     Ok(held)
 }
 
-/// Gives up the claims of `tokens`: their rows are due at `now_ms`, with no try spent and their runs not
-/// counted as cut short.
-pub async fn release(db: &DatabaseConnection, table: &Table, tokens: &[i64], now_ms: i64) -> Result<(), DbErr> {
+/// Gives up the claims of `tokens`: their rows are due now (on the database's clock moved by `steer_ms`),
+/// with no try spent and their runs not counted as cut short.
+pub async fn release(db: &DatabaseConnection, table: &Table, tokens: &[i64], steer_ms: i64) -> Result<(), DbErr> {
     let clear = match table.unfinished_runs {
         Some(c) => format!(", claim_token = NULL, {c} = {c} - 1"),
         None => ", claim_token = NULL".to_owned(),
     };
     for chunk in tokens.chunks(CHUNK) {
-        let (sql, values) = set_due(db.get_database_backend(), table, chunk, now_ms, &clear);
+        let (sql, values) = set_due(db.get_database_backend(), table, chunk, steer_ms, &clear);
         db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
             .await?;
     }
     Ok(())
 }
 
-/// Only pending rows: one settled, parked or cancelled while its work runs keeps no due time. On PostgreSQL
+/// Makes the rows due `from_now_ms` after the database's clock now. Only pending rows: one settled, parked
+/// or cancelled while its work runs keeps no due time. On PostgreSQL
 /// the rows are locked in id order first, the order of every statement that locks rows of a work table
 /// (the recorder, a cancel), so two of them never wait for each other in a circle.
-fn set_due(backend: DbBackend, table: &Table, tokens: &[i64], at_ms: i64, clear: &str) -> (String, Vec<Value>) {
+fn set_due(backend: DbBackend, table: &Table, tokens: &[i64], from_now_ms: i64, clear: &str) -> (String, Vec<Value>) {
     let rows = format!(
         "status = 'pending' AND claim_token IN ({})",
         placeholders(2, tokens.len())
@@ -70,8 +72,13 @@ fn set_due(backend: DbBackend, table: &Table, tokens: &[i64], at_ms: i64, clear:
         ),
         _ => rows,
     };
-    let sql = format!("UPDATE {} SET {} = $1{clear} WHERE {which}", table.name, table.due);
-    let mut values: Vec<Value> = vec![at_ms.into()];
+    let sql = format!(
+        "UPDATE {} SET {} = {} + $1{clear} WHERE {which}",
+        table.name,
+        table.due,
+        now_ms(backend)
+    );
+    let mut values: Vec<Value> = vec![from_now_ms.into()];
     values.extend(tokens.iter().map(|t| Value::from(*t)));
     (sql, values)
 }

@@ -6,6 +6,15 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait, IntoColumnRef, extension::postgres::PgFunc},
 };
 
+/// The database's clock now, in Unix milliseconds, as an SQL expression: the one clock every replica shares.
+/// SQLite runs in this process, on its clock.
+pub fn now_ms(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::int8",
+        _ => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    }
+}
+
 /// `$first, $first+1, ...` (`count` of them): numbered placeholders, which both SQLite and PostgreSQL read.
 pub fn placeholders(first: usize, count: usize) -> String {
     (first..first + count)
