@@ -58,6 +58,8 @@ struct Shared {
     calls: Mutex<Vec<GraphCall>>,
     /// Answers for the next calls, in order: status and Graph error code and message.
     errors: Mutex<VecDeque<(u16, i64, String)>>,
+    /// Each call is taken in after a random wait of up to this, so calls made together land in any order.
+    jitter: Mutex<Duration>,
 }
 
 #[derive(Clone)]
@@ -88,6 +90,11 @@ impl FakeGraph {
             .push_back((status, code, message.to_owned()));
     }
 
+    /// Every later call is taken in (recorded, applied) after a random wait of up to `up_to`.
+    pub fn jitter(&self, up_to: Duration) {
+        *self.shared.jitter.lock().unwrap() = up_to;
+    }
+
     pub fn calls(&self) -> Vec<GraphCall> {
         self.shared.calls.lock().unwrap().clone()
     }
@@ -115,6 +122,8 @@ async fn messages(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let jitter = *shared.jitter.lock().unwrap();
+    tokio::time::sleep(jitter.mul_f64(rand::random::<f64>())).await;
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -1,13 +1,18 @@
 //! Read receipts and the business's reactions go to the provider from a job (`provider_signal`), written in
 //! the transaction that marked the conversation read or stored the reaction: a provider's hiccup is retried
 //! and a crash loses none. The job's handler is messaging's, which knows the contact's address.
+//!
+//! Signals that set the same remote state never overtake each other: one pending job per message's
+//! reaction and per conversation's read mark (a keyed job, rescheduled by a newer change, and run once
+//! more if the change came while it ran), and a reaction's run sends the reaction the message has when it
+//! runs, not the one it was enqueued for. A 👍 taken back at once leaves no 👍 on the customer's phone.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     access::AccountId,
-    jobs::{JobArgs, NewJob},
+    jobs::{JobArgs, NewJob, OnConflict},
     store::entities::messages,
 };
 
@@ -27,10 +32,8 @@ pub struct SignalJob {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Action {
     Read,
-    /// `""` takes the reaction back.
-    React {
-        emoji: String,
-    },
+    /// The business's reaction on the message as it stands when the job runs (none takes it back).
+    React,
 }
 
 impl JobArgs for SignalJob {
@@ -44,8 +47,13 @@ pub fn takes_signals(channel_kind: &str) -> bool {
 }
 
 /// The job telling the provider `action` about `message`, in the lane of its channel (one channel's
-/// provider holds only its lane's share of the workers, as its sends do).
+/// provider holds only its lane's share of the workers, as its sends do), keyed by the remote state it
+/// sets.
 pub fn job(message: &messages::Model, action: Action, now: DateTime<Utc>) -> NewJob {
+    let key = match action {
+        Action::Read => format!("signal:read:{}", message.conversation_id),
+        Action::React => format!("signal:react:{}", message.id),
+    };
     let args = SignalJob {
         message_id: message.id.clone(),
         action,
@@ -54,6 +62,20 @@ pub fn job(message: &messages::Model, action: Action, now: DateTime<Utc>) -> New
         lane: message.channel_id.clone(),
         run_at_ms: now.timestamp_millis(),
         max_attempts: MAX_ATTEMPTS,
+        unique_key: Some(key),
+        on_conflict: OnConflict::Reschedule,
         ..NewJob::new(&AccountId::of_row(&message.account_id), &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reaction_job_written_with_its_emoji_still_reads() {
+        let older = r#"{"message_id": "msg_1", "action": {"type": "react", "emoji": "👍"}}"#;
+        let job: SignalJob = serde_json::from_str(older).unwrap();
+        assert_eq!(job.action, Action::React);
     }
 }

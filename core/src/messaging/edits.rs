@@ -173,10 +173,7 @@ impl Edits {
         let now = self.clock.now();
         message.revised_at = Some(now);
         if message.provider_message_id.is_some() && tells_provider(&txn, &message.channel_id).await? {
-            let action = Action::React {
-                emoji: emoji.as_ref().map(|e| e.as_str().to_owned()).unwrap_or_default(),
-            };
-            jobs::enqueue(&txn, signals::job(&message, action, now), now).await?;
+            jobs::enqueue(&txn, signals::job(&message, Action::React, now), now).await?;
         }
         let saved = save(txn, message).await?;
         self.feed.message_changed(&saved, Change::Reaction).await;

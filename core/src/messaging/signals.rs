@@ -11,9 +11,14 @@ use crate::{
         registry::Adapters,
         signals::{Action, SignalJob},
     },
+    conversations::render::StoredReaction,
     jobs::{Handler, Job, Outcome},
+    messaging::accept::Author,
     retry::RetrySchedule,
-    store::entities::{channels, contacts, messages},
+    store::{
+        entities::{channels, contacts, messages},
+        from_json_text,
+    },
 };
 
 pub struct Signals {
@@ -76,13 +81,23 @@ impl Signals {
                 to: &to,
                 provider_message_id,
             },
-            Action::React { emoji } => Signal::React {
+            Action::React => Signal::React {
                 to: &to,
                 provider_message_id,
-                emoji,
+                emoji: &business_reaction(&message),
             },
         };
         crate::jobs::guard::before_effect().await;
         Ok(ready.adapter.signal(&signal).await)
     }
+}
+
+/// The business's reaction on `message` now (`""`: none).
+fn business_reaction(message: &messages::Model) -> String {
+    let reactions: Vec<StoredReaction> = from_json_text(&message.reactions);
+    reactions
+        .into_iter()
+        .find(|r| r.author == Author::Api.as_str())
+        .map(|r| r.emoji)
+        .unwrap_or_default()
 }

@@ -367,3 +367,91 @@ on_both_databases!(an_operator_cancels_a_send_on_the_wire, |db: Db| async move {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(twilio.sent_with_body("never mind").len(), 1);
 });
+
+// A send whose every run is cut by the death of its worker (SIGKILL as its request reaches the provider,
+// then a restart, five times): the sixth claim fails it as `crashed` instead of running it, and its message
+// fails with that error. Such a run spends no try, so the job used to be claimed for ever.
+on_both_databases!(a_send_that_kills_every_worker_fails_as_crashed, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    for _ in 0..6 {
+        twilio.then_hang();
+    }
+    let env = [("FRONTDESK_JOB_LEASE", "1s"), ("FRONTDESK_JOB_MAX_CRASHES", "5")];
+    let mut server = sms::start(&db, &twilio, &env).await;
+    let (account_id, key, id) = {
+        let platform = Platform::new(&server).await;
+        SmsChannel::connect(&platform, &twilio, "sms", None).await;
+        let id = send(&platform, "sms", "+15556000001", "deadly").await;
+        (platform.account_id.clone(), platform.key.clone(), id)
+    };
+    for kills in 1..=5 {
+        requests_with_body(&twilio, "deadly", kills, WAIT).await;
+        server = server.restart().await;
+    }
+    let platform = Platform::of(&server, &account_id, &key);
+    let message = message_when(&platform, &id, |m| m["status"] == "failed").await;
+    assert_eq!(message["error"]["code"], "crashed", "{message}");
+    assert_eq!(twilio.sent_with_body("deadly").len(), 5, "no sixth run");
+    let mut admin_client = admin::client(&server).await;
+    let failed = admin_client
+        .list_jobs(frontdesk_api::admin::v1::ListJobsRequest {
+            account_id: account_id.clone(),
+            failed: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(failed.jobs.len(), 1, "{failed:?}");
+    assert_eq!(failed.jobs[0].last_error, "crashed");
+    let metrics = server.metrics().await;
+    assert_eq!(
+        frontdesk_tests::server::sample(&metrics, "frontdesk_jobs_crashed_total", &[]),
+        Some(1.0),
+        "{metrics}"
+    );
+});
+
+/// libfaketime (Debian's `libfaketime`), which shifts a process's clock.
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+// Two worker replicas on one PostgreSQL, the second with its clock 3 s ahead (libfaketime shifts the whole
+// process's clock). The first holds a send the provider answers after 8 s, its 4 s lease renewed every
+// 1.3 s. Leases used to be written and compared on each replica's clock: the second took the row whenever
+// its clock passed the lease's end, a second or so after each renewal, and sent the message again. On the
+// database's clock it takes nothing still held. (SQLite replicas share one machine, hence one clock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_clock_runs_ahead_takes_nothing_still_held() {
+    assert!(
+        std::path::Path::new(FAKETIME).exists(),
+        "{FAKETIME} is missing: run scripts/test-prereqs"
+    );
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    twilio.then_after(Duration::from_secs(8), 201);
+    let env = [("FRONTDESK_JOB_LEASE", "4s"), ("FRONTDESK_PROVIDER_TIMEOUT", "30s")];
+    let holder = sms::start(&db, &twilio, &env).await;
+    let platform = Platform::new(&holder).await;
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    let id = send(&platform, "sms", "+15556100001", "held").await;
+    requests_with_body(&twilio, "held", 1, WAIT).await;
+
+    let mut ahead = env.to_vec();
+    ahead.extend([
+        ("LD_PRELOAD", FAKETIME),
+        ("FAKETIME", "+3s"),
+        ("DONT_FAKE_MONOTONIC", "1"),
+    ]);
+    let skewed = sms::start(&db, &twilio, &ahead).await;
+    let message = message_when(&platform, &id, |m| m["status"] == "sent").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        twilio.sent_with_body("held").len(),
+        1,
+        "only the replica holding the send made it"
+    );
+    assert!(message["provider_message_id"].is_string(), "{message}");
+    let skew = skewed.logs();
+    assert!(!skew.is_empty(), "the replica ahead ran");
+    drop(skewed);
+}

@@ -920,3 +920,60 @@ on_both_databases!(
         assert_eq!(bodies, ["re: Spa days?", "re: Saturday?"], "no late nudge");
     }
 );
+
+// A worker is paused (SIGSTOP) while the model it asked takes three seconds to answer; past its one-second
+// lease another worker takes the reply over, asks the model, runs the tool it asks for and replies. When
+// the paused worker resumes, the answer to its own question asks for the same tool: the claim guard stops
+// its run there, so no second task is written and the model is not asked again.
+on_both_databases!(
+    a_worker_paused_during_a_model_call_makes_no_call_after_it_resumes,
+    |db: Db| async move {
+        let twilio = FakeTwilio::start().await;
+        let model = FakeModel::start().await;
+        let first = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        model.script(move |request| {
+            let reply = if answered_tools(request) {
+                Reply::text("Noted, we will call you back.")
+            } else {
+                Reply::call("toolu_1", "create_task", json!({"title": "Call back"}))
+            };
+            let slow = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+            (reply, if slow { Duration::from_secs(3) } else { Duration::ZERO })
+        });
+        // Long polls: a paused process on SQLite must not be caught holding the file's write lock.
+        let env = [
+            ("FRONTDESK_JOB_LEASE", "1s"),
+            ("FRONTDESK_JOB_POLL_INTERVAL", "1s"),
+            ("FRONTDESK_WEBHOOK_POLL_INTERVAL", "1s"),
+        ];
+        let paused = start(&db, &twilio, &model, "anthropic", &env).await;
+        let desk = desk(&paused, &twilio, json!({})).await;
+        desk.channel
+            .inbound(&new_message_sid(), "+15557000009", "Please call me back")
+            .await;
+        let started = Instant::now();
+        while model.requests().is_empty() {
+            assert!(started.elapsed() < WAIT, "the model was never asked");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        paused.signal("STOP");
+
+        let other = start(&db, &twilio, &model, "anthropic", &env).await;
+        twilio.wait_for_sent("+15557000009", 1).await;
+        assert_eq!(
+            model.requests().len(),
+            3,
+            "the paused question and the other worker's two"
+        );
+        paused.signal("CONT");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(model.requests().len(), 3, "no model call after the resume");
+        let tasks = desk.platform.get("/v1/tasks").await["tasks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(tasks.len(), 1, "one task: {tasks:?}");
+        assert_eq!(twilio.sent_to("+15557000009").len(), 1, "one reply");
+        drop(other);
+    }
+);
