@@ -50,6 +50,9 @@ enum Command {
     /// The local provider's decision over 10,000 FAQs and the knowledge gaps of 100,000 handed-off questions,
     /// each against its floor in the same run.
     Answers(answers::AnswersArgs),
+    /// What idle replicas cost PostgreSQL (1 and 8, now and polling as before) and how fast 4 worker
+    /// replicas are woken for sends accepted on an API-only replica.
+    Replicas(engine::ReplicasArgs),
     /// The embedding model's speed in this process, as JSON (started by `run` on one core; not for direct use).
     EmbedSpeed {
         #[arg(long)]
@@ -103,6 +106,12 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Answers(args)) => runtime.block_on(async {
             let (setup, work_dir) = setup(&cli.run)?;
             let outcome = answers::run(&setup, args).await;
+            let _ = std::fs::remove_dir_all(&work_dir);
+            outcome
+        }),
+        Some(Command::Replicas(args)) => runtime.block_on(async {
+            let (setup, work_dir) = setup(&cli.run)?;
+            let outcome = engine::replicas(&setup, args).await;
             let _ = std::fs::remove_dir_all(&work_dir);
             outcome
         }),

@@ -78,6 +78,7 @@ use crate::{
     secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
+    store::wakeups::Wakeups,
     summaries::service::SummariesService,
     tasks::service::TasksService,
     webchat::{
@@ -137,7 +138,8 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     if sealed > 0 {
         tracing::info!(sealed, "webhook signing secrets stored in plaintext are now sealed");
     }
-    let wake_jobs = Wake::default();
+    let wakeups = Wakeups::start(&db, &config.database_url, config.jobs.idle_poll);
+    let wake_jobs = Wake::across(wakeups.clone());
     let conversations = &config.conversations;
     let live = match config.redis_url.as_deref() {
         Some(url) => Live::with_redis(url).context("REDIS_URL")?,
@@ -151,7 +153,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         http::client(conversations.provider_timeout)?,
         Arc::new(webchat::adapter::WebChatAdapter::new(live.clone())),
     ));
-    let committed = events::Committed::default();
+    let committed = events::Committed::across(wakeups);
     let arrivals = Arrivals::start(
         db.clone(),
         clock.clone(),

@@ -76,7 +76,7 @@ pub async fn run(
 }
 
 /// The quiet tenant's sends, paced, each text its due time (`t=<epoch ms>`), over its contacts.
-async fn quiet_sends(quiet: &Engine, shape: Shape) -> anyhow::Result<Outcome> {
+pub(super) async fn quiet_sends(quiet: &Engine, shape: Shape) -> anyhow::Result<Outcome> {
     let made: Vec<_> = quiet.contact_ids.iter().map(|id| quiet.send(id, "")).collect();
     let requests = Requests::each(move |turn| {
         let mut request = made[(turn.number % made.len() as u64) as usize].clone();

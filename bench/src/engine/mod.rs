@@ -12,6 +12,7 @@ mod inbound;
 mod meta_inbound;
 mod model_replies;
 mod pipeline;
+mod replicas;
 mod replies;
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
@@ -40,6 +41,7 @@ pub use inbound::{INBOUND, Stored};
 pub use meta_inbound::{META_INBOUND, META_PACED, META_REFUSED, PER_POST};
 pub use model_replies::{MODEL_BURST, MODEL_LATENCY, Waiting};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
+pub use replicas::{ReplicasArgs, run as replicas};
 pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
 
 /// The channel's Twilio account and sending number.

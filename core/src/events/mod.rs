@@ -10,7 +10,13 @@ use frontdesk_api::json_out::{self, Naming};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use sea_orm::{ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement, Value};
 
-use crate::{store::entities::event_outbox, tenant::AccountId};
+use crate::{
+    store::{
+        entities::event_outbox,
+        wakeups::{Topic, Wakeups},
+    },
+    tenant::AccountId,
+};
 
 /// The contract's descriptors, for rendering payloads exactly as the REST API renders the same message.
 static DESCRIPTORS: LazyLock<Option<DescriptorPool>> =
@@ -75,21 +81,38 @@ impl EventType {
     }
 }
 
-/// Tells this process's webhook fan-out that events were committed, so it reads them now instead of at its
-/// next poll. Only the busiest writers (arrived messages) signal; every other event, and every event another
-/// replica commits, waits at most `FRONTDESK_WEBHOOK_POLL_INTERVAL`.
+/// Tells the webhook fan-out that events were committed, so it reads them now instead of at its next poll:
+/// this process's at once, and on PostgreSQL every replica's (`Wakeups`). Only the busiest writers (arrived
+/// messages) signal; every other event waits for the fan-out's next look (`FRONTDESK_WEBHOOK_POLL_INTERVAL`,
+/// or the idle poll while wake-ups reach the replica).
 #[derive(Clone, Default)]
-pub struct Committed(Arc<tokio::sync::Notify>);
+pub struct Committed {
+    local: Arc<tokio::sync::Notify>,
+    across: Wakeups,
+}
 
 impl Committed {
+    /// Signals that also reach, and are reached by, the other replicas.
+    pub fn across(wakeups: Wakeups) -> Self {
+        let local = Arc::new(tokio::sync::Notify::new());
+        wakeups.forward(Topic::Events, local.clone());
+        Self { local, across: wakeups }
+    }
+
     /// Called after the commit of a transaction that wrote events.
     pub fn signal(&self) {
-        self.0.notify_one();
+        self.local.notify_one();
+        self.across.publish(Topic::Events);
     }
 
     /// Resolves at the next signal (at once if one came since the last wait).
     pub async fn wait(&self) {
-        self.0.notified().await;
+        self.local.notified().await;
+    }
+
+    /// The wake-ups across replicas these signals travel on.
+    pub fn wakeups(&self) -> &Wakeups {
+        &self.across
     }
 }
 

@@ -30,6 +30,10 @@ pub struct Taken {
     pub token: i64,
     /// Fewer rows than the budget allowed: the due work is taken, or what is left waits for a cap.
     pub idle: bool,
+    /// Due work was left behind (its queues at a cap), so looking again soon may find room.
+    pub waiting: bool,
+    /// How long until the earliest queue head not yet due, among the queues read.
+    pub next_in_ms: Option<i64>,
 }
 
 /// The claimer's state between claims (in this process): the turn order and where the queue scan resumes.
@@ -69,17 +73,25 @@ pub async fn claim(
         None if seen.is_empty() => 0,
         None => db_now(db).await?,
     } + steer_ms;
+    let runnable = |key: &QueueKey| (wanted.runs)(key) && !wanted.resting.contains(key);
     let mut due: Vec<QueueKey> = seen
         .iter()
-        .filter(|(key, head_ms)| *head_ms <= now_ms && (wanted.runs)(key) && !wanted.resting.contains(key))
+        .filter(|(key, head_ms)| *head_ms <= now_ms && runnable(key))
         .map(|(key, _)| key.clone())
         .collect();
+    let next_in_ms = seen
+        .iter()
+        .filter(|(key, head_ms)| *head_ms > now_ms && runnable(key))
+        .map(|(_, head_ms)| head_ms - now_ms)
+        .min();
     if due.is_empty() {
         metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => "empty").increment(1);
         return Ok(Taken {
             rows: Vec::new(),
             token,
             idle: true,
+            waiting: false,
+            next_in_ms,
         });
     }
     let txn = crate::store::begin_write(db).await?;
@@ -135,8 +147,10 @@ pub async fn claim(
         .increment(1);
     Ok(Taken {
         idle: budget.free > 0,
+        waiting: budget.free > 0,
         rows,
         token,
+        next_in_ms,
     })
 }
 

@@ -41,7 +41,14 @@ pub struct JobConfig {
     #[arg(id = "job_max_crashes", value_name = "MAX_CRASHES", long = "job-max-crashes", env = "FRONTDESK_JOB_MAX_CRASHES", default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=100))]
     pub max_crashes: i32,
 
-    /// How often idle workers look for due jobs (a job enqueued in this process wakes them at once).
+    /// With PostgreSQL, how long a replica with nothing due sleeps before it looks again: a commit of work
+    /// due now on any replica wakes it at once (`LISTEN`/`NOTIFY`), and work due later wakes it at its time.
+    /// Also for the webhook deliveries and the fan-out of events.
+    #[arg(id = "idle_poll_interval", value_name = "IDLE_POLL_INTERVAL", long = "idle-poll-interval", env = "FRONTDESK_IDLE_POLL_INTERVAL", default_value = "1s", value_parser = parse_positive_duration)]
+    pub idle_poll: Duration,
+
+    /// How often idle workers look for due jobs (a job enqueued in this process wakes them at once); with
+    /// PostgreSQL, only while due jobs wait for a concurrency cap or wake-ups are not reaching this replica.
     #[arg(id = "job_poll_interval", value_name = "POLL_INTERVAL", long = "job-poll-interval", env = "FRONTDESK_JOB_POLL_INTERVAL", default_value = "50ms", value_parser = parse_positive_duration)]
     pub poll_interval: Duration,
 

@@ -33,7 +33,7 @@ use super::{
     queue::{QueueKey, Table},
     running::{Lease, Running, StopReason},
 };
-use crate::{clock::Clock, shutdown::Shutdown};
+use crate::{clock::Clock, shutdown::Shutdown, store::wakeups::Wakeups};
 
 /// Outcomes written per transaction at most.
 const RECORD_BATCH: usize = 500;
@@ -143,8 +143,10 @@ pub struct Engine<W: Work> {
     pub clock: Arc<dyn Clock>,
     pub config: EngineConfig,
     pub work: Arc<W>,
-    /// Rung when this process wrote work due now.
+    /// Rung when this process, or with wake-ups any replica, wrote work due now.
     pub wake: Arc<Notify>,
+    /// Whether wake-ups reach this process, so an idle claimer may sleep long.
+    pub wakeups: Wakeups,
 }
 
 /// Queues resting in this process, until when (Unix milliseconds on the service's clock).
@@ -165,6 +167,12 @@ impl Rests {
         } else {
             (*until).min(until_ms)
         };
+    }
+
+    /// How long until the first rest ends.
+    fn next_end_in_ms(&self, now_ms: i64) -> Option<i64> {
+        let rests = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        rests.values().map(|until| until - now_ms).filter(|ms| *ms > 0).min()
     }
 
     fn resting(&self, now_ms: i64) -> HashSet<QueueKey> {
@@ -264,6 +272,7 @@ async fn claim_loop<W: Work>(
             }
         };
         let (idle, token) = (taken.idle, taken.token);
+        let wait = idle_wait(&engine, &taken, &rests, now_ms);
         let items = match engine.work.load(&engine.db, taken.rows, token).await {
             Ok(items) => items,
             Err(err) => {
@@ -296,11 +305,27 @@ async fn claim_loop<W: Work>(
         if idle {
             tokio::select! {
                 () = engine.wake.notified() => {},
-                () = sleep_or_stop(config.poll_interval, &shutdown) => {},
+                () = sleep_or_stop(wait, &shutdown) => {},
             }
         }
     }
     stop_runs(&engine, &running, &slots).await;
+}
+
+/// How long an idle claimer sleeps unless woken: the poll interval while due work waits for a cap (a slot
+/// freed on another replica wakes no one here); else until the next head is due or a rest ends, and at
+/// most the idle poll (the poll interval without wake-ups).
+fn idle_wait<W: Work>(engine: &Engine<W>, taken: &claim::Taken, rests: &Rests, now_ms: i64) -> Duration {
+    let poll = engine.config.poll_interval;
+    if taken.waiting {
+        return poll;
+    }
+    let longest = engine.wakeups.idle_wait(poll);
+    [taken.next_in_ms, rests.next_end_in_ms(now_ms)]
+        .into_iter()
+        .flatten()
+        .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+        .fold(longest, Duration::min)
 }
 
 /// Shutdown: the runs drain within the grace, starting no effect in its second half; those still going are

@@ -32,7 +32,10 @@ use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseTransaction, DbErr};
 use tokio::sync::Notify;
 
-use crate::tenant::AccountId;
+use crate::{
+    store::wakeups::{Topic, Wakeups},
+    tenant::AccountId,
+};
 
 pub use config::JobConfig;
 pub use enqueue::{Enqueued, enqueue, enqueue_all, insert_statement};
@@ -293,16 +296,32 @@ impl Handlers {
     }
 }
 
-/// Wakes this process's workers after a commit that enqueued jobs due now (others find them by polling).
+/// Wakes the workers after a commit that enqueued jobs due now: this process's at once, and on PostgreSQL
+/// every replica's (`Wakeups`); without wake-ups the others find the jobs by polling.
 #[derive(Clone, Default)]
-pub struct Wake(Arc<Notify>);
+pub struct Wake {
+    local: Arc<Notify>,
+    across: Wakeups,
+}
 
 impl Wake {
+    /// A wake that also reaches, and is reached by, the other replicas.
+    pub fn across(wakeups: Wakeups) -> Self {
+        let local = Arc::new(Notify::new());
+        wakeups.forward(Topic::Jobs, local.clone());
+        Self { local, across: wakeups }
+    }
+
     pub fn notify(&self) {
-        self.0.notify_one();
+        self.local.notify_one();
+        self.across.publish(Topic::Jobs);
     }
 
     fn notifier(&self) -> Arc<Notify> {
-        self.0.clone()
+        self.local.clone()
+    }
+
+    fn wakeups(&self) -> Wakeups {
+        self.across.clone()
     }
 }

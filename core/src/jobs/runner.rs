@@ -99,6 +99,7 @@ impl JobEngine {
                 max_crashes: self.config.max_crashes,
             }),
             wake: self.wake.notifier(),
+            wakeups: self.wake.wakeups(),
         }
         .spawn(shutdown)
     }

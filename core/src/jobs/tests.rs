@@ -184,6 +184,7 @@ fn config(concurrency: u32, lane: u32) -> JobConfig {
         bulk_concurrency: None,
         lease: Duration::from_secs(2),
         max_crashes: 5,
+        idle_poll: Duration::from_secs(1),
         poll_interval: Duration::from_millis(20),
         retention: Duration::from_secs(30 * 24 * 3600),
     }

@@ -37,6 +37,7 @@ use crate::{
     secrets::Sealer,
     shutdown::Shutdown,
     store::sql::{picked, placeholders},
+    store::wakeups::Topic,
     webhooks::WebhookConfig,
 };
 
@@ -111,6 +112,8 @@ impl Dispatcher {
             self.committed.clone(),
             shutdown.clone(),
         ));
+        let wakeups = self.committed.wakeups().clone();
+        wakeups.forward(Topic::Deliveries, self.wake.clone());
         tokio::spawn(gauge_loop(self.db.clone(), shutdown.clone()));
         tokio::spawn(prune_loop(
             self.db.clone(),
@@ -147,6 +150,7 @@ impl Dispatcher {
                 deadline: settle,
             }),
             wake: self.wake,
+            wakeups,
         }
         .spawn(shutdown)
     }
@@ -160,17 +164,19 @@ async fn fan_out_loop(
     committed: events::Committed,
     shutdown: Shutdown,
 ) {
+    let wakeups = committed.wakeups().clone();
     while !shutdown.is_stopping() {
         match fanout::fan_out(&db, FAN_OUT_BATCH, clock.now()).await {
             Ok(done) if done.events == 0 => {
                 tokio::select! {
                     () = committed.wait() => {},
-                    () = sleep_or_stop(poll, &shutdown) => {},
+                    () = sleep_or_stop(wakeups.idle_wait(poll), &shutdown) => {},
                 }
             }
             Ok(done) => {
                 if done.deliveries > 0 {
                     wake.notify_one();
+                    wakeups.publish(Topic::Deliveries);
                 }
             }
             Err(err) => {
