@@ -78,7 +78,7 @@ use crate::{
     secrets,
     site::{health::HealthService, payments::PaymentsService},
     store,
-    store::wakeups::Wakeups,
+    store::{leader::Leader, wakeups::Wakeups},
     summaries::service::SummariesService,
     tasks::service::TasksService,
     webchat::{
@@ -139,6 +139,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         tracing::info!(sealed, "webhook signing secrets stored in plaintext are now sealed");
     }
     let wakeups = Wakeups::start(&db, &config.database_url, config.jobs.idle_poll);
+    let leader = Leader::start(&db, &config.database_url);
     let wake_jobs = Wake::across(wakeups.clone());
     let conversations = &config.conversations;
     let live = match config.redis_url.as_deref() {
@@ -364,10 +365,13 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             config.webhooks.clone(),
             policy,
             sealer,
-            wake,
-            committed,
+            webhooks::dispatch::Signals {
+                wake,
+                committed,
+                leader: leader.clone(),
+            },
         ),
-        jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs),
+        jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs, leader),
         db,
         live,
     })

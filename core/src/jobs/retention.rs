@@ -9,17 +9,27 @@ use chrono::DateTime;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
 
 use super::engine::sleep_or_stop;
-use crate::{clock::Clock, shutdown::Shutdown};
+use crate::{clock::Clock, shutdown::Shutdown, store::leader::Leader};
 
 /// Rows deleted per statement at most.
 const BATCH: u64 = 1_000;
 
-/// Deletes what the retention no longer keeps, a batch at a time: at once again after a full batch, else
-/// after a minute (or half the retention, when shorter).
-pub async fn prune_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, retention: Duration, shutdown: Shutdown) {
+/// Deletes what the retention no longer keeps, a batch at a time, on the housekeeping leader: at once again
+/// after a full batch, else after a minute (or half the retention, when shorter).
+pub async fn prune_loop(
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    retention: Duration,
+    leader: Leader,
+    shutdown: Shutdown,
+) {
     let idle = (retention / 2).min(Duration::from_secs(60));
     let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
     while !shutdown.is_stopping() {
+        if !leader.leads() {
+            sleep_or_stop(idle, &shutdown).await;
+            continue;
+        }
         let now = clock.now();
         // A retention reaching back before 1970 keeps every settled job.
         let cutoff = now.checked_sub_signed(retention).filter(|c| *c > DateTime::UNIX_EPOCH);

@@ -17,7 +17,7 @@ use super::{
     retention,
     running::Lease,
 };
-use crate::{clock::Clock, jobs::JobConfig, shutdown::Shutdown};
+use crate::{clock::Clock, jobs::JobConfig, shutdown::Shutdown, store::leader::Leader};
 
 /// The jobs table as the engine sees it.
 pub static JOBS: Table = Table {
@@ -43,6 +43,8 @@ pub struct JobEngine {
     config: JobConfig,
     handlers: Handlers,
     wake: Wake,
+    /// Whether this replica does the queue's housekeeping (gauges, retention).
+    leader: Leader,
 }
 
 impl JobEngine {
@@ -52,6 +54,7 @@ impl JobEngine {
         config: JobConfig,
         handlers: Handlers,
         wake: Wake,
+        leader: Leader,
     ) -> Self {
         Self {
             db,
@@ -59,17 +62,24 @@ impl JobEngine {
             config,
             handlers,
             wake,
+            leader,
         }
     }
 
     /// Starts the workers, the gauges and the retention; the handle resolves once shutdown began and the
     /// running jobs were recorded, or stopped and released for the next worker.
     pub fn spawn(self, shutdown: Shutdown) -> anyhow::Result<JoinHandle<()>> {
-        tokio::spawn(gauge_loop(self.db.clone(), self.clock.clone(), shutdown.clone()));
+        tokio::spawn(gauge_loop(
+            self.db.clone(),
+            self.clock.clone(),
+            self.leader.clone(),
+            shutdown.clone(),
+        ));
         tokio::spawn(retention::prune_loop(
             self.db.clone(),
             self.clock.clone(),
             self.config.retention,
+            self.leader.clone(),
             shutdown.clone(),
         ));
         if self.config.concurrency == 0 {
@@ -233,12 +243,17 @@ impl Work for JobWork {
 }
 
 /// Refreshes the queue gauges, per kind and class: jobs waiting, due, failed, and how late the oldest due
-/// job is.
-async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, shutdown: Shutdown) {
+/// job is. Only the housekeeping leader reads them (the figures are the queue's, not the replica's); a
+/// replica that stops leading shows zero, so a dashboard's sum over replicas is the queue's.
+async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, leader: Leader, shutdown: Shutdown) {
     // Kinds and classes shown before: those with no jobs left read zero, not their last figures.
     let mut shown: HashSet<(String, Class)> = HashSet::new();
     while !shutdown.is_stopping() {
-        let figures = admin::figures(&db, clock.now().timestamp_millis()).await;
+        let figures = if leader.leads() {
+            admin::figures(&db, clock.now().timestamp_millis()).await
+        } else {
+            Ok(Vec::new())
+        };
         if let Err(err) = &figures {
             tracing::warn!(error = %err, "reading the job queue's figures failed");
         }

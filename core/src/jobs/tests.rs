@@ -199,7 +199,14 @@ struct Running {
 impl Running {
     fn start(db: &DatabaseConnection, config: JobConfig, handlers: Handlers) -> Self {
         let (stop, shutdown) = Shutdown::by_hand();
-        let engine = JobEngine::new(db.clone(), Arc::new(SystemClock), config, handlers, Wake::default());
+        let engine = JobEngine::new(
+            db.clone(),
+            Arc::new(SystemClock),
+            config,
+            handlers,
+            Wake::default(),
+            crate::store::leader::Leader::always(),
+        );
         Self {
             stop,
             done: engine.spawn(shutdown).unwrap(),

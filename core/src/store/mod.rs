@@ -2,6 +2,7 @@
 
 pub mod entities;
 pub mod group_commit;
+pub mod leader;
 pub mod redis_script;
 pub mod search;
 pub mod settings;

@@ -455,3 +455,69 @@ async fn a_replica_whose_clock_runs_ahead_takes_nothing_still_held() {
     assert!(!skew.is_empty(), "the replica ahead ran");
     drop(skewed);
 }
+
+// An API-only replica accepts a send while the worker replica sleeps with a 30 s idle poll: the accept's
+// wake-up (LISTEN/NOTIFY) reaches the worker, which sends within a second. (SQLite replicas poll.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_replica_is_woken_for_a_send_accepted_elsewhere() {
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    let env = [("FRONTDESK_IDLE_POLL_INTERVAL", "30s")];
+    let worker = sms::start(&db, &twilio, &env).await;
+    let mut api_env = env.to_vec();
+    api_env.push(("FRONTDESK_JOB_CONCURRENCY", "0"));
+    let api = sms::start(&db, &twilio, &api_env).await;
+    let platform = Platform::new(&api).await;
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    // Both replicas have looked for work and gone to sleep.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = Instant::now();
+    send(&platform, "sms", "+15556200001", "wake up").await;
+    requests_with_body(&twilio, "wake up", 1, WAIT).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the worker sent {:?} after the accept",
+        started.elapsed()
+    );
+    drop(worker);
+}
+
+// Two replicas on one PostgreSQL: exactly one leads the housekeeping (retention, gauges); when it dies the
+// other takes over, as the database frees the leader's lock with its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_leads_the_housekeeping_and_another_takes_over_when_it_dies() {
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    let leads = |server: &Server| {
+        server
+            .logs()
+            .lines()
+            .rev()
+            .find(|line| line.contains("housekeeping leadership changed"))
+            .is_some_and(|line| line.contains("\"leads\":true"))
+    };
+    let mut first = sms::start(&db, &twilio, &[]).await;
+    let started = Instant::now();
+    while !leads(&first) {
+        assert!(
+            started.elapsed() < WAIT,
+            "the only replica never led:\n{}",
+            first.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = sms::start(&db, &twilio, &[]).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(!leads(&second), "two replicas led at once");
+    first.kill();
+    let killed = Instant::now();
+    while !leads(&second) {
+        assert!(killed.elapsed() < WAIT, "no replica took over:\n{}", second.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        killed.elapsed() < Duration::from_secs(12),
+        "took over after {:?}",
+        killed.elapsed()
+    );
+}

@@ -37,7 +37,7 @@ use crate::{
     secrets::Sealer,
     shutdown::Shutdown,
     store::sql::{picked, placeholders},
-    store::wakeups::Topic,
+    store::{leader::Leader, wakeups::Topic},
     webhooks::WebhookConfig,
 };
 
@@ -63,6 +63,17 @@ pub struct Dispatcher {
     wake: Arc<Notify>,
     /// Signalled when this process committed events, for the fan-out.
     committed: events::Committed,
+    /// Whether this replica does the housekeeping (retention, gauges).
+    leader: Leader,
+}
+
+/// How the dispatcher is woken, and whether it leads the housekeeping.
+pub struct Signals {
+    /// Rung when deliveries due now were written.
+    pub wake: Arc<Notify>,
+    /// Signalled when events were committed, for the fan-out.
+    pub committed: events::Committed,
+    pub leader: Leader,
 }
 
 impl Dispatcher {
@@ -72,8 +83,7 @@ impl Dispatcher {
         config: WebhookConfig,
         policy: OutboundPolicy,
         sealer: Sealer,
-        wake: Arc<Notify>,
-        committed: events::Committed,
+        signals: Signals,
     ) -> Self {
         Self {
             db,
@@ -81,8 +91,9 @@ impl Dispatcher {
             config,
             policy,
             sealer,
-            wake,
-            committed,
+            wake: signals.wake,
+            committed: signals.committed,
+            leader: signals.leader,
         }
     }
 
@@ -114,11 +125,12 @@ impl Dispatcher {
         ));
         let wakeups = self.committed.wakeups().clone();
         wakeups.forward(Topic::Deliveries, self.wake.clone());
-        tokio::spawn(gauge_loop(self.db.clone(), shutdown.clone()));
+        tokio::spawn(gauge_loop(self.db.clone(), self.leader.clone(), shutdown.clone()));
         tokio::spawn(prune_loop(
             self.db.clone(),
             self.clock.clone(),
             self.config.retention,
+            self.leader.clone(),
             shutdown.clone(),
         ));
         // An attempt ends within its timeout; the deadline and the shutdown grace leave room to record it.
@@ -187,14 +199,24 @@ async fn fan_out_loop(
     }
 }
 
-/// Applies the retention. While whole batches are deleted it goes on, pausing between batches as long as
-/// the last one took (on SQLite the other writers get the lock half the time); otherwise it waits half the
-/// retention, and at least once a minute looks again.
-async fn prune_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, retention: Duration, shutdown: Shutdown) {
+/// Applies the retention, on the housekeeping leader. While whole batches are deleted it goes on, pausing
+/// between batches as long as the last one took (on SQLite the other writers get the lock half the time);
+/// otherwise it waits half the retention, and at least once a minute looks again.
+async fn prune_loop(
+    db: DatabaseConnection,
+    clock: Arc<dyn Clock>,
+    retention: Duration,
+    leader: Leader,
+    shutdown: Shutdown,
+) {
     let idle = (retention / 2).min(Duration::from_secs(60));
     let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
     let (mut mark, mut scan_started) = (None, Instant::now());
     while !shutdown.is_stopping() {
+        if !leader.leads() {
+            sleep_or_stop(idle, &shutdown).await;
+            continue;
+        }
         // A retention reaching back before 1970 keeps everything.
         let cutoff = clock
             .now()
@@ -223,8 +245,9 @@ async fn prune_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, retention: Du
     }
 }
 
-/// Refreshes the queue gauges: deliveries waiting, and events not yet fanned out.
-async fn gauge_loop(db: DatabaseConnection, shutdown: Shutdown) {
+/// Refreshes the queue gauges on the housekeeping leader: deliveries waiting, and events not yet fanned
+/// out; a replica that does not lead shows zero, so a dashboard's sum over replicas is the queue's.
+async fn gauge_loop(db: DatabaseConnection, leader: Leader, shutdown: Shutdown) {
     while !shutdown.is_stopping() {
         for (gauge, sql) in [
             (
@@ -236,6 +259,10 @@ async fn gauge_loop(db: DatabaseConnection, shutdown: Shutdown) {
                 "SELECT COUNT(*) FROM event_outbox WHERE dispatched_at IS NULL",
             ),
         ] {
+            if !leader.leads() {
+                metrics::gauge!(gauge).set(0.0);
+                continue;
+            }
             let statement = Statement::from_string(db.get_database_backend(), sql);
             if let Ok(Some(row)) = db.query_one_raw(statement).await
                 && let Ok(count) = row.try_get_by_index::<i64>(0)
