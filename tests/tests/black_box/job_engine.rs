@@ -457,7 +457,8 @@ async fn a_replica_whose_clock_runs_ahead_takes_nothing_still_held() {
 }
 
 // An API-only replica accepts a send while the worker replica sleeps with a 30 s idle poll: the accept's
-// wake-up (LISTEN/NOTIFY) reaches the worker, which sends within a second. (SQLite replicas poll.)
+// wake-up (LISTEN/NOTIFY) reaches the worker, which sends within milliseconds (5 s allowed for a loaded
+// machine; its next look was 30 s away). (SQLite replicas poll.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_replica_is_woken_for_a_send_accepted_elsewhere() {
     let db = Db::postgres().await;
@@ -475,7 +476,7 @@ async fn a_worker_replica_is_woken_for_a_send_accepted_elsewhere() {
     send(&platform, "sms", "+15556200001", "wake up").await;
     requests_with_body(&twilio, "wake up", 1, WAIT).await;
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_secs(5),
         "the worker sent {:?} after the accept",
         started.elapsed()
     );

@@ -344,50 +344,9 @@ on_both_databases!(bad_uploads_are_refused, |db: Db| async move {
 /// Sends `data` as the file of an upload over a raw socket, its length declared or (`chunked`) not, while
 /// reading the answer (a refusal comes before the body is all sent); the answer's status.
 async fn raw_upload(server: &Server, key: &str, data: Vec<u8>, chunked: bool) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     let (body, content_type) = multipart(&[Part::file("file", "big.txt", "text/plain", data)]);
-    let addr = server.http.trim_start_matches("http://").to_owned();
-    let socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let (mut read, mut write) = socket.into_split();
-    let length = if chunked {
-        "Transfer-Encoding: chunked".to_owned()
-    } else {
-        format!("Content-Length: {}", body.len())
-    };
-    let head = format!(
-        "POST /v1/kb-sources/file HTTP/1.1\r\nHost: {addr}\r\nx-api-key: {key}\r\nContent-Type: {content_type}\r\n{length}\r\n\r\n"
-    );
-    let writer = tokio::spawn(async move {
-        write.write_all(head.as_bytes()).await?;
-        for chunk in body.chunks(64 * 1024) {
-            if chunked {
-                let frame = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
-                write.write_all(&frame).await?;
-            } else {
-                write.write_all(chunk).await?;
-            }
-        }
-        if chunked {
-            write.write_all(b"0\r\n\r\n").await?;
-        }
-        std::io::Result::Ok(write)
-    });
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
-        match tokio::time::timeout_at(deadline, read.read(&mut buf)).await {
-            Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
-            _ => break,
-        }
-    }
-    writer.abort();
-    let text = String::from_utf8_lossy(&answer);
-    text.split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP answer: {text}"))
+    let headers = [("x-api-key", key), ("Content-Type", content_type.as_str())];
+    frontdesk_tests::raw_post::status(&server.http, "/v1/kb-sources/file", &headers, body, chunked).await
 }
 
 on_both_databases!(documents_without_text_or_credits_fail, |db: Db| async move {
