@@ -109,9 +109,16 @@ pub async fn claim(
     let mut budget = wanted.budget;
     let mut rows = Vec::new();
     let mut served: HashSet<QueueKey> = HashSet::new();
+    // Bulk queues whose head waited past the age go first for their share.
+    let aged: Vec<QueueKey> = seen
+        .iter()
+        .filter(|(key, head_ms)| key.class == BULK && *head_ms <= now_ms - fair::BULK_AGE_MS && runnable(key))
+        .map(|(key, _)| key.clone())
+        .collect();
     // A second pass hands the slots that drained queues left unused to the queues that had more.
-    for _ in 0..2 {
-        let plan = fair::plan(&due, &mut loads, wanted.caps, budget, &claimer.rotation);
+    for pass in 0..2 {
+        let aged: &[QueueKey] = if pass == 0 { &aged } else { &[] };
+        let plan = fair::plan(&due, aged, &mut loads, wanted.caps, budget, &claimer.rotation);
         if plan.is_empty() {
             break;
         }

@@ -1,6 +1,8 @@
-//! Who gets the free slots: the plan of one claim. Interactive work before bulk work; within a class,
-//! accounts take turns, one job each per turn, the least recently served first; within an account its
-//! queues (lanes, kinds) take turns the same way. Every queue with a due job is seen by every claim, so no
+//! Who gets the free slots: the plan of one claim. Interactive work before bulk work, except that bulk work
+//! which has waited `BULK_AGE_MS` past its due time goes first for a share of the slots (`AGED_SHARE`), so
+//! interactive work that never lets up cannot hold a broadcast back for ever; within a class, accounts take
+//! turns, one job each per turn, the least recently served first; within an account its queues (lanes,
+//! kinds) take turns the same way. Every queue with a due job is seen by every claim, so no
 //! backlog, however long, can hold back another queue's job longer than the caps and the turns allow. The
 //! caps: running jobs per lane and per account and class (counted across replicas, from the table), and the
 //! bulk class's share of this process's slots.
@@ -13,6 +15,11 @@ use super::queue::QueueKey;
 pub const INTERACTIVE: i32 = 0;
 /// Bulk work: broadcast sends, imports, embeddings, housekeeping.
 pub const BULK: i32 = 1;
+/// How long a bulk queue's head may wait past its due time before the queue is planned ahead of
+/// interactive work.
+pub const BULK_AGE_MS: i64 = 30_000;
+/// Of a claim's free slots, aged bulk work takes at most one in this many first (and at least one).
+const AGED_SHARE: usize = 8;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {
@@ -98,10 +105,12 @@ pub struct Budget {
     pub bulk: usize,
 }
 
-/// How many jobs to take from each queue (`heads`: the queues with due work this process runs), given the
-/// loads (which the plan adds its own picks to).
+/// How many jobs to take from each queue (`heads`: the queues with due work this process runs; `aged`: the
+/// bulk ones among them that waited `BULK_AGE_MS` past their due time), given the loads (which the plan adds
+/// its own picks to).
 pub fn plan(
     heads: &[QueueKey],
+    aged: &[QueueKey],
     loads: &mut Loads,
     caps: Caps,
     budget: Budget,
@@ -109,15 +118,24 @@ pub fn plan(
 ) -> Vec<(QueueKey, u32)> {
     let mut taken: HashMap<QueueKey, u32> = HashMap::new();
     let mut free = budget.free;
-    for class in [INTERACTIVE, BULK] {
-        let mut room = if class == INTERACTIVE {
-            free
-        } else {
-            free.min(budget.bulk)
-        };
+    let mut bulk = budget.bulk;
+    let aged_room = (free / AGED_SHARE).max(1).min(free).min(bulk);
+    let passes = [
+        (aged, BULK, aged_room),
+        (heads, INTERACTIVE, usize::MAX),
+        (heads, BULK, usize::MAX),
+    ];
+    for (queues, class, most) in passes {
+        let mut room = free.min(most);
+        if class == BULK {
+            room = room.min(bulk);
+        }
         let before = room;
-        take_turns(heads, class, loads, caps, rotation, &mut room, &mut taken);
+        take_turns(queues, class, loads, caps, rotation, &mut room, &mut taken);
         free -= before - room;
+        if class == BULK {
+            bulk -= before - room;
+        }
     }
     let mut planned: Vec<(QueueKey, u32)> = taken.into_iter().collect();
     planned.sort();
@@ -208,6 +226,7 @@ mod tests {
         let budget = Budget { free: 193, bulk: 0 };
         let plan = plan(
             &[busy.clone(), quiet.clone()],
+            &[],
             &mut loads,
             caps(),
             budget,
@@ -227,13 +246,13 @@ mod tests {
         let mut rotation = Rotation::default();
         let heads = [a.clone(), b.clone()];
         let one = Budget { free: 1, bulk: 0 };
-        let first = plan(&heads, &mut Loads::default(), caps(), one, &rotation);
+        let first = plan(&heads, &[], &mut Loads::default(), caps(), one, &rotation);
         assert_eq!(first, vec![(a.clone(), 1)]);
         rotation.served([&a], &heads);
-        let second = plan(&heads, &mut Loads::default(), caps(), one, &rotation);
+        let second = plan(&heads, &[], &mut Loads::default(), caps(), one, &rotation);
         assert_eq!(second, vec![(b.clone(), 1)], "the account served last waits its turn");
         rotation.served([&b], &heads);
-        let third = plan(&heads, &mut Loads::default(), caps(), one, &rotation);
+        let third = plan(&heads, &[], &mut Loads::default(), caps(), one, &rotation);
         assert_eq!(third, vec![(a, 1)]);
     }
 
@@ -246,6 +265,7 @@ mod tests {
         rotation.served([&sends], &heads);
         let plan = plan(
             &heads,
+            &[],
             &mut Loads::default(),
             caps(),
             Budget { free: 1, bulk: 0 },
@@ -261,6 +281,7 @@ mod tests {
         let mut loads = Loads::default();
         let plan = plan(
             &[import.clone(), send.clone()],
+            &[],
             &mut loads,
             caps(),
             Budget { free: 10, bulk: 3 },
@@ -270,6 +291,7 @@ mod tests {
         assert_eq!(count(&plan, &import), 0);
         let plan = super::plan(
             std::slice::from_ref(&import),
+            &[],
             &mut Loads::default(),
             caps(),
             Budget { free: 10, bulk: 3 },
@@ -288,6 +310,7 @@ mod tests {
         loads.add(&key(INTERACTIVE, "a", "ch_3"), 64);
         let plan = plan(
             &[busy, other.clone(), import.clone()],
+            &[],
             &mut loads,
             caps(),
             Budget { free: 50, bulk: 50 },
@@ -302,6 +325,7 @@ mod tests {
         let imports = key(BULK, "a", "");
         let plan = plan(
             std::slice::from_ref(&imports),
+            &[],
             &mut Loads::default(),
             Caps { lane: 4, account: 8 },
             Budget { free: 100, bulk: 100 },
@@ -312,5 +336,29 @@ mod tests {
             4,
             "jobs without a lane share their account's lane cap"
         );
+    }
+
+    #[test]
+    fn bulk_work_that_waited_past_its_age_goes_first_for_its_share() {
+        let broadcast = key(BULK, "a", "ch_a");
+        let replies = key(INTERACTIVE, "b", "conv_b");
+        let heads = [broadcast.clone(), replies.clone()];
+        let budget = Budget { free: 16, bulk: 12 };
+        let fresh = plan(&heads, &[], &mut Loads::default(), caps(), budget, &Rotation::default());
+        assert_eq!(count(&fresh, &broadcast), 0, "interactive work takes every slot first");
+        let aged = std::slice::from_ref(&broadcast);
+        let waited = plan(
+            &heads,
+            aged,
+            &mut Loads::default(),
+            caps(),
+            budget,
+            &Rotation::default(),
+        );
+        assert_eq!(count(&waited, &broadcast), 2, "an eighth of the free slots");
+        assert_eq!(count(&waited, &replies), 14);
+        let one = Budget { free: 1, bulk: 1 };
+        let scarce = plan(&heads, aged, &mut Loads::default(), caps(), one, &Rotation::default());
+        assert_eq!(scarce, vec![(broadcast, 1)], "at least one slot, however few are free");
     }
 }
