@@ -522,3 +522,77 @@ async fn one_replica_leads_the_housekeeping_and_another_takes_over_when_it_dies(
         killed.elapsed()
     );
 }
+
+// A worker claims webhook deliveries due for their retry and is held between the claim and the attempts
+// (a table its claim's read needs is locked), then paused (SIGSTOP) past its one-second lease. Another replica
+// takes the deliveries over and delivers them. When the paused worker resumes, its read completes and its
+// attempts would go out: the claim guard stops each before it leaves, so nothing arrives after the resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_paused_before_its_webhook_attempts_makes_none_after_it_resumes() {
+    use sea_orm::{
+        ConnectionTrait,
+        sqlx::{Connection, raw_sql},
+    };
+
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    let env = [
+        ("FRONTDESK_WEBHOOK_LEASE", "1s"),
+        ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "3s"),
+    ];
+    let paused = sms::start(&db, &twilio, &env).await;
+    let platform = Platform::new(&paused).await;
+    let endpoint = Receiver::start().await;
+    endpoint.answer(500);
+    let body = json!({"name": "hooks", "url": endpoint.url, "events": ["contact.created"]});
+    platform.ok("POST", "/v1/webhooks", Some(body)).await;
+    for n in 0..5 {
+        let contact = json!({"phone": format!("+1555630000{n}")});
+        platform.ok("POST", "/v1/contacts", Some(contact)).await;
+    }
+    endpoint.wait_for(5, WAIT).await;
+
+    // While the retries wait, the worker's read of what it claims is held up.
+    let sql = sea_orm::Database::connect(db.url()).await.unwrap();
+    let mut lock = sea_orm::sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    raw_sql("BEGIN; LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let claimed = "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending' AND claim_token IS NOT NULL";
+    let started = Instant::now();
+    loop {
+        let row = sql
+            .query_one_raw(sea_orm::Statement::from_string(sql.get_database_backend(), claimed))
+            .await
+            .unwrap()
+            .unwrap();
+        if row.try_get_by_index::<i64>(0).unwrap() == 5 {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "the retries were never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    paused.signal("STOP");
+    raw_sql("ROLLBACK").execute(&mut lock).await.unwrap();
+    endpoint.answer(200);
+
+    let other = sms::start(&db, &twilio, &env).await;
+    endpoint
+        .wait_until(WAIT, |d| d.iter().filter(|d| d.answered == 200).count() == 5)
+        .await;
+    let before = endpoint.arrived();
+    paused.signal("CONT");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        endpoint.arrived(),
+        before,
+        "the resumed worker made attempts for deliveries another replica holds"
+    );
+    let metrics = paused.metrics().await;
+    assert!(
+        frontdesk_tests::server::sample(&metrics, "frontdesk_job_effects_refused_total", &[]).is_some(),
+        "{metrics}"
+    );
+    drop(other);
+}
