@@ -84,7 +84,7 @@ impl EventType {
 /// Tells the webhook fan-out that events were committed, so it reads them now instead of at its next poll:
 /// this process's at once, and on PostgreSQL every replica's (`Wakeups`). Only the busiest writers (arrived
 /// messages) signal; every other event waits for the fan-out's next look (`FRONTDESK_WEBHOOK_POLL_INTERVAL`,
-/// or the idle poll while wake-ups reach the replica).
+/// one read of the undispatched events' index).
 #[derive(Clone, Default)]
 pub struct Committed {
     local: Arc<tokio::sync::Notify>,

@@ -43,7 +43,7 @@ pub struct JobConfig {
 
     /// With PostgreSQL, how long a replica with nothing due sleeps before it looks again: a commit of work
     /// due now on any replica wakes it at once (`LISTEN`/`NOTIFY`), and work due later wakes it at its time.
-    /// Also for the webhook deliveries and the fan-out of events.
+    /// Also for the webhook deliveries.
     #[arg(id = "idle_poll_interval", value_name = "IDLE_POLL_INTERVAL", long = "idle-poll-interval", env = "FRONTDESK_IDLE_POLL_INTERVAL", default_value = "1s", value_parser = parse_positive_duration)]
     pub idle_poll: Duration,
 

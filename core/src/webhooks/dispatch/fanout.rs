@@ -93,6 +93,16 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
     })
 }
 
+/// Whether any event waits to be fanned out: one read of the undispatched events' index, outside a
+/// transaction, for an idle fan-out to look cheaply.
+pub async fn any_waiting(db: &DatabaseConnection) -> Result<bool, DbErr> {
+    let sql = "SELECT seq FROM event_outbox WHERE dispatched_at IS NULL LIMIT 1";
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await?;
+    Ok(row.is_some())
+}
+
 async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>) -> Result<Vec<Event>, DbErr> {
     let backend = db.get_database_backend();
     let undispatched = super::picked(

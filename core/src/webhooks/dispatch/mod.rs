@@ -179,12 +179,17 @@ async fn fan_out_loop(
     let wakeups = committed.wakeups().clone();
     while !shutdown.is_stopping() {
         match fanout::fan_out(&db, FAN_OUT_BATCH, clock.now()).await {
-            Ok(done) if done.events == 0 => {
+            // Events are written by many transactions that do not signal: an idle fan-out looks every poll,
+            // with one read of an index, and claims only once something waits.
+            Ok(done) if done.events == 0 => loop {
                 tokio::select! {
-                    () = committed.wait() => {},
-                    () = sleep_or_stop(wakeups.idle_wait(poll), &shutdown) => {},
+                    () = committed.wait() => break,
+                    () = sleep_or_stop(poll, &shutdown) => {},
                 }
-            }
+                if shutdown.is_stopping() || fanout::any_waiting(&db).await.unwrap_or(true) {
+                    break;
+                }
+            },
             Ok(done) => {
                 if done.deliveries > 0 {
                     wake.notify_one();
