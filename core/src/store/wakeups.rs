@@ -1,8 +1,9 @@
 //! Wake-ups across replicas on PostgreSQL (`LISTEN`/`NOTIFY`), so idle replicas need not poll often. A
 //! replica that committed work due now (jobs, webhook deliveries, events to fan out) publishes its topic
 //! after the commit; every replica listening forwards it to the loops that wait for it. Publishing is
-//! coalesced: one `NOTIFY` in flight per topic, whatever the burst, sent outside the writers' transactions,
-//! so it never serialises their commits. A lost connection is reconnected, and every loop is woken then,
+//! coalesced: one `NOTIFY` in flight per topic, whatever the burst, and at most one per `SPACING`, sent
+//! outside the writers' transactions, so it never serialises their commits, and a replica under load sends
+//! a few hundred a second at most instead of one per round trip. A lost connection is reconnected, and every loop is woken then,
 //! since notifications sent meanwhile are gone; loops still look on their own once per idle poll, so
 //! nothing waits longer than that. On SQLite there is no one to tell across processes: the loops poll.
 
@@ -16,6 +17,9 @@ use std::{
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, sqlx::postgres::PgListener};
 use tokio::sync::Notify;
+
+/// The least time between two `NOTIFY`s of one topic from this process; a wake-up waits at most this long.
+const SPACING: Duration = Duration::from_millis(5);
 
 /// What a wake-up is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +118,8 @@ async fn publish_loop(db: DatabaseConnection, topic: Topic, pending: Arc<Notify>
         if let Err(err) = db.execute_unprepared(&sql).await {
             tracing::debug!(topic = topic.channel(), error = %err, "a wake-up was not published; replicas find the work by polling");
         }
+        // What arrives meanwhile goes out with the next one.
+        tokio::time::sleep(SPACING).await;
     }
 }
 
