@@ -308,7 +308,7 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
     }
     if let (Some(alone), Some(beside)) = (find(engine::QUIET_ALONE), find(engine::QUIET_BESIDE_BACKLOG)) {
         rows.push(p99_under(
-            "fairness: a quiet tenant's send, accept to provider p99, beside a 20,000-send backlog",
+            "fairness: a quiet tenant's send, accept to provider p99, beside 20,000 tenants' queues and a 20,000-send backlog",
             beside,
             1_000.0,
             "< 1 s",

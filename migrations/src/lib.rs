@@ -30,6 +30,8 @@ mod m20261202_000120_credit_holds;
 mod m20261202_000130_knowledge_quality;
 mod m20261203_000140_gap_questions_by_account;
 mod m20261204_000150_job_crashes_and_group_cancels;
+mod m20261205_000160_ready_queues;
+mod m20261205_000170_outbox_by_account;
 
 pub struct Migrator;
 
@@ -63,6 +65,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000130_knowledge_quality::Migration),
             Box::new(m20261203_000140_gap_questions_by_account::Migration),
             Box::new(m20261204_000150_job_crashes_and_group_cancels::Migration),
+            Box::new(m20261205_000160_ready_queues::Migration),
+            Box::new(m20261205_000170_outbox_by_account::Migration),
         ]
     }
 }

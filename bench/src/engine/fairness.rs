@@ -1,12 +1,14 @@
 //! Fairness across tenants: a quiet tenant's sends, paced at 20 a second, timed accept to provider (the
-//! Twilio receiver reads each send's due time from its text), first on an idle engine, then while another
+//! Twilio receiver reads each send's due time from its text), first on an idle engine, then beside 20,000
+//! other tenants' queues (a job each, due in an hour, written straight to the table) while another
 //! tenant's backlog of 20,000 sends (200 in a smoke run), accepted as fast as the service takes them, drains
-//! at the pipeline's full rate on the same `serve`. The goal is that the backlog barely moves the quiet
-//! tenant's p99.
+//! at the pipeline's full rate on the same `serve`. The goal is that the backlog and the queues barely move
+//! the quiet tenant's p99 (under 1 s).
 
 use std::{net::SocketAddr, time::Duration};
 
 use bytes::Bytes;
+use sea_orm::ConnectionTrait;
 
 use super::Engine;
 use crate::{
@@ -17,8 +19,11 @@ use crate::{
 };
 
 pub const QUIET_ALONE: &str = "engine: a quiet tenant's sends (20/s), accept to provider, idle engine";
-pub const QUIET_BESIDE_BACKLOG: &str =
-    "engine: a quiet tenant's sends (20/s), accept to provider, beside another tenant's 20,000-send backlog";
+pub const QUIET_BESIDE_BACKLOG: &str = "engine: a quiet tenant's sends (20/s), accept to provider, beside 20,000 other \
+     tenants' queues and another tenant's 20,000-send backlog";
+
+/// The kind of the other tenants' jobs: no replica runs it, and they are due in an hour.
+const LATER_KIND: &str = "bench_later";
 
 /// The quiet tenant's pace.
 const QUIET_PER_SECOND: f64 = 20.0;
@@ -44,6 +49,7 @@ pub async fn run(
     })
     .await?;
     busy.drained().await?;
+    other_tenants_queues(busy, backlog).await?;
     receiver::reset(receiver_addr).await?;
     let beside = measure(QUIET_BESIDE_BACKLOG, &[serve], async {
         let started_ms = epoch_ms();
@@ -72,7 +78,22 @@ pub async fn run(
     })
     .await?;
     busy.drained().await?;
+    busy.db
+        .execute_unprepared(&format!("DELETE FROM jobs WHERE kind = '{LATER_KIND}'"))
+        .await?;
     Ok(vec![alone, beside])
+}
+
+/// `count` other tenants' queues, each one job due in an hour, written in one statement.
+async fn other_tenants_queues(busy: &Engine, count: u64) -> anyhow::Result<()> {
+    let sql = format!(
+        "INSERT INTO jobs (id, account_id, kind, class, lane, payload, status, attempts, max_attempts, run_at_ms, \
+         created_at, updated_at) SELECT 'job_later_' || n, 'acc_later_' || n, '{LATER_KIND}', 0, 'ch_later_' || n, \
+         '{{}}', 'pending', 0, 3, (EXTRACT(EPOCH FROM now()) * 1000)::int8 + 3600000, now(), now() \
+         FROM generate_series(1, {count}) AS n"
+    );
+    busy.db.execute_unprepared(&sql).await?;
+    Ok(())
 }
 
 /// The quiet tenant's sends, paced, each text its due time (`t=<epoch ms>`), over its contacts.

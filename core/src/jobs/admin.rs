@@ -43,7 +43,7 @@ pub fn job_message(job: &jobs::Model, now_ms: i64) -> frontdesk_api::admin::v1::
 pub struct Stats {
     /// Waiting or running.
     pub pending: i64,
-    /// Due now and not running.
+    /// Due now (not running: a running job's time is its lease's end).
     pub due: i64,
     pub failed: i64,
     pub cancelled: i64,
@@ -69,15 +69,38 @@ pub struct Figures {
     pub stats: Stats,
 }
 
-/// The figures per kind and class, with one statement.
-pub async fn figures(db: &DatabaseConnection, now_ms: i64) -> Result<Vec<Figures>, DbErr> {
-    let sql = "SELECT kind, class, \
-        COUNT(CASE WHEN status = 'pending' THEN 1 END), \
-        COUNT(CASE WHEN status = 'pending' AND claim_token IS NULL AND run_at_ms <= $1 THEN 1 END), \
-        COUNT(CASE WHEN status = 'failed' THEN 1 END), \
-        COUNT(CASE WHEN status = 'cancelled' THEN 1 END), \
-        MIN(CASE WHEN status = 'pending' AND claim_token IS NULL AND run_at_ms <= $1 THEN run_at_ms END) \
-        FROM jobs GROUP BY kind, class";
+/// Which jobs the figures count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// Every job kept (failed and cancelled ones for the retention's 30 days): the admin's view.
+    All,
+    /// Pending jobs only, from the pending jobs' index, without reading ended jobs (`failed` and
+    /// `cancelled` read zero): the gauges, which count ended jobs as they end instead.
+    Pending,
+}
+
+/// The figures per kind and class, with one statement. A job is due when its time has passed: running
+/// jobs are not, as their time is their lease's end.
+pub async fn figures(db: &DatabaseConnection, now_ms: i64, counted: Counted) -> Result<Vec<Figures>, DbErr> {
+    // Pending only: every column the statement reads is in the pending jobs' index.
+    let (pending, ended, only_pending) = match counted {
+        Counted::All => (
+            "status = 'pending'",
+            "COUNT(CASE WHEN status = 'failed' THEN 1 END), COUNT(CASE WHEN status = 'cancelled' THEN 1 END)",
+            "",
+        ),
+        Counted::Pending => (
+            "TRUE",
+            "CAST(0 AS BIGINT), CAST(0 AS BIGINT)",
+            " WHERE status = 'pending'",
+        ),
+    };
+    let sql = format!(
+        "SELECT kind, class, COUNT(CASE WHEN {pending} THEN 1 END), \
+         COUNT(CASE WHEN {pending} AND run_at_ms <= $1 THEN 1 END), {ended}, \
+         MIN(CASE WHEN {pending} AND run_at_ms <= $1 THEN run_at_ms END) \
+         FROM jobs{only_pending} GROUP BY kind, class"
+    );
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(
             db.get_database_backend(),
@@ -107,7 +130,7 @@ pub async fn figures(db: &DatabaseConnection, now_ms: i64) -> Result<Vec<Figures
 /// The figures of the whole queue.
 pub async fn stats(db: &DatabaseConnection, now_ms: i64) -> Result<Stats, DbErr> {
     let mut all = Stats::default();
-    for f in figures(db, now_ms).await? {
+    for f in figures(db, now_ms, Counted::All).await? {
         all.add(&f.stats);
     }
     Ok(all)

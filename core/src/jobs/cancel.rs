@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement, Value};
 
-use super::{Abandoned, Handlers};
+use super::{Abandoned, Class, Handlers};
 use crate::store::sql::{among, one_of_text};
 
 /// Jobs cancelled per transaction.
@@ -149,7 +149,7 @@ pub(super) async fn end_claimed(
         let sql = format!(
             "UPDATE jobs SET status = $1, claim_token = NULL, rerun_at_ms = NULL, last_error = $2, \
              unfinished_runs = 0, updated_at = $3 WHERE status = 'pending' AND claim_token = $4 AND {which} \
-             RETURNING kind, payload"
+             RETURNING kind, payload, class"
         );
         let rows = txn
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
@@ -161,6 +161,11 @@ pub(super) async fn end_claimed(
         };
         metrics::counter!(counter).increment(rows.len() as u64);
         if *why == Abandoned::Crashed {
+            for row in &rows {
+                let (kind, class): (String, i32) = (row.try_get_by_index(0)?, row.try_get_by_index(2)?);
+                metrics::counter!("frontdesk_jobs_failed_total", "kind" => kind, "class" => Class::from_code(class).label())
+                    .increment(1);
+            }
             tracing::error!(
                 jobs = rows.len(),
                 "jobs failed: every run of theirs ended with its worker's crash"

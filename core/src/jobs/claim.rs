@@ -1,13 +1,16 @@
-//! One claim: the fair plan of `fair`, taken from the table in one transaction. It reads what runs now across
-//! replicas (claimed rows whose lease has not ended), the head of every queue (a loose index scan: one index
-//! probe per queue, however long each queue is), plans who gets the free slots, and takes each planned
-//! queue's oldest due rows: their due time moves to the end of a lease and they get a fresh claim token. On
-//! PostgreSQL claims take turns across replicas (a transaction-scoped advisory lock per table), so the caps,
-//! read from the table, hold across replicas; SQLite has one writer at a time. Due times and leases are
-//! read and written on the database's clock, which every replica shares, so a replica whose clock runs
-//! ahead takes nothing still held. The try count does not move: a row whose worker died is claimed again
-//! when its lease ends, as the same try; the claim counts the run instead (`Table::unfinished_runs`), so a
-//! job whose runs keep killing their worker ends after a few.
+//! One claim: the fair plan of `fair`, taken from the table in one transaction. It reads the due queues
+//! from the ready queues (`ready`: one index read, however many queues wait for later), takes the turns
+//! of the accounts it will serve (a transaction-scoped advisory lock per account on PostgreSQL, tried and
+//! never waited for: an account another replica is claiming now is left to it, and claims of different
+//! accounts run side by side), reads what those accounts run now across replicas (claimed rows whose
+//! lease has not ended), plans who gets the free slots, takes each planned queue's oldest due rows (their
+//! due time moves to the end of a lease and they get a fresh claim token) and settles the queues it
+//! planned in the ready queues. The caps are per account, so the account's lock makes them hold across
+//! replicas; SQLite has one writer at a time. Due times and leases are read and written on the database's
+//! clock, which every replica shares, so a replica whose clock runs ahead takes nothing still held. The
+//! try count does not move: a row whose worker died is claimed again when its lease ends, as the same try;
+//! the claim counts the run instead (`Table::unfinished_runs`), so a job whose runs keep killing their
+//! worker ends after a few.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,13 +18,16 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, QueryResult, Statement, Value};
 
 use super::{
-    fair::{self, BULK, Budget, Caps, Loads, Rotation},
+    fair::{self, BULK, Budget, Caps, Head, Loads},
     queue::{QueueKey, Table},
+    ready::{self, Seen},
 };
-use crate::store::sql::{among, locking, now_ms, one_of_text, placeholders};
+use crate::store::sql::{among, locking, one_of_text};
 
-/// Queues read per claim at most; past it, the next claim reads on from where this one stopped.
-const MAX_QUEUES: usize = 1_000;
+/// Accounts one round of a claim locks at most (each lock is held until the claim commits), and rounds
+/// per claim.
+const MAX_ACCOUNTS: usize = 64;
+const MAX_ROUNDS: usize = 3;
 
 /// What one claim took.
 pub struct Taken {
@@ -30,17 +36,11 @@ pub struct Taken {
     pub token: i64,
     /// Fewer rows than the budget allowed: the due work is taken, or what is left waits for a cap.
     pub idle: bool,
-    /// Due work was left behind (its queues at a cap), so looking again soon may find room.
+    /// Due work was left behind (its queues at a cap, or its accounts claimed by another replica), so
+    /// looking again soon may find room.
     pub waiting: bool,
-    /// How long until the earliest queue head not yet due, among the queues read.
+    /// How long until the earliest queue not yet due is ready.
     pub next_in_ms: Option<i64>,
-}
-
-/// The claimer's state between claims (in this process): the turn order and where the queue scan resumes.
-#[derive(Default)]
-pub struct Claimer {
-    pub rotation: Rotation,
-    cursor: Option<QueueKey>,
 }
 
 /// What a claim may take: the queues this process runs (`runs`), none that rests, under `caps`, within
@@ -60,30 +60,19 @@ pub struct Wanted<'a> {
 pub async fn claim(
     db: &sea_orm::DatabaseConnection,
     table: &'static Table,
-    claimer: &mut Claimer,
     wanted: Wanted<'_>,
     steer_ms: i64,
     lease_ms: i64,
 ) -> Result<Taken, DbErr> {
-    let token = rand::rng().random::<i64>();
-    // The heads are read outside the claim's transaction: an idle poll costs that one read.
-    let (seen, db_now_ms) = heads(db, table, &mut claimer.cursor).await?;
-    let now_ms = match db_now_ms {
-        Some(now_ms) => now_ms,
-        None if seen.is_empty() => 0,
-        None => db_now(db).await?,
-    } + steer_ms;
+    let (token, draw) = {
+        let mut rng = rand::rng();
+        (rng.random::<i64>(), rng.random::<u64>())
+    };
+    // The due queues are read outside the claim's transaction: an idle poll costs that one read.
+    let found = ready::due(db, table, steer_ms).await?;
+    let now_ms = found.now_ms;
     let runnable = |key: &QueueKey| (wanted.runs)(key) && !wanted.resting.contains(key);
-    let mut due: Vec<QueueKey> = seen
-        .iter()
-        .filter(|(key, head_ms)| *head_ms <= now_ms && runnable(key))
-        .map(|(key, _)| key.clone())
-        .collect();
-    let next_in_ms = seen
-        .iter()
-        .filter(|(key, head_ms)| *head_ms > now_ms && runnable(key))
-        .map(|(_, head_ms)| head_ms - now_ms)
-        .min();
+    let due: Vec<Seen> = found.queues.into_iter().filter(|q| runnable(&q.head.key)).collect();
     if due.is_empty() {
         metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => "empty").increment(1);
         return Ok(Taken {
@@ -91,88 +80,157 @@ pub async fn claim(
             token,
             idle: true,
             waiting: false,
-            next_in_ms,
+            next_in_ms: found.next_in_ms,
         });
     }
+    // The accounts ready longest first (the queues come oldest first).
+    let mut accounts: Vec<String> = Vec::new();
+    for queue in &due {
+        if !accounts.contains(&queue.head.key.account) {
+            accounts.push(queue.head.key.account.clone());
+        }
+    }
     let txn = crate::store::begin_write(db).await?;
-    if txn.get_database_backend() == DbBackend::Postgres {
-        // Claims take turns across replicas, so the loads they read hold until they commit; each queue's rows
-        // come in due order from the index, whatever the statistics say (a bitmap scan would read and sort a
-        // whole backlog to keep its first few). One round trip for both.
-        txn.execute_unprepared(&format!(
-            "SET LOCAL enable_bitmapscan = off; SELECT pg_advisory_xact_lock({})",
-            lock_key(table.name)
-        ))
-        .await?;
+    let mut claiming = Claiming {
+        txn: &txn,
+        table,
+        token,
+        now_ms,
+        lease_ms,
+        draw,
+        caps: wanted.caps,
+        budget: wanted.budget,
+        loads: Loads::default(),
+        rows: Vec::new(),
+        planned: HashMap::new(),
+    };
+    let mut served_from: Vec<&Seen> = Vec::new();
+    let mut full: Vec<Head> = Vec::new();
+    let mut passed_over = accounts.len() > MAX_ACCOUNTS * MAX_ROUNDS;
+    // Rounds of accounts, so that queues found with nothing left to take (their work finished since they
+    // were last settled) cannot leave the slots to the few accounts that came with them.
+    for batch in accounts.chunks(MAX_ACCOUNTS).take(MAX_ROUNDS) {
+        let mine: HashSet<String> = lock_accounts(&txn, table, batch.to_vec()).await?.into_iter().collect();
+        passed_over |= mine.len() < batch.len();
+        claiming
+            .loads
+            .extend(loads(&txn, table, now_ms, wanted.finished.clone(), &mine).await?);
+        let round: Vec<&Seen> = due.iter().filter(|q| mine.contains(&q.head.key.account)).collect();
+        let heads: Vec<Head> = round.iter().map(|q| q.head.clone()).collect();
+        // Bulk queues ready past the age without a turn go first for their share.
+        let aged: Vec<Head> = heads
+            .iter()
+            .filter(|head| head.key.class == BULK && head.ready_ms <= now_ms - fair::BULK_AGE_MS)
+            .cloned()
+            .collect();
+        let filled = claiming.take(&heads, &aged).await?;
+        full.extend(heads.into_iter().filter(|head| filled.contains(&head.key)));
+        served_from.extend(round);
+        if claiming.budget.free == 0 {
+            break;
+        }
     }
-    let mut loads = loads(&txn, table, now_ms, wanted.finished).await?;
-    let mut budget = wanted.budget;
-    let mut rows = Vec::new();
-    let mut served: HashSet<QueueKey> = HashSet::new();
-    // Bulk queues whose head waited past the age go first for their share.
-    let aged: Vec<QueueKey> = seen
-        .iter()
-        .filter(|(key, head_ms)| key.class == BULK && *head_ms <= now_ms - fair::BULK_AGE_MS && runnable(key))
-        .map(|(key, _)| key.clone())
+    // The slots that drained queues left unused go to the queues that had more.
+    if claiming.budget.free > 0 && !full.is_empty() {
+        claiming.take(&full, &[]).await?;
+    }
+    let Claiming {
+        rows, planned, budget, ..
+    } = claiming;
+    let settled: Vec<(&Seen, bool)> = served_from
+        .into_iter()
+        .filter_map(|q| planned.get(&q.head.key).map(|served| (q, *served)))
         .collect();
-    // A second pass hands the slots that drained queues left unused to the queues that had more.
-    for pass in 0..2 {
-        let aged: &[QueueKey] = if pass == 0 { &aged } else { &[] };
-        let plan = fair::plan(&due, aged, &mut loads, wanted.caps, budget, &claimer.rotation);
-        if plan.is_empty() {
-            break;
-        }
-        let taken = take(&txn, table, &plan, token, now_ms, lease_ms).await?;
-        let mut got: HashMap<&QueueKey, u32> = HashMap::new();
-        for (key, _) in &taken {
-            *got.entry(key).or_default() += 1;
-        }
-        let mut full = Vec::new();
-        for (key, planned) in &plan {
-            let n = got.get(key).copied().unwrap_or(0);
-            loads.remove(key, planned - n);
-            if n > 0 {
-                served.insert(key.clone());
-            }
-            if n == *planned {
-                full.push(key.clone());
-            }
-        }
-        let bulk = taken.iter().filter(|(key, _)| key.class == BULK).count();
-        budget.free -= taken.len();
-        budget.bulk = budget.bulk.saturating_sub(bulk);
-        rows.extend(taken);
-        if full.len() == plan.len() || budget.free == 0 {
-            break;
-        }
-        due = full;
-    }
+    ready::settle(&txn, table, settled, now_ms).await?;
     txn.commit().await?;
-    let seen_keys: Vec<QueueKey> = seen.into_iter().map(|(key, _)| key).collect();
-    claimer.rotation.served(&served, &seen_keys);
     metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => if rows.is_empty() { "empty" } else { "taken" })
         .increment(1);
     Ok(Taken {
         idle: budget.free > 0,
-        waiting: budget.free > 0,
+        waiting: budget.free > 0 || passed_over,
         rows,
         token,
-        next_in_ms,
+        next_in_ms: found.next_in_ms,
     })
 }
 
-/// A stable advisory-lock number per table.
-fn lock_key(table: &str) -> i64 {
-    // FNV-1a: the same number in every process and release.
-    let hash = table.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    i64::from_ne_bytes(hash.to_ne_bytes())
+/// A claim under way, in its transaction.
+struct Claiming<'a> {
+    txn: &'a DatabaseTransaction,
+    table: &'static Table,
+    token: i64,
+    now_ms: i64,
+    lease_ms: i64,
+    draw: u64,
+    caps: Caps,
+    budget: Budget,
+    loads: Loads,
+    rows: Vec<(QueueKey, QueryResult)>,
+    /// The queues planned, and whether each gave a row.
+    planned: HashMap<QueueKey, bool>,
 }
 
-/// Running rows by lane and by account and class, across replicas: claimed, lease not over, and not among
-/// this process's `finished` ones.
-async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64, finished: Vec<String>) -> Result<Loads, DbErr> {
+impl Claiming<'_> {
+    /// Plans the free slots among `heads` (`aged` first) and takes the plan; the queues that gave every
+    /// row planned, which may have more.
+    async fn take(&mut self, heads: &[Head], aged: &[Head]) -> Result<HashSet<QueueKey>, DbErr> {
+        let plan = fair::plan(heads, aged, &mut self.loads, self.caps, self.budget, self.draw);
+        if plan.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let taken = take(self.txn, self.table, &plan, self.token, self.now_ms, self.lease_ms).await?;
+        let mut got: HashMap<&QueueKey, u32> = HashMap::new();
+        for (key, _) in &taken {
+            *got.entry(key).or_default() += 1;
+        }
+        let mut full = HashSet::new();
+        for (key, wanted) in &plan {
+            let n = got.get(key).copied().unwrap_or(0);
+            self.loads.remove(key, wanted - n);
+            *self.planned.entry(key.clone()).or_default() |= n > 0;
+            if n == *wanted {
+                full.insert(key.clone());
+            }
+        }
+        let bulk = taken.iter().filter(|(key, _)| key.class == BULK).count();
+        self.budget.free -= taken.len();
+        self.budget.bulk = self.budget.bulk.saturating_sub(bulk);
+        self.rows.extend(taken);
+        Ok(full)
+    }
+}
+
+/// Takes the turns of `accounts` for this claim and says which it got: on PostgreSQL a transaction-scoped
+/// advisory lock per account and table, tried without waiting (an account another replica is claiming now
+/// is its), in one round trip that also keeps the index order for the take (a bitmap scan would read and
+/// sort a whole backlog to keep its first few rows); SQLite has one writer at a time, so all of them.
+async fn lock_accounts(txn: &DatabaseTransaction, table: &Table, accounts: Vec<String>) -> Result<Vec<String>, DbErr> {
+    if txn.get_database_backend() != DbBackend::Postgres {
+        return Ok(accounts);
+    }
+    let sql = "SELECT set_config('enable_bitmapscan', 'off', true), ARRAY(SELECT a FROM unnest($1::text[]) AS a \
+               WHERE pg_try_advisory_xact_lock(hashtextextended($2 || a, 0)))";
+    let prefix = format!("{}:", table.name);
+    let row = txn
+        .query_one_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            sql,
+            [accounts.into(), prefix.into()],
+        ))
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("the accounts' locks".into()))?;
+    row.try_get_by_index(1)
+}
+
+/// Running rows of `accounts` by lane and by account and class, across replicas: claimed, lease not over,
+/// and not among this process's `finished` ones.
+async fn loads(
+    txn: &DatabaseTransaction,
+    table: &Table,
+    now_ms: i64,
+    finished: Vec<String>,
+    accounts: &HashSet<String>,
+) -> Result<Loads, DbErr> {
     let backend = txn.get_database_backend();
     let class = table.class.unwrap_or("0");
     let group = match table.class {
@@ -180,10 +238,12 @@ async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64, finished: 
         None => format!("account_id, {}", table.lane),
     };
     let mut values: Vec<Value> = vec![now_ms.into()];
-    let mut skip = String::new();
+    let (of_accounts, ids) = one_of_text(backend, "account_id", 2, accounts.iter().cloned().collect());
+    values.extend(ids);
+    let mut skip = format!(" AND {of_accounts}");
     if !finished.is_empty() {
-        let (which, ids) = one_of_text(backend, "id", 2, finished);
-        skip = format!(" AND NOT ({which})");
+        let (which, ids) = one_of_text(backend, "id", values.len() + 1, finished);
+        skip.push_str(&format!(" AND NOT ({which})"));
         values.extend(ids);
     }
     let sql = format!(
@@ -206,117 +266,6 @@ async fn loads(txn: &DatabaseTransaction, table: &Table, now_ms: i64, finished: 
         loads.add(&key, u32::try_from(n).unwrap_or(u32::MAX));
     }
     Ok(loads)
-}
-
-/// The database's clock now, Unix milliseconds.
-async fn db_now(db: &sea_orm::DatabaseConnection) -> Result<i64, DbErr> {
-    let backend = db.get_database_backend();
-    let sql = format!("SELECT {}", now_ms(backend));
-    let row = db
-        .query_one_raw(Statement::from_string(backend, sql))
-        .await?
-        .ok_or_else(|| DbErr::RecordNotFound("the database's clock".into()))?;
-    row.try_get_by_index(0)
-}
-
-/// Every queue with pending rows and its head (its earliest due time), from the cursor on and round to it,
-/// `MAX_QUEUES` at most; the cursor moves on when that many were read. With them, the database's clock
-/// when PostgreSQL read them.
-async fn heads(
-    db: &sea_orm::DatabaseConnection,
-    table: &Table,
-    cursor: &mut Option<QueueKey>,
-) -> Result<(Vec<(QueueKey, i64)>, Option<i64>), DbErr> {
-    let (mut found, mut db_now_ms) = read_heads(db, table, cursor.as_ref(), MAX_QUEUES).await?;
-    if found.len() < MAX_QUEUES && cursor.is_some() {
-        let known: HashSet<QueueKey> = found.iter().map(|(key, _)| key.clone()).collect();
-        let (wrapped, now_ms) = read_heads(db, table, None, MAX_QUEUES - found.len()).await?;
-        db_now_ms = db_now_ms.or(now_ms);
-        found.extend(wrapped.into_iter().filter(|(key, _)| !known.contains(key)));
-    }
-    *cursor = if found.len() >= MAX_QUEUES {
-        found.last().map(|(key, _)| key.clone())
-    } else {
-        None
-    };
-    Ok((found, db_now_ms))
-}
-
-/// Up to `limit` queues after `after` (from the first when `None`) in key order, with their heads; on
-/// PostgreSQL, with the database's clock as the same statement read it.
-async fn read_heads(
-    db: &sea_orm::DatabaseConnection,
-    table: &Table,
-    after: Option<&QueueKey>,
-    limit: usize,
-) -> Result<(Vec<(QueueKey, i64)>, Option<i64>), DbErr> {
-    let backend = db.get_database_backend();
-    let columns = table.key_columns().join(", ");
-    let next_after = |previous: &str| -> String {
-        let tuple = table
-            .key_columns()
-            .iter()
-            .map(|c| format!("{previous}{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!("AND ({columns}) > ({tuple})")
-    };
-    let first = |condition: &str| {
-        format!(
-            "SELECT {columns}, {due} AS head FROM {name} WHERE status = 'pending' {condition} \
-             ORDER BY {columns}, {due} LIMIT 1",
-            due = table.due,
-            name = table.name
-        )
-    };
-    let mut values: Vec<Value> = Vec::new();
-    let anchor = match after {
-        Some(key) => {
-            values = table.key_values(key);
-            first(&format!("AND ({columns}) > ({})", placeholders(1, values.len())))
-        }
-        None => first(""),
-    };
-    if backend == DbBackend::Postgres {
-        // A loose index scan: each step is one probe of the queues' index for the next key.
-        let step = first(&next_after("q."));
-        let sql = format!(
-            "WITH RECURSIVE q AS (({anchor}) UNION ALL SELECT n.* FROM q CROSS JOIN LATERAL ({step}) AS n) \
-             SELECT q.*, {now} FROM q LIMIT {limit}",
-            now = now_ms(backend)
-        );
-        let rows = db
-            .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
-            .await?;
-        let db_now_ms = match rows.last() {
-            Some(row) => Some(row.try_get_by_index(table.key_columns().len() + 1)?),
-            None => None,
-        };
-        let found = rows.iter().map(|row| head_of(table, row)).collect::<Result<_, _>>()?;
-        return Ok((found, db_now_ms));
-    }
-    // SQLite runs in process: one probe per statement costs about what a step of the recursion would.
-    let mut found = Vec::new();
-    let mut statement = Statement::from_sql_and_values(backend, anchor, values);
-    let key_count = table.key_columns().len();
-    while found.len() < limit {
-        let Some(row) = db.query_one_raw(statement).await? else {
-            break;
-        };
-        let (key, head) = head_of(table, &row)?;
-        let values = table.key_values(&key);
-        statement = Statement::from_sql_and_values(
-            backend,
-            first(&format!("AND ({columns}) > ({})", placeholders(1, key_count))),
-            values,
-        );
-        found.push((key, head));
-    }
-    Ok((found, None))
-}
-
-fn head_of(table: &Table, row: &QueryResult) -> Result<(QueueKey, i64), DbErr> {
-    Ok((table.key_of(row)?, row.try_get_by_index(table.key_columns().len())?))
 }
 
 /// Takes the planned number of each queue's oldest due rows.

@@ -120,6 +120,8 @@ async fn fail(txn: &DatabaseTransaction, job: &Job, error: &str, now: DateTime<U
         error,
         "job failed for good"
     );
+    metrics::counter!("frontdesk_jobs_failed_total", "kind" => job.kind.clone(), "class" => job.class.label())
+        .increment(1);
     let sql = "UPDATE jobs SET status = 'failed', attempts = attempts + 1, claim_token = NULL, last_error = $1, \
                rerun_at_ms = NULL, unfinished_runs = 0, updated_at = $2 WHERE id = $3";
     execute(txn, sql, vec![error.into(), now.into(), job.id.as_str().into()]).await

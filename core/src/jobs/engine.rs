@@ -26,7 +26,7 @@ use tokio::{
 };
 
 use super::{
-    claim::{self, Claimer, Wanted},
+    claim::{self, Wanted},
     fair::{Budget, Caps},
     guard::{self, Confirmer},
     lease,
@@ -237,7 +237,6 @@ async fn claim_loop<W: Work>(
         clock: engine.clock.clone(),
         until: Mutex::default(),
     });
-    let mut claimer = Claimer::default();
     let batch = (config.concurrency / config.claim_when_free.max(1)).max(1);
     let work = engine.work.clone();
     let runs = move |key: &QueueKey| work.runs(key);
@@ -263,7 +262,7 @@ async fn claim_loop<W: Work>(
         };
         let claimed_at = Instant::now();
         let steer_ms = engine.clock.steered_by().num_milliseconds();
-        let taken = match claim::claim(&engine.db, table, &mut claimer, wanted, steer_ms, lease_ms).await {
+        let taken = match claim::claim(&engine.db, table, wanted, steer_ms, lease_ms).await {
             Ok(taken) => taken,
             Err(err) => {
                 tracing::warn!(table = table.name, error = %err, "claim failed; retrying");

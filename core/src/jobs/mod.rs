@@ -20,6 +20,7 @@ mod fair;
 pub mod guard;
 mod lease;
 pub mod queue;
+mod ready;
 mod retention;
 mod runner;
 mod running;

@@ -242,15 +242,15 @@ impl Work for JobWork {
     }
 }
 
-/// Refreshes the queue gauges, per kind and class: jobs waiting, due, failed, and how late the oldest due
-/// job is. Only the housekeeping leader reads them (the figures are the queue's, not the replica's); a
+/// Refreshes the queue gauges, per kind and class: jobs pending, due, and how late the oldest due job is,
+/// read from the pending jobs alone (ended jobs are counted as they end: `frontdesk_jobs_failed_total`). Only the housekeeping leader reads them (the figures are the queue's, not the replica's); a
 /// replica that stops leading shows zero, so a dashboard's sum over replicas is the queue's.
 async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, leader: Leader, shutdown: Shutdown) {
     // Kinds and classes shown before: those with no jobs left read zero, not their last figures.
     let mut shown: HashSet<(String, Class)> = HashSet::new();
     while !shutdown.is_stopping() {
         let figures = if leader.leads() {
-            admin::figures(&db, clock.now().timestamp_millis()).await
+            admin::figures(&db, clock.now().timestamp_millis(), admin::Counted::Pending).await
         } else {
             Ok(Vec::new())
         };
@@ -268,8 +268,6 @@ async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, leader: Leade
                 let labels = [("kind", f.kind.clone()), ("class", f.class.label().to_owned())];
                 metrics::gauge!("frontdesk_jobs_pending", &labels).set(f.stats.pending as f64);
                 metrics::gauge!("frontdesk_jobs_due", &labels).set(f.stats.due as f64);
-                metrics::gauge!("frontdesk_jobs_failed", &labels).set(f.stats.failed as f64);
-                metrics::gauge!("frontdesk_jobs_cancelled", &labels).set(f.stats.cancelled as f64);
                 metrics::gauge!("frontdesk_jobs_oldest_due_age_seconds", &labels).set(f.stats.oldest_due_age_seconds);
             }
             shown = now_shown;

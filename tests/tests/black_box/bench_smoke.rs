@@ -42,7 +42,7 @@ fn the_benchmark_harness_runs_every_scenario() {
         "engine: pipeline at half capacity",
         "engine: POST /hooks/twilio/{channelId}",
         "engine: a quiet tenant's sends (20/s), accept to provider, idle engine",
-        "engine: a quiet tenant's sends (20/s), accept to provider, beside another tenant's",
+        "engine: a quiet tenant's sends (20/s), accept to provider, beside 20,000 other tenants' queues",
         "ai: question stored to reply queued",
         "ai: replies stored per second",
         "ai model: question stored to model request",

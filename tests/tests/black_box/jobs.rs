@@ -424,8 +424,9 @@ async fn send_runs(server: &Server, outcome: &str) -> f64 {
     sample(&server.metrics().await, "frontdesk_job_runs_total", &labels).unwrap_or(0.0)
 }
 
-/// Polls `/metrics` until `holds` is true of the sends' queue gauges `(pending, due, failed, oldest due age)`,
-/// which are refreshed every five seconds; those gauges (from one reading).
+/// Polls `/metrics` until `holds` is true of the sends' queue gauges `(pending, due, failed, oldest due age)`
+/// (pending, due and the age are refreshed every five seconds; failed is the count of sends that ended
+/// failed); those figures (from one reading).
 async fn gauges_when(server: &Server, holds: impl Fn((f64, f64, f64, f64)) -> bool) -> (f64, f64, f64, f64) {
     let started = std::time::Instant::now();
     loop {
@@ -434,7 +435,7 @@ async fn gauges_when(server: &Server, holds: impl Fn((f64, f64, f64, f64)) -> bo
         let gauges = (
             sample(&metrics, "frontdesk_jobs_pending", &sends).unwrap_or(0.0),
             sample(&metrics, "frontdesk_jobs_due", &sends).unwrap_or(0.0),
-            sample(&metrics, "frontdesk_jobs_failed", &sends).unwrap_or(0.0),
+            sample(&metrics, "frontdesk_jobs_failed_total", &sends).unwrap_or(0.0),
             sample(&metrics, "frontdesk_jobs_oldest_due_age_seconds", &sends).unwrap_or(0.0),
         );
         if holds(gauges) {

@@ -1,5 +1,5 @@
-//! Turns outbox events into deliveries: claims a batch of events not yet dispatched (`FOR UPDATE SKIP
-//! LOCKED` on PostgreSQL, so replicas take disjoint batches), writes one delivery per subscription that wants
+//! Turns outbox events into deliveries: claims a batch of events not yet dispatched, a share from each
+//! account with events waiting (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas take disjoint batches), writes one delivery per subscription that wants
 //! each event, and marks the events dispatched, all in one transaction: an event is fanned out exactly once,
 //! even across a crash. Deliveries to a disabled subscription are parked by the claim that finds them.
 
@@ -103,22 +103,127 @@ pub async fn any_waiting(db: &DatabaseConnection) -> Result<bool, DbErr> {
     Ok(row.is_some())
 }
 
+/// Accounts one fan-out reads at most; past it, the next fan-out starts elsewhere.
+const MAX_ACCOUNTS: usize = 256;
+
+/// Claims up to `batch` undispatched events, fairly across accounts: an equal share from each account with
+/// events waiting (its oldest first), then what accounts with fewer left unused from those that had more.
+/// One account's burst of events cannot hold back another's behind it.
 async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>) -> Result<Vec<Event>, DbErr> {
+    let batch = usize::try_from(batch).unwrap_or(usize::MAX).max(1);
+    let accounts = waiting_accounts(db, MAX_ACCOUNTS.min(batch)).await?;
+    if accounts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let share = batch.div_ceil(accounts.len());
+    let mut events = take_events(db, &accounts, share, batch, now).await?;
+    if events.len() < batch {
+        let mut taken: HashMap<&str, usize> = HashMap::new();
+        for event in &events {
+            *taken.entry(event.account_id.as_str()).or_default() += 1;
+        }
+        let more: Vec<String> = accounts
+            .iter()
+            .filter(|a| taken.get(a.as_str()) == Some(&share))
+            .cloned()
+            .collect();
+        if !more.is_empty() {
+            let left = batch - events.len();
+            events.extend(take_events(db, &more, left, left, now).await?);
+        }
+    }
+    Ok(events)
+}
+
+/// Up to `limit` accounts with undispatched events, in id order from a random point round to it (account
+/// ids are random, so each account is as likely as any to be read first): one probe of the accounts'
+/// index per account.
+async fn waiting_accounts(db: &impl ConnectionTrait, limit: usize) -> Result<Vec<String>, DbErr> {
+    let start = format!("acc_{}", crate::ids::base62(16));
+    let mut accounts = accounts_after(db, &start, limit).await?;
+    if accounts.len() < limit {
+        for account in accounts_after(db, "", limit - accounts.len()).await? {
+            if account.as_str() > start.as_str() || accounts.contains(&account) {
+                break;
+            }
+            accounts.push(account);
+        }
+    }
+    Ok(accounts)
+}
+
+/// Up to `limit` accounts with undispatched events whose id is after `after`, in id order.
+async fn accounts_after(db: &impl ConnectionTrait, after: &str, limit: usize) -> Result<Vec<String>, DbErr> {
     let backend = db.get_database_backend();
-    let undispatched = super::picked(
-        backend,
-        "seq",
-        "SELECT seq FROM event_outbox WHERE dispatched_at IS NULL ORDER BY seq LIMIT $2",
-    );
-    let sql =
-        format!("UPDATE event_outbox SET dispatched_at = $1 WHERE {undispatched} RETURNING id, account_id, event_type");
-    let rows = db
-        .query_all_raw(Statement::from_sql_and_values(
-            backend,
-            sql,
-            [now.into(), (batch as i64).into()],
-        ))
-        .await?;
+    let next = "SELECT account_id FROM event_outbox WHERE dispatched_at IS NULL AND account_id > $1 \
+                ORDER BY account_id LIMIT 1";
+    if backend == DbBackend::Postgres {
+        // A loose index scan: each step is one probe for the next account.
+        let sql = format!(
+            "WITH RECURSIVE a AS (({next}) UNION ALL SELECT n.account_id FROM a CROSS JOIN LATERAL \
+             (SELECT account_id FROM event_outbox WHERE dispatched_at IS NULL AND account_id > a.account_id \
+              ORDER BY account_id LIMIT 1) AS n) SELECT account_id FROM a LIMIT {limit}"
+        );
+        let rows = db
+            .query_all_raw(Statement::from_sql_and_values(backend, sql, [after.into()]))
+            .await?;
+        return rows.iter().map(|row| row.try_get_by_index(0)).collect();
+    }
+    // SQLite runs in process: one probe per statement.
+    let mut accounts: Vec<String> = Vec::new();
+    while accounts.len() < limit {
+        let from = accounts.last().map_or(after, String::as_str).to_owned();
+        let Some(row) = db
+            .query_one_raw(Statement::from_sql_and_values(backend, next, [from.into()]))
+            .await?
+        else {
+            break;
+        };
+        accounts.push(row.try_get_by_index(0)?);
+    }
+    Ok(accounts)
+}
+
+/// Marks dispatched up to `each` of the oldest undispatched events of each of `accounts`, `most` in all.
+async fn take_events(
+    db: &impl ConnectionTrait,
+    accounts: &[String],
+    each: usize,
+    most: usize,
+    now: DateTime<Utc>,
+) -> Result<Vec<Event>, DbErr> {
+    let backend = db.get_database_backend();
+    let returning = "RETURNING id, account_id, event_type";
+    let (each, most) = (each as i64, most as i64);
+    let rows = if backend == DbBackend::Postgres {
+        let sql = format!(
+            "UPDATE event_outbox SET dispatched_at = $1 WHERE seq = ANY(ARRAY(SELECT e.seq \
+             FROM unnest($2::text[]) AS a(account_id) CROSS JOIN LATERAL (SELECT seq FROM event_outbox AS o \
+             WHERE o.dispatched_at IS NULL AND o.account_id = a.account_id ORDER BY o.seq LIMIT $3 \
+             FOR UPDATE SKIP LOCKED) AS e LIMIT $4)) {returning}"
+        );
+        let values: [sea_orm::Value; 4] = [now.into(), accounts.to_vec().into(), each.into(), most.into()];
+        db.query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+    } else {
+        let sql = format!(
+            "UPDATE event_outbox SET dispatched_at = $1 WHERE seq IN (SELECT seq FROM event_outbox \
+             WHERE dispatched_at IS NULL AND account_id = $2 ORDER BY seq LIMIT $3) {returning}"
+        );
+        let mut rows = Vec::new();
+        for account in accounts {
+            let left = most - rows.len() as i64;
+            if left <= 0 {
+                break;
+            }
+            let values: [sea_orm::Value; 3] = [now.into(), account.clone().into(), each.min(left).into()];
+            rows.extend(
+                db.query_all_raw(Statement::from_sql_and_values(backend, sql.clone(), values))
+                    .await?,
+            );
+        }
+        rows
+    };
     rows.iter()
         .map(|row| {
             Ok(Event {
@@ -161,4 +266,55 @@ async fn subscriptions(db: &impl ConnectionTrait, accounts: &[&str]) -> Result<V
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::claim_events;
+    use crate::{
+        events::{EventType, record_all},
+        store::test_databases::{Kind, TestDb},
+    };
+
+    /// An account's 20,000 events wait; one event of another account, written after them, goes in the
+    /// next batch. The outbox was fanned out oldest first, so it waited for all 20,000.
+    async fn a_quiet_accounts_event_is_not_held_behind_a_burst(kind: Kind) {
+        let test = TestDb::new(kind, 4).await;
+        let db = &test.db;
+        let burst: Vec<_> = (0..20_000)
+            .map(|n| {
+                (
+                    "acc_busy".to_owned(),
+                    EventType::DealCreated,
+                    serde_json::json!({ "n": n }),
+                )
+            })
+            .collect();
+        for chunk in burst.chunks(2_000) {
+            record_all(db, chunk.to_vec(), Utc::now()).await.unwrap();
+        }
+        let quiet = vec![("acc_quiet".to_owned(), EventType::DealCreated, serde_json::json!({}))];
+        record_all(db, quiet, Utc::now()).await.unwrap();
+        let batch = claim_events(db, 500, Utc::now()).await.unwrap();
+        assert_eq!(batch.len(), 500, "the batch is full");
+        assert!(
+            batch.iter().any(|e| e.account_id == "acc_quiet"),
+            "the quiet account's event is in the first batch"
+        );
+        let busy: Vec<_> = batch.iter().filter(|e| e.account_id == "acc_busy").collect();
+        assert_eq!(busy.len(), 499, "the busy account takes what the quiet one left");
+        test.remove().await;
+    }
+
+    #[tokio::test]
+    async fn a_quiet_accounts_event_is_not_held_behind_a_burst_postgres() {
+        a_quiet_accounts_event_is_not_held_behind_a_burst(Kind::Postgres).await;
+    }
+
+    #[tokio::test]
+    async fn a_quiet_accounts_event_is_not_held_behind_a_burst_sqlite() {
+        a_quiet_accounts_event_is_not_held_behind_a_burst(Kind::Sqlite).await;
+    }
 }

@@ -2,7 +2,8 @@
 //! lane open; enqueue-or-reschedule, run-again marks and dedup windows under concurrent enqueues; cancel of
 //! a group of 10,000 jobs, running ones included, and of 12,000 busy ones through the claim guard, with the
 //! group's tombstone; deadlines; keys released by failed jobs and the retention; a handler that panics;
-//! jobs whose runs keep crashing; and no effect started past shutdown's cutoff.
+//! jobs whose runs keep crashing; and no effect started past shutdown's cutoff. `scale`: many queues and
+//! many accounts.
 
 use std::{
     sync::{Arc, Mutex},
@@ -194,22 +195,26 @@ fn config(concurrency: u32, lane: u32) -> JobConfig {
 struct Running {
     stop: watch::Sender<bool>,
     done: JoinHandle<()>,
+    /// Rings the engine as a commit that enqueued work due now does.
+    wake: Wake,
 }
 
 impl Running {
     fn start(db: &DatabaseConnection, config: JobConfig, handlers: Handlers) -> Self {
         let (stop, shutdown) = Shutdown::by_hand();
+        let wake = Wake::default();
         let engine = JobEngine::new(
             db.clone(),
             Arc::new(SystemClock),
             config,
             handlers,
-            Wake::default(),
+            wake.clone(),
             crate::store::leader::Leader::always(),
         );
         Self {
             stop,
             done: engine.spawn(shutdown).unwrap(),
+            wake,
         }
     }
 
@@ -863,3 +868,6 @@ on_both_databases!(
         assert_eq!(effects, 1, "{:?}", seen.all());
     }
 );
+
+// After the macro and helpers it uses.
+mod scale;
