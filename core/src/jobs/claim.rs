@@ -43,10 +43,10 @@ pub struct Taken {
     pub next_in_ms: Option<i64>,
 }
 
-/// What a claim may take: the queues this process runs (`runs`), none that rests, under `caps`, within
-/// `budget`.
+/// What a claim may take: the queues of the kinds this process runs (`None`: a table without kinds), none
+/// that rests, under `caps`, within `budget`.
 pub struct Wanted<'a> {
-    pub runs: &'a (dyn Fn(&QueueKey) -> bool + Sync),
+    pub kinds: Option<&'a [String]>,
     pub resting: &'a HashSet<QueueKey>,
     pub caps: Caps,
     pub budget: Budget,
@@ -69,10 +69,13 @@ pub async fn claim(
         (rng.random::<i64>(), rng.random::<u64>())
     };
     // The due queues are read outside the claim's transaction: an idle poll costs that one read.
-    let found = ready::due(db, table, steer_ms).await?;
+    let found = ready::due(db, table, wanted.kinds, steer_ms).await?;
     let now_ms = found.now_ms;
-    let runnable = |key: &QueueKey| (wanted.runs)(key) && !wanted.resting.contains(key);
-    let due: Vec<Seen> = found.queues.into_iter().filter(|q| runnable(&q.head.key)).collect();
+    let due: Vec<Seen> = found
+        .queues
+        .into_iter()
+        .filter(|q| !wanted.resting.contains(&q.head.key))
+        .collect();
     if due.is_empty() {
         metrics::counter!("frontdesk_job_claims_total", "table" => table.name, "result" => "empty").increment(1);
         return Ok(Taken {

@@ -74,8 +74,9 @@ pub trait Work: Send + Sync + 'static {
 
     fn table(&self) -> &'static Table;
 
-    /// Whether this process runs the queue's rows (the kinds it has handlers for).
-    fn runs(&self, key: &QueueKey) -> bool;
+    /// The kinds this process runs (those it has handlers for); `None` for a table without kinds. A claim
+    /// reads only their queues, so queues of a kind no replica runs cannot hide others.
+    fn kinds(&self) -> Option<Vec<String>>;
 
     /// The claimed rows (key columns, `id`, then the table's `returning` columns) as items with their ids.
     /// Rows that must not run may be settled here and left out.
@@ -238,8 +239,7 @@ async fn claim_loop<W: Work>(
         until: Mutex::default(),
     });
     let batch = (config.concurrency / config.claim_when_free.max(1)).max(1);
-    let work = engine.work.clone();
-    let runs = move |key: &QueueKey| work.runs(key);
+    let kinds = engine.work.kinds();
     while !shutdown.is_stopping() {
         tokio::select! {
             ready = slots.acquire_many(batch) => match ready {
@@ -251,7 +251,7 @@ async fn claim_loop<W: Work>(
         let free = slots.available_permits();
         let now_ms = engine.clock.now().timestamp_millis();
         let wanted = Wanted {
-            runs: &runs,
+            kinds: kinds.as_deref(),
             resting: &rests.resting(now_ms),
             caps: config.caps,
             budget: Budget {

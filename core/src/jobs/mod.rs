@@ -295,6 +295,10 @@ impl Handlers {
     fn get(&self, kind: &str) -> Option<Arc<dyn Handler>> {
         self.0.get(kind).cloned()
     }
+
+    fn kinds(&self) -> Vec<String> {
+        self.0.keys().map(|kind| (*kind).to_owned()).collect()
+    }
 }
 
 /// Wakes the workers after a commit that enqueued jobs due now: this process's at once, and on PostgreSQL

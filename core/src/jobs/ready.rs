@@ -16,7 +16,7 @@ use super::{
     fair::Head,
     queue::{QueueKey, Table},
 };
-use crate::store::sql::now_ms;
+use crate::store::sql::{now_ms, one_of_text};
 
 /// Due queues of each class read per claim at most: the ones ready longest; the rest come next time.
 const MAX_PER_CLASS: usize = 1_000;
@@ -42,29 +42,52 @@ pub struct Due {
     pub now_ms: i64,
 }
 
-/// Folds the waiting wakes in (PostgreSQL) and reads the due queues, ready longest first.
-pub async fn due(db: &DatabaseConnection, table: &Table, steer_ms: i64) -> Result<Due, DbErr> {
+/// Folds the waiting wakes in (PostgreSQL) and reads the due queues of `kinds` (every queue when `None`),
+/// ready longest first.
+pub async fn due(
+    db: &DatabaseConnection,
+    table: &Table,
+    kinds: Option<&[String]>,
+    steer_ms: i64,
+) -> Result<Due, DbErr> {
     match db.get_database_backend() {
-        DbBackend::Postgres => due_postgres(db, table, steer_ms).await,
-        backend => due_sqlite(db, backend, table, steer_ms).await,
+        DbBackend::Postgres => due_postgres(db, table, kinds, steer_ms).await,
+        backend => due_sqlite(db, backend, table, kinds, steer_ms).await,
+    }
+}
+
+/// ` AND kind IN (...)` for `kinds`, its placeholders from `first` on, with their values; nothing for `None`.
+fn of_kinds(backend: DbBackend, kinds: Option<&[String]>, first: usize) -> (String, Vec<Value>) {
+    match kinds {
+        Some(kinds) => {
+            let (condition, values) = one_of_text(backend, "kind", first, kinds.to_vec());
+            (format!(" AND {condition}"), values)
+        }
+        None => (String::new(), Vec::new()),
     }
 }
 
 /// One statement: the wakes deleted and folded into their queues (in key order, so two claims folding at
 /// once lock rows in the same order), then the due queues of the table as it was plus those the fold
 /// changed, and one last row (no key) with the next ready time and the clock.
-async fn due_postgres(db: &DatabaseConnection, table: &Table, steer_ms: i64) -> Result<Due, DbErr> {
+async fn due_postgres(
+    db: &DatabaseConnection,
+    table: &Table,
+    kinds: Option<&[String]>,
+    steer_ms: i64,
+) -> Result<Due, DbErr> {
     let key = "class, account_id, lane, kind";
+    let (runs, kind_values) = of_kinds(DbBackend::Postgres, kinds, 3);
     let known = |class: i32| {
         format!(
             "(SELECT {key}, ready_ms, woken, tie FROM job_queues WHERE tbl = $1 AND class = {class} \
-             AND ready_ms <= (SELECT ms FROM clock) ORDER BY ready_ms, tie LIMIT {MAX_PER_CLASS})"
+             AND ready_ms <= (SELECT ms FROM clock){runs} ORDER BY ready_ms, tie LIMIT {MAX_PER_CLASS})"
         )
     };
     let later = |class: i32| {
         format!(
             "(SELECT min(ready_ms) FROM job_queues WHERE tbl = $1 AND class = {class} \
-             AND ready_ms > (SELECT ms FROM clock))"
+             AND ready_ms > (SELECT ms FROM clock){runs})"
         )
     };
     let sql = format!(
@@ -76,19 +99,20 @@ async fn due_postgres(db: &DatabaseConnection, table: &Table, steer_ms: i64) -> 
            woken = q.woken + 1 RETURNING {key}, ready_ms, woken, tie), \
          due AS (SELECT DISTINCT ON ({key}) {key}, ready_ms, woken, tie \
            FROM (SELECT * FROM folded UNION ALL {known0} UNION ALL {known1} UNION ALL ({expired})) AS a \
-           WHERE ready_ms <= (SELECT ms FROM clock) ORDER BY {key}, woken DESC) \
+           WHERE ready_ms <= (SELECT ms FROM clock){runs} ORDER BY {key}, woken DESC) \
          SELECT {key}, ready_ms, woken, tie, (SELECT ms FROM clock) FROM due \
          UNION ALL SELECT NULL, NULL, NULL, NULL, LEAST({later0}, {later1}, \
-           (SELECT min(ready_ms) FROM folded WHERE ready_ms > (SELECT ms FROM clock))), NULL, NULL, \
+           (SELECT min(ready_ms) FROM folded WHERE ready_ms > (SELECT ms FROM clock){runs})), NULL, NULL, \
            (SELECT ms FROM clock)",
         now = now_ms(DbBackend::Postgres),
         known0 = known(0),
         known1 = known(1),
         later0 = later(0),
         later1 = later(1),
-        expired = expired(table, DbBackend::Postgres, "(SELECT ms FROM clock)"),
+        expired = expired(table, DbBackend::Postgres, "(SELECT ms FROM clock)", &runs),
     );
-    let values: Vec<Value> = vec![table.name.into(), steer_ms.into()];
+    let mut values: Vec<Value> = vec![table.name.into(), steer_ms.into()];
+    values.extend(kind_values);
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values))
         .await?;
@@ -115,7 +139,7 @@ async fn due_postgres(db: &DatabaseConnection, table: &Table, steer_ms: i64) -> 
 /// The queues of runs whose lease ended before `now` (their worker died, or was paused past it), from the
 /// index of running rows: nothing to read while every worker is alive. Their `woken` matches no row, so
 /// a claim that takes them settles nothing for them.
-fn expired(table: &Table, backend: DbBackend, now: &str) -> String {
+fn expired(table: &Table, backend: DbBackend, now: &str, runs: &str) -> String {
     let no_row = if backend == DbBackend::Postgres {
         "-1::int8"
     } else {
@@ -123,7 +147,7 @@ fn expired(table: &Table, backend: DbBackend, now: &str) -> String {
     };
     format!(
         "SELECT {class}, account_id, {lane}, {kind}, min({due}), {no_row}, 0 FROM {name} \
-         WHERE status = 'pending' AND claim_token IS NOT NULL AND {due} <= {now} GROUP BY 1, 2, 3, 4",
+         WHERE status = 'pending' AND claim_token IS NOT NULL AND {due} <= {now}{runs} GROUP BY 1, 2, 3, 4",
         class = table.class.unwrap_or("0"),
         lane = table.lane,
         kind = table.kind.unwrap_or("''"),
@@ -133,7 +157,13 @@ fn expired(table: &Table, backend: DbBackend, now: &str) -> String {
 }
 
 /// SQLite: the same reads, one statement each (it runs in this process); its trigger wrote the rows.
-async fn due_sqlite(db: &DatabaseConnection, backend: DbBackend, table: &Table, steer_ms: i64) -> Result<Due, DbErr> {
+async fn due_sqlite(
+    db: &DatabaseConnection,
+    backend: DbBackend,
+    table: &Table,
+    kinds: Option<&[String]>,
+    steer_ms: i64,
+) -> Result<Due, DbErr> {
     let clock = db
         .query_one_raw(Statement::from_string(backend, format!("SELECT {}", now_ms(backend))))
         .await?
@@ -141,11 +171,13 @@ async fn due_sqlite(db: &DatabaseConnection, backend: DbBackend, table: &Table, 
     let now_ms = clock.try_get_by_index::<i64>(0)? + steer_ms;
     let mut queues = Vec::new();
     for class in [0, 1] {
+        let (runs, kind_values) = of_kinds(backend, kinds, 4);
         let sql = format!(
             "SELECT class, account_id, lane, kind, ready_ms, woken, tie FROM job_queues WHERE tbl = $1 \
-             AND class = $2 AND ready_ms <= $3 ORDER BY ready_ms, tie LIMIT {MAX_PER_CLASS}"
+             AND class = $2 AND ready_ms <= $3{runs} ORDER BY ready_ms, tie LIMIT {MAX_PER_CLASS}"
         );
-        let values: Vec<Value> = vec![table.name.into(), class.into(), now_ms.into()];
+        let mut values: Vec<Value> = vec![table.name.into(), class.into(), now_ms.into()];
+        values.extend(kind_values);
         for row in db
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
             .await?
@@ -153,10 +185,13 @@ async fn due_sqlite(db: &DatabaseConnection, backend: DbBackend, table: &Table, 
             queues.push(seen(&row)?);
         }
     }
-    let sql = expired(table, backend, "$1");
+    let (runs, kind_values) = of_kinds(backend, kinds, 2);
+    let sql = expired(table, backend, "$1", &runs);
     let known: std::collections::HashSet<QueueKey> = queues.iter().map(|q| q.head.key.clone()).collect();
+    let mut values: Vec<Value> = vec![now_ms.into()];
+    values.extend(kind_values);
     for row in db
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, [now_ms.into()]))
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?
     {
         let expired = seen(&row)?;
@@ -165,13 +200,12 @@ async fn due_sqlite(db: &DatabaseConnection, backend: DbBackend, table: &Table, 
         }
     }
     queues.sort_by_key(|q| (q.head.ready_ms, q.tie));
-    let sql = "SELECT min(ready_ms) FROM job_queues WHERE tbl = $1 AND ready_ms > $2";
+    let (runs, kind_values) = of_kinds(backend, kinds, 3);
+    let sql = format!("SELECT min(ready_ms) FROM job_queues WHERE tbl = $1 AND ready_ms > $2{runs}");
+    let mut values: Vec<Value> = vec![table.name.into(), now_ms.into()];
+    values.extend(kind_values);
     let next = db
-        .query_one_raw(Statement::from_sql_and_values(
-            backend,
-            sql,
-            [table.name.into(), now_ms.into()],
-        ))
+        .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     let next_in_ms = match next {
         Some(row) => row

@@ -138,8 +138,8 @@ impl Work for JobWork {
         &JOBS
     }
 
-    fn runs(&self, key: &QueueKey) -> bool {
-        self.handlers.get(&key.kind).is_some()
+    fn kinds(&self) -> Option<Vec<String>> {
+        Some(self.handlers.kinds())
     }
 
     async fn load(

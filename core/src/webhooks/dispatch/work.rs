@@ -51,8 +51,8 @@ impl Work for DeliveryWork {
         &DELIVERIES
     }
 
-    fn runs(&self, _key: &QueueKey) -> bool {
-        true
+    fn kinds(&self) -> Option<Vec<String>> {
+        None
     }
 
     async fn load(
