@@ -161,6 +161,10 @@ impl MigrationTrait for Migration {
                  lane TEXT NOT NULL, kind TEXT NOT NULL, due_ms BIGINT NOT NULL)"
                     .to_owned(),
             );
+            // The fold reads a table's wakes by this index: a plan with no sequential scan, however the
+            // session's planner is set (with sequential scans costed away and JIT on, the fold was compiled
+            // on every claim).
+            statements.push("CREATE INDEX job_queue_wakes_tbl ON job_queue_wakes (tbl)".to_owned());
         }
         for q in &TABLES {
             statements.push(format!(

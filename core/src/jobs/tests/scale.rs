@@ -130,7 +130,10 @@ on_both_databases!(
         let engine = Running::start(&db, config(8, 8), Handlers::default().with("fresh", starts.clone()));
         let latencies = fresh_latencies(&db, &engine, &starts, "known", 3).await;
         let slowest = latencies.iter().max().unwrap();
-        assert!(*slowest < Duration::from_millis(500), "a fresh queue started after {slowest:?}");
+        assert!(
+            *slowest < Duration::from_millis(500),
+            "a fresh queue started after {slowest:?}"
+        );
         engine.stop().await;
     }
 );
