@@ -88,8 +88,9 @@ pub async fn claim(
     }
     // The accounts ready longest first (the queues come oldest first).
     let mut accounts: Vec<String> = Vec::new();
+    let mut listed: HashSet<&str> = HashSet::new();
     for queue in &due {
-        if !accounts.contains(&queue.head.key.account) {
+        if listed.insert(queue.head.key.account.as_str()) {
             accounts.push(queue.head.key.account.clone());
         }
     }
