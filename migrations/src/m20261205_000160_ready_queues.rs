@@ -11,9 +11,10 @@
 //!
 //! Queues ready at the same moment go in the order of `tie`, a draw made when the queue was last made
 //! ready, so no key order (account ids) wins ties. A claim moves a queue it served to the back of the line
-//! (`ready_ms` = now, or its next waiting row if later) and deletes the row of a queue with no waiting rows: running rows keep no queue ready. A run
-//! whose worker died is found from its own index (`*_running`: pending rows with a claim, by due time, so
-//! by lease end), which holds only the rows running now.
+//! (`ready_ms` = now, or its next waiting row if later) and deletes the row of a queue with no waiting
+//! rows: running rows keep no queue ready. A run whose worker died is found from its own index
+//! (`*_running`: pending rows with a claim, by due time, so by lease end), which holds only the rows
+//! running now.
 
 use sea_orm_migration::{prelude::*, sea_orm::DbBackend};
 

@@ -239,8 +239,8 @@ fn seen(row: &QueryResult) -> Result<Seen, DbErr> {
 /// Settles the queues a claim planned, in its transaction after it took its rows: each `(queue, served)`
 /// gets its next ready time from its earliest waiting row (pending and not claimed: running rows, those
 /// just taken included, keep no queue ready), served ones no sooner than `now_ms`; a queue with no waiting
-/// row is deleted. On PostgreSQL a row
-/// locked by a fold, or folded since the claim read it, is left alone: the wake's time stands.
+/// row is deleted. A row folded since the claim read it (or, on PostgreSQL, locked by a fold now) is left
+/// alone: the wake's time stands.
 pub async fn settle(
     txn: &DatabaseTransaction,
     table: &Table,
@@ -379,4 +379,80 @@ async fn settle_sqlite(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+
+    use super::{due, settle};
+    use crate::{
+        jobs::{NewJob, enqueue, runner::JOBS},
+        store::test_databases::{Kind, TestDb},
+    };
+
+    async fn enqueue_one(db: &DatabaseConnection) {
+        let job = NewJob {
+            account_id: "acc_a".into(),
+            kind: "work",
+            lane: "ch".into(),
+            payload: serde_json::json!({}),
+            run_at_ms: Utc::now().timestamp_millis(),
+            max_attempts: 3,
+            ..NewJob::default()
+        };
+        enqueue(db, job, Utc::now()).await.unwrap();
+    }
+
+    async fn ready_and_tie(db: &DatabaseConnection) -> (i64, i64) {
+        let sql = "SELECT ready_ms, tie FROM job_queues WHERE tbl = 'jobs' AND account_id = 'acc_a'";
+        let row = db
+            .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+            .await
+            .unwrap()
+            .unwrap();
+        (row.try_get_by_index(0).unwrap(), row.try_get_by_index(1).unwrap())
+    }
+
+    /// A claim that read a queue, then settles it after a wake arrived for it, leaves the row as the wake
+    /// made it: its read may predate the woken job, and moving the queue on would hide that job.
+    async fn a_settle_leaves_a_queue_woken_since_it_was_read(kind: Kind) {
+        let test = TestDb::new(kind, 4).await;
+        let db = &test.db;
+        let kinds = ["work".to_owned()];
+        enqueue_one(db).await;
+        let read = due(db, &JOBS, Some(&kinds), 0).await.unwrap();
+        enqueue_one(db).await;
+        let woken = due(db, &JOBS, Some(&kinds), 0).await.unwrap();
+        let before = ready_and_tie(db).await;
+        let later = read.now_ms + 60_000;
+
+        let txn = crate::store::begin_write(db).await.unwrap();
+        settle(&txn, &JOBS, vec![(&read.queues[0], true)], later).await.unwrap();
+        txn.commit().await.unwrap();
+        assert_eq!(ready_and_tie(db).await, before, "the stale read settled nothing");
+
+        let txn = crate::store::begin_write(db).await.unwrap();
+        settle(&txn, &JOBS, vec![(&woken.queues[0], true)], later)
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        assert_eq!(
+            ready_and_tie(db).await.0,
+            later,
+            "a read after the wake settles the queue"
+        );
+        test.remove().await;
+    }
+
+    #[tokio::test]
+    async fn a_settle_leaves_a_queue_woken_since_it_was_read_postgres() {
+        a_settle_leaves_a_queue_woken_since_it_was_read(Kind::Postgres).await;
+    }
+
+    #[tokio::test]
+    async fn a_settle_leaves_a_queue_woken_since_it_was_read_sqlite() {
+        a_settle_leaves_a_queue_woken_since_it_was_read(Kind::Sqlite).await;
+    }
 }

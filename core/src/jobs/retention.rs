@@ -1,7 +1,7 @@
 //! The retention of settled jobs: failed and cancelled jobs are kept for operators for
 //! `FRONTDESK_JOB_RETENTION` after they settled, then deleted, as are the tombstones of groups cancelled
-//! as long ago, and dedup keys past their time are forgotten. Settled jobs hold no key (a key binds only pending jobs), so deleting them frees nothing
-//! an enqueue waits for.
+//! as long ago, and dedup keys past their time are forgotten. Settled jobs hold no key (a key binds only
+//! pending jobs), so deleting them frees nothing an enqueue waits for.
 
 use std::{sync::Arc, time::Duration};
 

@@ -243,8 +243,9 @@ impl Work for JobWork {
 }
 
 /// Refreshes the queue gauges, per kind and class: jobs pending, due, and how late the oldest due job is,
-/// read from the pending jobs alone (ended jobs are counted as they end: `frontdesk_jobs_failed_total`). Only the housekeeping leader reads them (the figures are the queue's, not the replica's); a
-/// replica that stops leading shows zero, so a dashboard's sum over replicas is the queue's.
+/// read from the pending jobs alone (ended jobs are counted as they end: `frontdesk_jobs_failed_total`).
+/// Only the housekeeping leader reads them (the figures are the queue's, not the replica's); a replica that
+/// stops leading shows zero, so a dashboard's sum over replicas is the queue's.
 async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, leader: Leader, shutdown: Shutdown) {
     // Kinds and classes shown before: those with no jobs left read zero, not their last figures.
     let mut shown: HashSet<(String, Class)> = HashSet::new();

@@ -3,8 +3,8 @@
 //! after the commit; every replica listening forwards it to the loops that wait for it. Publishing is
 //! coalesced: one `NOTIFY` in flight per topic, whatever the burst, and at most one per `SPACING`, sent
 //! outside the writers' transactions, so it never serialises their commits, and a replica under load sends
-//! a few hundred a second at most instead of one per round trip. A lost connection is reconnected, and every loop is woken then,
-//! since notifications sent meanwhile are gone; loops still look on their own once per idle poll, so
+//! a few hundred a second at most instead of one per round trip. A lost connection is reconnected, and
+//! every loop is woken then, since notifications sent meanwhile are gone; loops still look on their own once per idle poll, so
 //! nothing waits longer than that. On SQLite there is no one to tell across processes: the loops poll.
 
 use std::{

@@ -1,7 +1,7 @@
 //! Turns outbox events into deliveries: claims a batch of events not yet dispatched, a share from each
-//! account with events waiting (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas take disjoint batches), writes one delivery per subscription that wants
-//! each event, and marks the events dispatched, all in one transaction: an event is fanned out exactly once,
-//! even across a crash. Deliveries to a disabled subscription are parked by the claim that finds them.
+//! account with events waiting (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so replicas take disjoint
+//! batches), writes one delivery per subscription that wants each event, and marks the events dispatched,
+//! all in one transaction: an event is fanned out exactly once, even across a crash. Deliveries to a disabled subscription are parked by the claim that finds them.
 
 use std::collections::HashMap;
 
