@@ -41,6 +41,8 @@ pub struct Taken {
     pub waiting: bool,
     /// How long until the earliest queue not yet due is ready.
     pub next_in_ms: Option<i64>,
+    /// The database's clock (steered) the claim read its queues at.
+    pub now_ms: i64,
 }
 
 /// What a claim may take: the queues of the kinds this process runs (`None`: a table without kinds), none
@@ -55,13 +57,12 @@ pub struct Wanted<'a> {
     pub finished: Vec<String>,
 }
 
-/// Claims what is due now on the database's clock, moved by `steer_ms` (a test clock's steering), for
-/// leases of `lease_ms`.
+/// Claims what is due now on the clock `reading` stands on, for leases of `lease_ms`.
 pub async fn claim(
     db: &sea_orm::DatabaseConnection,
     table: &'static Table,
     wanted: Wanted<'_>,
-    steer_ms: i64,
+    reading: ready::Reading,
     lease_ms: i64,
 ) -> Result<Taken, DbErr> {
     let (token, draw) = {
@@ -69,7 +70,7 @@ pub async fn claim(
         (rng.random::<i64>(), rng.random::<u64>())
     };
     // The due queues are read outside the claim's transaction: an idle poll costs that one read.
-    let found = ready::due(db, table, wanted.kinds, steer_ms).await?;
+    let found = ready::due(db, table, wanted.kinds, reading).await?;
     let now_ms = found.now_ms;
     let due: Vec<Seen> = found
         .queues
@@ -84,6 +85,7 @@ pub async fn claim(
             idle: true,
             waiting: false,
             next_in_ms: found.next_in_ms,
+            now_ms,
         });
     }
     // The accounts ready longest first (the queues come oldest first).
@@ -155,6 +157,7 @@ pub async fn claim(
         rows,
         token,
         next_in_ms: found.next_in_ms,
+        now_ms,
     })
 }
 

@@ -31,6 +31,7 @@ use super::{
     guard::{self, Confirmer},
     lease,
     queue::{QueueKey, Table},
+    ready,
     running::{Lease, Running, StopReason},
 };
 use crate::{clock::Clock, shutdown::Shutdown, store::wakeups::Wakeups};
@@ -240,6 +241,7 @@ async fn claim_loop<W: Work>(
     });
     let batch = (config.concurrency / config.claim_when_free.max(1)).max(1);
     let kinds = engine.work.kinds();
+    let mut expired_from_ms = 0;
     while !shutdown.is_stopping() {
         tokio::select! {
             ready = slots.acquire_many(batch) => match ready {
@@ -261,8 +263,11 @@ async fn claim_loop<W: Work>(
             finished: running.finished(),
         };
         let claimed_at = Instant::now();
-        let steer_ms = engine.clock.steered_by().num_milliseconds();
-        let taken = match claim::claim(&engine.db, table, wanted, steer_ms, lease_ms).await {
+        let reading = ready::Reading {
+            steer_ms: engine.clock.steered_by().num_milliseconds(),
+            expired_from_ms,
+        };
+        let taken = match claim::claim(&engine.db, table, wanted, reading, lease_ms).await {
             Ok(taken) => taken,
             Err(err) => {
                 tracing::warn!(table = table.name, error = %err, "claim failed; retrying");
@@ -270,6 +275,9 @@ async fn claim_loop<W: Work>(
                 continue;
             }
         };
+        if taken.now_ms >= expired_from_ms {
+            expired_from_ms = taken.now_ms + ready::EXPIRED_EVERY_MS;
+        }
         let (idle, token) = (taken.idle, taken.token);
         let wait = idle_wait(&engine, &taken, &rests, now_ms);
         let items = match engine.work.load(&engine.db, taken.rows, token).await {

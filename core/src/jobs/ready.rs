@@ -6,7 +6,8 @@
 //! after taking work it settles each queue it planned: a queue it served goes to the back of the line
 //! (ready now, or at its next due row when that is later), one with no waiting rows left is deleted, and
 //! one whose row a wake changed meanwhile is left as the wake made it. Running rows keep no queue ready:
-//! a run whose worker died is found by its lease's end in the index of running rows.
+//! a run whose worker died is found by a look at the claimed rows for leases that ended, made at most
+//! once every [`EXPIRED_EVERY_MS`] per process.
 
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult, Statement, Value,
@@ -22,6 +23,9 @@ use crate::store::sql::{now_ms, one_of_text};
 const MAX_PER_CLASS: usize = 1_000;
 /// A random 64-bit number, on PostgreSQL: a queue's `tie`, drawn whenever it is made ready.
 const RANDOM: &str = "((random() - 0.5) * 1.8e19)::int8";
+/// How often (database clock) a process looks for runs whose lease ended: the look reads every running
+/// row, and a dead worker's runs wait for their lease's end anyway, so a second more costs little.
+pub const EXPIRED_EVERY_MS: i64 = 1_000;
 
 /// A due queue as a claim read it.
 #[derive(Clone, Debug)]
@@ -42,17 +46,25 @@ pub struct Due {
     pub now_ms: i64,
 }
 
+/// Where a read of the due queues stands on the clock: the database's, moved by `steer_ms` (a test
+/// clock's steering); runs whose lease ended are looked for only once it reads `expired_from_ms` or later.
+#[derive(Clone, Copy, Debug)]
+pub struct Reading {
+    pub steer_ms: i64,
+    pub expired_from_ms: i64,
+}
+
 /// Folds the waiting wakes in (PostgreSQL) and reads the due queues of `kinds` (every queue when `None`),
 /// ready longest first.
 pub async fn due(
     db: &DatabaseConnection,
     table: &Table,
     kinds: Option<&[String]>,
-    steer_ms: i64,
+    reading: Reading,
 ) -> Result<Due, DbErr> {
     match db.get_database_backend() {
-        DbBackend::Postgres => due_postgres(db, table, kinds, steer_ms).await,
-        backend => due_sqlite(db, backend, table, kinds, steer_ms).await,
+        DbBackend::Postgres => due_postgres(db, table, kinds, reading).await,
+        backend => due_sqlite(db, backend, table, kinds, reading).await,
     }
 }
 
@@ -74,10 +86,10 @@ async fn due_postgres(
     db: &DatabaseConnection,
     table: &Table,
     kinds: Option<&[String]>,
-    steer_ms: i64,
+    reading: Reading,
 ) -> Result<Due, DbErr> {
     let key = "class, account_id, lane, kind";
-    let (runs, kind_values) = of_kinds(DbBackend::Postgres, kinds, 3);
+    let (runs, kind_values) = of_kinds(DbBackend::Postgres, kinds, 4);
     let known = |class: i32| {
         format!(
             "(SELECT {key}, ready_ms, woken, tie FROM job_queues WHERE tbl = $1 AND class = {class} \
@@ -109,9 +121,19 @@ async fn due_postgres(
         known1 = known(1),
         later0 = later(0),
         later1 = later(1),
-        expired = expired(table, DbBackend::Postgres, "(SELECT ms FROM clock)", &runs),
+        // A condition on the clock alone: PostgreSQL evaluates it once and skips the look when false.
+        expired = expired(
+            table,
+            DbBackend::Postgres,
+            "(SELECT ms FROM clock)",
+            &format!(" AND (SELECT ms FROM clock) >= $3{runs}"),
+        ),
     );
-    let mut values: Vec<Value> = vec![table.name.into(), steer_ms.into()];
+    let mut values: Vec<Value> = vec![
+        table.name.into(),
+        reading.steer_ms.into(),
+        reading.expired_from_ms.into(),
+    ];
     values.extend(kind_values);
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values))
@@ -137,8 +159,8 @@ async fn due_postgres(
 }
 
 /// The queues of runs whose lease ended before `now` (their worker died, or was paused past it), from the
-/// index of running rows: nothing to read while every worker is alive. Their `woken` matches no row, so
-/// a claim that takes them settles nothing for them.
+/// index of claimed rows, which holds the rows running now and no others. Their `woken` matches no row,
+/// so a claim that takes them settles nothing for them.
 fn expired(table: &Table, backend: DbBackend, now: &str, runs: &str) -> String {
     let no_row = if backend == DbBackend::Postgres {
         "-1::int8"
@@ -162,13 +184,13 @@ async fn due_sqlite(
     backend: DbBackend,
     table: &Table,
     kinds: Option<&[String]>,
-    steer_ms: i64,
+    reading: Reading,
 ) -> Result<Due, DbErr> {
     let clock = db
         .query_one_raw(Statement::from_string(backend, format!("SELECT {}", now_ms(backend))))
         .await?
         .ok_or_else(|| DbErr::RecordNotFound("the database's clock".into()))?;
-    let now_ms = clock.try_get_by_index::<i64>(0)? + steer_ms;
+    let now_ms = clock.try_get_by_index::<i64>(0)? + reading.steer_ms;
     let mut queues = Vec::new();
     for class in [0, 1] {
         let (runs, kind_values) = of_kinds(backend, kinds, 4);
@@ -185,18 +207,20 @@ async fn due_sqlite(
             queues.push(seen(&row)?);
         }
     }
-    let (runs, kind_values) = of_kinds(backend, kinds, 2);
-    let sql = expired(table, backend, "$1", &runs);
-    let known: std::collections::HashSet<QueueKey> = queues.iter().map(|q| q.head.key.clone()).collect();
-    let mut values: Vec<Value> = vec![now_ms.into()];
-    values.extend(kind_values);
-    for row in db
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
-        .await?
-    {
-        let expired = seen(&row)?;
-        if !known.contains(&expired.head.key) {
-            queues.push(expired);
+    if now_ms >= reading.expired_from_ms {
+        let (runs, kind_values) = of_kinds(backend, kinds, 2);
+        let sql = expired(table, backend, "$1", &runs);
+        let known: std::collections::HashSet<QueueKey> = queues.iter().map(|q| q.head.key.clone()).collect();
+        let mut values: Vec<Value> = vec![now_ms.into()];
+        values.extend(kind_values);
+        for row in db
+            .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+        {
+            let expired = seen(&row)?;
+            if !known.contains(&expired.head.key) {
+                queues.push(expired);
+            }
         }
     }
     queues.sort_by_key(|q| (q.head.ready_ms, q.tie));

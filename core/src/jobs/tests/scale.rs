@@ -9,7 +9,14 @@ use super::*;
 use crate::jobs::{
     claim::{self, Wanted},
     fair::{Budget, Caps},
+    ready::Reading,
     runner::JOBS,
+};
+
+/// The database's clock as it is, runs with ended leases looked for.
+const READING: Reading = Reading {
+    steer_ms: 0,
+    expired_from_ms: 0,
 };
 
 /// Records which account each run was for and when it started.
@@ -237,15 +244,18 @@ async fn a_claim_passes_over_an_account_another_replica_is_claiming_and_takes_th
         budget: Budget { free: 8, bulk: 8 },
         finished: Vec::new(),
     };
-    let taken = tokio::time::timeout(Duration::from_secs(5), claim::claim(&db, &JOBS, wanted(), 0, 30_000))
-        .await
-        .expect("the claim waited for the other replica's")
-        .unwrap();
+    let taken = tokio::time::timeout(
+        Duration::from_secs(5),
+        claim::claim(&db, &JOBS, wanted(), READING, 30_000),
+    )
+    .await
+    .expect("the claim waited for the other replica's")
+    .unwrap();
     let accounts: Vec<&str> = taken.rows.iter().map(|(key, _)| key.account.as_str()).collect();
     assert_eq!(accounts, ["acc_b"; 3], "only the account no one else is claiming");
     assert!(taken.waiting, "work was left for a look soon after");
     other.rollback().await.unwrap();
-    let taken = claim::claim(&db, &JOBS, wanted(), 0, 30_000).await.unwrap();
+    let taken = claim::claim(&db, &JOBS, wanted(), READING, 30_000).await.unwrap();
     let accounts: Vec<&str> = taken.rows.iter().map(|(key, _)| key.account.as_str()).collect();
     assert_eq!(accounts, ["acc_a"; 3], "its turn once the other claim ended");
     test.remove().await;
