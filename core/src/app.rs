@@ -29,7 +29,7 @@ use crate::{
         reply::AgentReply,
         tools::ToolKit,
     },
-    broadcasts::BroadcastsService,
+    broadcasts::{self, BroadcastsService},
     campaigns::{CampaignsService, sunset::Sunset},
     channels::{live_feed::Feed, pacing::Pacer, registry::Adapters},
     clock::{Clock, SteerableClock, SystemClock},
@@ -187,18 +187,40 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         conversations.send_attempts(),
         conversations.message_batching(),
     );
+    let deliver = Arc::new(Deliver::new(
+        db.clone(),
+        clock.clone(),
+        adapters.clone(),
+        pacer,
+        RetrySchedule::new(send_schedule.clone()),
+        &conversations.public_url,
+        conversations.provider_timeout,
+    ));
     let handlers = Handlers::default()
+        .with(deliver::KIND, deliver.clone())
         .with(
-            deliver::KIND,
-            Arc::new(Deliver::new(
-                db.clone(),
-                clock.clone(),
-                adapters.clone(),
-                pacer,
-                RetrySchedule::new(send_schedule.clone()),
-                &conversations.public_url,
-                conversations.provider_timeout,
-            )),
+            broadcasts::sending::START,
+            Arc::new(broadcasts::sending::Start {
+                db: db.clone(),
+                clock: clock.clone(),
+                wake: wake_jobs.clone(),
+                send_attempts: conversations.send_attempts(),
+            }),
+        )
+        .with(
+            broadcasts::sending::MESSAGE,
+            Arc::new(broadcasts::sending::SendOne {
+                db: db.clone(),
+                clock: clock.clone(),
+                deliver,
+            }),
+        )
+        .with(
+            broadcasts::stats::KIND,
+            Arc::new(broadcasts::stats::Progress {
+                db: db.clone(),
+                clock: clock.clone(),
+            }),
         )
         .with(
             crate::channels::signals::KIND,
@@ -293,6 +315,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     // The recurring housekeeping jobs exist once each, whichever replica starts first.
     jobs::enqueue(&db, housekeeping::job(clock.now()), clock.now()).await?;
     jobs::enqueue(&db, empty_sessions::job(clock.now()), clock.now()).await?;
+    jobs::enqueue(&db, broadcasts::stats::job(clock.now()), clock.now()).await?;
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
@@ -337,7 +360,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             PageReader { fetcher },
             config.uploads.max_bytes(),
         ),
-        broadcasts: BroadcastsService::new(db.clone(), clock.clone()),
+        broadcasts: BroadcastsService::new(db.clone(), clock.clone(), handlers.clone(), wake_jobs.clone()),
         campaigns: CampaignsService::new(db.clone(), clock.clone()),
         contacts: ContactsService::new(db.clone(), clock.clone(), feed.clone()),
         messages: MessagesService::new(db.clone(), clock.clone(), sender, feed.clone()),

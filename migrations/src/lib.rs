@@ -33,6 +33,7 @@ mod m20261204_000150_job_crashes_and_group_cancels;
 mod m20261205_000160_ready_queues;
 mod m20261205_000170_outbox_by_account;
 mod m20261206_000180_running_by_claim;
+mod m20261207_000190_broadcast_sending;
 
 pub struct Migrator;
 
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000160_ready_queues::Migration),
             Box::new(m20261205_000170_outbox_by_account::Migration),
             Box::new(m20261206_000180_running_by_claim::Migration),
+            Box::new(m20261207_000190_broadcast_sending::Migration),
         ]
     }
 }

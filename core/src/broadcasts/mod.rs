@@ -1,87 +1,52 @@
 //! `/v1/broadcasts`: an opener sent to an audience on a channel, replies answered by the broadcast's agent.
-//! Draft (no `send_at`) or scheduled until sending starts; changeable and cancellable until then. Sending
-//! itself belongs to messaging.
+//! Draft (no `send_at`) or scheduled until sending starts, changeable until then; cancellable until it
+//! ends. `sending` sends it, `stats` counts it.
+
+pub mod audience;
+mod opener;
+pub mod sending;
+pub mod stats;
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use frontdesk_api::v1::{
-    Audience, Broadcast, BroadcastAnswer, BroadcastList, BroadcastStats, CancelBroadcastRequest,
-    CreateBroadcastRequest, GetBroadcastRequest, ListBroadcastsRequest, UpdateBroadcastRequest,
-    broadcasts_server::Broadcasts,
+    Broadcast, BroadcastAnswer, BroadcastList, BroadcastStats, CancelBroadcastRequest, CreateBroadcastRequest,
+    GetBroadcastRequest, ListBroadcastsRequest, UpdateBroadcastRequest, broadcasts_server::Broadcasts,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr,
 };
-use serde::{Deserialize, Serialize};
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 use crate::{
     access::AccountId,
     accounts, agents,
+    channels::Template,
     clock::Clock,
-    contacts::E164Phone,
-    error::{ApiError, ApiResult},
+    error::{ApiError, ApiResult, Reason},
+    jobs::{
+        self, Handlers, Wake,
+        cancel::{Selector, cancel},
+    },
+    messaging::outgoing::max_chars,
     paging::{self, Page},
     requests::{account_of, apply_mask},
-    routing::channels::require_connected,
+    routing::channels::connected,
     store::{self, entities::broadcasts, from_json_text, to_json_text},
     timestamps,
     validate::Violations,
 };
+pub use audience::AudienceSpec;
 
 pub const STATUSES: &[&str] = &["draft", "scheduled", "sending", "completed", "cancelled", "failed"];
 /// Statuses in which a broadcast can still be changed.
 const CHANGEABLE: &[&str] = &["draft", "scheduled"];
-const MAX_RECIPIENTS: usize = 10_000;
-const MAX_TAGS: usize = 50;
+/// A template's parameters, at most.
+const MAX_TEMPLATE_PARAMETERS: usize = 20;
 
-/// The audience as stored (JSON).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AudienceSpec {
-    pub contact_ids: Vec<String>,
-    pub tags: Vec<String>,
-    pub phones: Vec<String>,
-}
-
-impl From<Audience> for AudienceSpec {
-    fn from(a: Audience) -> Self {
-        Self {
-            contact_ids: a.contact_ids,
-            tags: a.tags,
-            phones: a.phones,
-        }
-    }
-}
-
-impl AudienceSpec {
-    pub fn message(&self) -> Audience {
-        Audience {
-            contact_ids: self.contact_ids.clone(),
-            tags: self.tags.clone(),
-            phones: self.phones.clone(),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.contact_ids.is_empty() && self.tags.is_empty() && self.phones.is_empty()
-    }
-}
-
-/// Counters kept as the broadcast is sent (JSON).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-struct Stats {
-    total: i32,
-    sent: i32,
-    delivered: i32,
-    read: i32,
-    failed: i32,
-    replied: i32,
-}
-
-/// The fields a request sets; `None` leaves a field as it is. `send_at: Some(None)` makes a draft.
+/// The fields a request sets; `None` leaves a field as it is. `send_at: Some(None)` makes a draft;
+/// `template: Some(None)` removes the template.
 #[derive(Clone, Debug, Default)]
 pub struct BroadcastFields {
     pub name: Option<String>,
@@ -90,15 +55,41 @@ pub struct BroadcastFields {
     pub audience: Option<AudienceSpec>,
     pub opener: Option<String>,
     pub send_at: Option<Option<DateTime<Utc>>>,
+    pub template: Option<Option<Template>>,
+}
+
+/// A request's `send_at`: empty for none (a draft), `now`, or an RFC 3339 time.
+fn send_at(text: &str, now: DateTime<Utc>) -> ApiResult<Option<DateTime<Utc>>> {
+    match text.trim() {
+        "" => Ok(None),
+        "now" => Ok(Some(now)),
+        text => DateTime::parse_from_rfc3339(text)
+            .map(|t| Some(t.with_timezone(&Utc)))
+            .map_err(|_| {
+                ApiError::field(
+                    "send_at",
+                    "must be an RFC 3339 time, e.g. 2026-12-01T09:30:00Z, or \"now\"",
+                )
+            }),
+    }
+}
+
+fn template_of(t: frontdesk_api::v1::Template) -> Template {
+    Template {
+        name: t.name,
+        language: t.language,
+        parameters: t.parameters,
+    }
 }
 
 impl BroadcastFields {
-    /// Checks the set fields (`creating` also requires audience and opener), then that the agent and the
-    /// channel exist on the account.
-    pub async fn check(
+    /// Checks the fields as `row` would have them (`creating` checks every one): their shape, then the
+    /// agent, the channel and the audience against the account.
+    async fn check(
         &self,
         db: &impl ConnectionTrait,
         account_id: &AccountId,
+        row: &broadcasts::Model,
         creating: bool,
         now: DateTime<Utc>,
     ) -> ApiResult<()> {
@@ -107,13 +98,30 @@ impl BroadcastFields {
             v.text("name", name, false, 200);
         }
         if creating || self.opener.is_some() {
-            v.text("opener", self.opener.as_deref().unwrap_or_default(), true, 4_096);
+            let opener = self.opener.as_deref().unwrap_or_default();
+            v.text("opener", opener, true, 4_096);
+            if let Err(why) = opener::check(opener) {
+                v.check(false, "opener", why);
+            }
+        }
+        if let Some(Some(template)) = &self.template {
+            v.text("template.name", &template.name, true, 512);
+            v.text("template.language", &template.language, true, 16);
+            v.list(
+                "template.parameters",
+                &template.parameters,
+                MAX_TEMPLATE_PARAMETERS,
+                1_024,
+            );
+            if let Some(why) = template.parameters.iter().find_map(|p| opener::check(p).err()) {
+                v.check(false, "template.parameters", why);
+            }
         }
         if creating || self.audience.is_some() {
-            check_audience(&mut v, &self.audience.clone().unwrap_or_default());
+            self.audience.clone().unwrap_or_default().check_shape(&mut v);
         }
         if let Some(Some(send_at)) = self.send_at {
-            v.check(send_at > now, "send_at", "must be in the future");
+            v.check(send_at >= now, "send_at", "must be in the future, or \"now\"");
         }
         if creating || self.agent_id.is_some() {
             v.check(
@@ -122,12 +130,50 @@ impl BroadcastFields {
                 "is required",
             );
         }
+        if creating || self.channel.is_some() {
+            v.check(
+                self.channel.as_deref().is_some_and(|c| !c.is_empty()),
+                "channel",
+                "is required",
+            );
+        }
         v.finish()?;
         if let Some(agent_id) = &self.agent_id {
             agents::require(db, account_id, agent_id, "agent_id").await?;
         }
-        if creating || self.channel.is_some() {
-            require_connected(db, account_id, self.channel.as_deref().unwrap_or_default(), "channel").await?;
+        if let Some(audience) = &self.audience {
+            audience.check_known(db, account_id).await?;
+        }
+        // The channel, the template and the opener's length go together: checked as the row will be.
+        if creating || self.channel.is_some() || self.template.is_some() || self.opener.is_some() {
+            let name = self.channel.as_deref().unwrap_or(&row.channel);
+            let channel = connected(db, account_id, name)
+                .await?
+                .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{name}`")))?;
+            let has_template = match &self.template {
+                Some(template) => template.is_some(),
+                None => !row.template.is_empty(),
+            };
+            if channel.kind == "whatsapp" && !has_template {
+                return Err(ApiError::field(
+                    "template",
+                    "a WhatsApp broadcast names an approved template: it reaches people outside the 24-hour window",
+                ));
+            }
+            if channel.kind != "whatsapp" && has_template {
+                return Err(ApiError::field(
+                    "template",
+                    "only a WhatsApp broadcast sends a template",
+                ));
+            }
+            let opener = self.opener.as_deref().unwrap_or(&row.opener);
+            let max = max_chars(&channel.kind);
+            if opener.chars().count() > max {
+                return Err(ApiError::field(
+                    "opener",
+                    format!("must be at most {max} characters on a {} channel", channel.kind),
+                ));
+            }
         }
         Ok(())
     }
@@ -148,6 +194,9 @@ impl BroadcastFields {
         if let Some(opener) = self.opener {
             row.opener = opener;
         }
+        if let Some(template) = self.template {
+            row.template = template.as_ref().map(to_json_text).unwrap_or_default();
+        }
         if let Some(send_at) = self.send_at {
             row.send_at = send_at;
             row.status = if send_at.is_some() { "scheduled" } else { "draft" }.to_owned();
@@ -158,30 +207,10 @@ impl BroadcastFields {
     }
 }
 
-fn check_audience(v: &mut Violations, audience: &AudienceSpec) {
-    v.check(
-        !audience.is_empty(),
-        "audience",
-        "must name at least one contact, tag or phone",
-    );
-    v.list("audience.contact_ids", &audience.contact_ids, MAX_RECIPIENTS, 64);
-    v.list("audience.tags", &audience.tags, MAX_TAGS, 64);
-    v.check(
-        audience.phones.len() <= MAX_RECIPIENTS,
-        "audience.phones",
-        format!("must hold at most {MAX_RECIPIENTS} entries"),
-    );
-    if let Some(bad) = audience.phones.iter().find(|p| E164Phone::parse(p).is_none()) {
-        v.check(
-            false,
-            "audience.phones",
-            format!("`{bad}` is not in E.164 format, e.g. +919812345678"),
-        );
-    }
-}
-
-pub fn message(m: &broadcasts::Model) -> Broadcast {
-    let stats: Stats = from_json_text(&m.stats);
+/// The broadcast as the API shows it, with its counts as they stand.
+pub fn message(m: &broadcasts::Model, counts: stats::Counts) -> Broadcast {
+    let template: Option<Template> = (!m.template.is_empty()).then(|| from_json_text(&m.template));
+    let count = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
     Broadcast {
         id: m.id.clone(),
         name: m.name.clone(),
@@ -192,16 +221,47 @@ pub fn message(m: &broadcasts::Model) -> Broadcast {
         send_at: m.send_at.map(timestamps::to_proto),
         status: m.status.clone(),
         stats: Some(BroadcastStats {
-            total: stats.total,
-            sent: stats.sent,
-            delivered: stats.delivered,
-            read: stats.read,
-            failed: stats.failed,
-            replied: stats.replied,
+            total: count(counts.total),
+            sent: count(counts.sent),
+            delivered: count(counts.delivered),
+            read: count(counts.read),
+            failed: count(counts.failed),
+            replied: count(counts.replied),
         }),
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
+        template: template.map(|t| frontdesk_api::v1::Template {
+            name: t.name,
+            language: t.language,
+            parameters: t.parameters,
+        }),
+        error: m.error.clone(),
     }
+}
+
+/// `message` for one broadcast, its counts read.
+pub async fn shown(db: &impl ConnectionTrait, m: &broadcasts::Model) -> ApiResult<Broadcast> {
+    let counts = stats::of(db, &[m]).await?;
+    Ok(message(m, counts.get(&m.id).copied().unwrap_or_default()))
+}
+
+/// The data of a broadcast's events.
+fn event_data(m: &broadcasts::Model, c: stats::Counts) -> serde_json::Value {
+    serde_json::json!({
+        "id": m.id,
+        "name": m.name,
+        "agent_id": m.agent_id,
+        "channel": m.channel,
+        "status": m.status,
+        "stats": {
+            "total": c.total,
+            "sent": c.sent,
+            "delivered": c.delivered,
+            "read": c.read,
+            "failed": c.failed,
+            "replied": c.replied,
+        },
+    })
 }
 
 pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {
@@ -210,14 +270,14 @@ pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -
         .ok_or_else(|| ApiError::not_found("broadcast"))
 }
 
-/// Creates a broadcast (fields checked here). Shared with the campaigns facade.
+/// Creates a broadcast (fields checked here), with the job that starts it when it is scheduled. Shared
+/// with the campaigns facade.
 pub async fn create(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
     fields: BroadcastFields,
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
-    fields.check(db, account_id, true, now).await?;
     let mut row = broadcasts::Model {
         id: format!("brd_{}", crate::ids::base62(16)),
         account_id: account_id.to_string(),
@@ -228,10 +288,23 @@ pub async fn create(
         opener: String::new(),
         send_at: None,
         status: "draft".to_owned(),
-        stats: to_json_text(&Stats::default()),
+        template: String::new(),
+        error: String::new(),
+        expansion: String::new(),
+        expanded: false,
+        started_at: None,
+        completed_at: None,
+        total: 0,
+        sent: 0,
+        delivered: 0,
+        read: 0,
+        failed: 0,
+        replied: 0,
+        settled: 0,
         created_at: now,
         updated_at: now,
     };
+    fields.check(db, account_id, &row, true, now).await?;
     let send_at = fields.send_at.unwrap_or(None);
     BroadcastFields {
         send_at: Some(send_at),
@@ -241,10 +314,12 @@ pub async fn create(
     broadcasts::Entity::insert(broadcasts::ActiveModel::from(row.clone()).reset_all())
         .exec_without_returning(db)
         .await?;
+    schedule(db, &row, now).await?;
     Ok(row)
 }
 
-/// Changes a draft or scheduled broadcast. Shared with the campaigns facade.
+/// Changes a draft or scheduled broadcast (a scheduled one's start moves with its `send_at`). Shared with
+/// the campaigns facade.
 pub async fn update(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
@@ -252,22 +327,38 @@ pub async fn update(
     fields: BroadcastFields,
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
-    fields.check(db, account_id, false, now).await?;
     let mut row = find(db, account_id, id).await?;
     if !CHANGEABLE.contains(&row.status.as_str()) {
-        return Err(ApiError::failed_precondition(format!(
-            "a {} broadcast can no longer be changed",
-            row.status
-        )));
+        return Err(not_changeable(&row.status));
     }
+    fields.check(db, account_id, &row, false, now).await?;
     let read_status = row.status.clone();
     fields.apply(&mut row);
     row.updated_at = now;
     write_if_still(db, &row, &read_status).await?;
+    schedule(db, &row, now).await?;
     Ok(row)
 }
 
-/// Writes the broadcast's settings and status (never its stats) only while its status is still `read_status`:
+/// 409: the broadcast went out (or ended) and its settings are what it was sent with.
+fn not_changeable(status: &str) -> ApiError {
+    ApiError::new(
+        Code::Aborted,
+        Reason::Aborted,
+        format!("a {status} broadcast can no longer be changed; cancel it, or create another"),
+    )
+}
+
+/// The start of a scheduled broadcast, at its `send_at` (a draft's start, if it had one, finds it a draft
+/// and ends).
+async fn schedule(db: &impl ConnectionTrait, row: &broadcasts::Model, now: DateTime<Utc>) -> ApiResult<()> {
+    if let Some(job) = sending::start_job(row) {
+        jobs::enqueue(db, job, now).await?;
+    }
+    Ok(())
+}
+
+/// Writes the broadcast's settings and status (never its counts) only while its status is still `read_status`:
 /// a change racing a cancel, or a cancel racing the start of sending, loses instead of undoing the other.
 async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read_status: &str) -> ApiResult<()> {
     let changed = broadcasts::Entity::update_many()
@@ -276,6 +367,7 @@ async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read
         .col_expr(broadcasts::Column::Channel, Expr::value(row.channel.clone()))
         .col_expr(broadcasts::Column::Audience, Expr::value(row.audience.clone()))
         .col_expr(broadcasts::Column::Opener, Expr::value(row.opener.clone()))
+        .col_expr(broadcasts::Column::Template, Expr::value(row.template.clone()))
         .col_expr(broadcasts::Column::SendAt, Expr::value(row.send_at))
         .col_expr(broadcasts::Column::Status, Expr::value(row.status.clone()))
         .col_expr(broadcasts::Column::UpdatedAt, Expr::value(row.updated_at))
@@ -284,17 +376,19 @@ async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read
         .exec(db)
         .await?;
     if changed.rows_affected == 0 {
-        return Err(ApiError::failed_precondition(
-            "the broadcast changed meanwhile; read it and retry",
+        return Err(ApiError::new(
+            Code::Aborted,
+            Reason::Aborted,
+            "the broadcast changed meanwhile (it started sending, or was cancelled); read it and retry",
         ));
     }
     Ok(())
 }
 
-fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
+fn update_fields(r: UpdateBroadcastRequest, now: DateTime<Utc>) -> ApiResult<BroadcastFields> {
     let mut fields = BroadcastFields::default();
     // Read only when the mask names it: a field outside the mask is ignored, however it is filled.
-    let mut send_at = None;
+    let mut when = None;
     apply_mask(r.update_mask.as_ref(), "a broadcast", |path| {
         match path {
             "name" => fields.name = Some(r.name.clone()),
@@ -302,13 +396,14 @@ fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
             "channel" => fields.channel = Some(r.channel.clone()),
             "audience" => fields.audience = Some(r.audience.clone().unwrap_or_default().into()),
             "opener" => fields.opener = Some(r.opener.clone()),
-            "send_at" => send_at = Some(timestamps::from_proto("send_at", r.send_at)),
+            "template" => fields.template = Some(r.template.clone().map(template_of)),
+            "send_at" => when = Some(send_at(&r.send_at, now)),
             "broadcast_id" => {}
             _ => return false,
         }
         true
     })?;
-    fields.send_at = send_at.transpose()?;
+    fields.send_at = when.transpose()?;
     Ok(fields)
 }
 
@@ -316,13 +411,24 @@ fn update_fields(r: UpdateBroadcastRequest) -> ApiResult<BroadcastFields> {
 pub struct BroadcastsService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+    /// The job handlers, for a cancel to settle what its cancelled sends stood for.
+    handlers: Handlers,
+    wake: Wake,
 }
 
 impl BroadcastsService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, handlers: Handlers, wake: Wake) -> Self {
+        Self {
+            db,
+            clock,
+            handlers,
+            wake,
+        }
     }
 
+    /// Cancels the broadcast: its status first (so no new send starts), then every pending job of its
+    /// group; a send already running makes no call after this returns (the claim guard finds it
+    /// cancelled).
     async fn cancel(&self, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {
         let mut row = find(&self.db, account_id, id).await?;
         if row.status == "cancelled" {
@@ -338,15 +444,41 @@ impl BroadcastsService {
         row.status = "cancelled".to_owned();
         row.updated_at = self.clock.now();
         write_if_still(&self.db, &row, &read_status).await?;
+        cancel(
+            &self.db,
+            &self.handlers,
+            &Selector::Group(row.id.clone()),
+            Some(account_id.as_str()),
+            self.clock.now(),
+        )
+        .await?;
         Ok(row)
     }
-}
 
-fn answer(m: &broadcasts::Model) -> Response<BroadcastAnswer> {
-    Response::new(BroadcastAnswer {
-        success: true,
-        broadcast: Some(message(m)),
-    })
+    async fn answer(&self, m: &broadcasts::Model) -> Result<Response<BroadcastAnswer>, Status> {
+        Ok(Response::new(BroadcastAnswer {
+            success: true,
+            broadcast: Some(shown(&self.db, m).await?),
+        }))
+    }
+
+    /// Writes a created or changed broadcast and its start together, then wakes the workers when it is due.
+    async fn written(
+        &self,
+        account_id: &AccountId,
+        write: impl AsyncFnOnce(&sea_orm::DatabaseTransaction, DateTime<Utc>) -> ApiResult<broadcasts::Model>,
+    ) -> Result<Response<BroadcastAnswer>, Status> {
+        let now = self.clock.now();
+        // Under the account lock, as agent deletion, so a broadcast never outlives its agent.
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
+        accounts::store::lock(&txn, account_id).await.map_err(ApiError::from)?;
+        let broadcast = write(&txn, now).await?;
+        txn.commit().await.map_err(ApiError::from)?;
+        if broadcast.send_at.is_some_and(|at| at <= now) {
+            self.wake.notify();
+        }
+        self.answer(&broadcast).await
+    }
 }
 
 #[tonic::async_trait]
@@ -374,7 +506,15 @@ impl Broadcasts for BroadcastsService {
         )
         .await
         .map_err(ApiError::from)?;
-        let (broadcasts, next_cursor) = paging::render(&rows, more, |b| (b.created_at, b.id.as_str()), message);
+        let counts = stats::of(&self.db, &rows.iter().collect::<Vec<_>>())
+            .await
+            .map_err(ApiError::from)?;
+        let (broadcasts, next_cursor) = paging::render(
+            &rows,
+            more,
+            |b| (b.created_at, b.id.as_str()),
+            |b| message(b, counts.get(&b.id).copied().unwrap_or_default()),
+        );
         Ok(Response::new(BroadcastList {
             success: true,
             next_cursor,
@@ -384,9 +524,8 @@ impl Broadcasts for BroadcastsService {
 
     async fn get_broadcast(&self, request: Request<GetBroadcastRequest>) -> Result<Response<BroadcastAnswer>, Status> {
         let account_id = account_of(&request)?;
-        Ok(answer(
-            &find(&self.db, &account_id, &request.get_ref().broadcast_id).await?,
-        ))
+        let broadcast = find(&self.db, &account_id, &request.get_ref().broadcast_id).await?;
+        self.answer(&broadcast).await
     }
 
     async fn create_broadcast(
@@ -395,20 +534,19 @@ impl Broadcasts for BroadcastsService {
     ) -> Result<Response<BroadcastAnswer>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let fields = BroadcastFields {
-            name: Some(r.name),
-            agent_id: Some(r.agent_id),
-            channel: Some(r.channel),
-            audience: Some(r.audience.unwrap_or_default().into()),
-            opener: Some(r.opener),
-            send_at: Some(timestamps::from_proto("send_at", r.send_at)?),
-        };
-        // Under the account lock, as agent deletion, so a broadcast never outlives its agent.
-        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
-        accounts::store::lock(&txn, &account_id).await.map_err(ApiError::from)?;
-        let broadcast = create(&txn, &account_id, fields, self.clock.now()).await?;
-        txn.commit().await.map_err(ApiError::from)?;
-        Ok(answer(&broadcast))
+        self.written(&account_id, async |txn, now| {
+            let fields = BroadcastFields {
+                name: Some(r.name),
+                agent_id: Some(r.agent_id),
+                channel: Some(r.channel),
+                audience: Some(r.audience.unwrap_or_default().into()),
+                opener: Some(r.opener),
+                send_at: Some(send_at(&r.send_at, now)?),
+                template: Some(r.template.map(template_of)),
+            };
+            create(txn, &account_id, fields, now).await
+        })
+        .await
     }
 
     async fn update_broadcast(
@@ -418,10 +556,10 @@ impl Broadcasts for BroadcastsService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let id = r.broadcast_id.clone();
-        let fields = update_fields(r)?;
-        Ok(answer(
-            &update(&self.db, &account_id, &id, fields, self.clock.now()).await?,
-        ))
+        self.written(&account_id, async |txn, now| {
+            update(txn, &account_id, &id, update_fields(r, now)?, now).await
+        })
+        .await
     }
 
     async fn cancel_broadcast(
@@ -429,8 +567,7 @@ impl Broadcasts for BroadcastsService {
         request: Request<CancelBroadcastRequest>,
     ) -> Result<Response<BroadcastAnswer>, Status> {
         let account_id = account_of(&request)?;
-        Ok(answer(
-            &self.cancel(&account_id, &request.get_ref().broadcast_id).await?,
-        ))
+        let broadcast = self.cancel(&account_id, &request.get_ref().broadcast_id).await?;
+        self.answer(&broadcast).await
     }
 }

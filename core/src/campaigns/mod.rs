@@ -329,6 +329,7 @@ impl CampaignsService {
                 audience: Some(r.audience.clone().unwrap_or_default().into()),
                 opener: Some(r.opener.clone()),
                 send_at: Some(send_at),
+                template: None,
             };
             Some(broadcasts::create(&txn, account_id, fields, now).await?)
         } else {

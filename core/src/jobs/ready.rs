@@ -429,6 +429,12 @@ mod tests {
         enqueue(db, job, Utc::now()).await.unwrap();
     }
 
+    /// The database's clock as it is.
+    const NOW: super::Reading = super::Reading {
+        steer_ms: 0,
+        expired_from_ms: 0,
+    };
+
     async fn ready_and_tie(db: &DatabaseConnection) -> (i64, i64) {
         let sql = "SELECT ready_ms, tie FROM job_queues WHERE tbl = 'jobs' AND account_id = 'acc_a'";
         let row = db
@@ -446,9 +452,9 @@ mod tests {
         let db = &test.db;
         let kinds = ["work".to_owned()];
         enqueue_one(db).await;
-        let read = due(db, &JOBS, Some(&kinds), 0).await.unwrap();
+        let read = due(db, &JOBS, Some(&kinds), NOW).await.unwrap();
         enqueue_one(db).await;
-        let woken = due(db, &JOBS, Some(&kinds), 0).await.unwrap();
+        let woken = due(db, &JOBS, Some(&kinds), NOW).await.unwrap();
         let before = ready_and_tie(db).await;
         let later = read.now_ms + 60_000;
 

@@ -242,25 +242,7 @@ impl Handler for Deliver {
             .filter_map(|p| serde_json::from_str::<Payload>(p).ok())
             .map(|p| p.message_id)
             .collect();
-        let changed = messages::Entity::update_many()
-            .col_expr(messages::Column::Status, Expr::value("failed"))
-            .col_expr(messages::Column::ErrorCode, Expr::value(why.code()))
-            .col_expr(
-                messages::Column::ErrorMessage,
-                Expr::value(match why {
-                    Abandoned::Cancelled => "the send was cancelled",
-                    Abandoned::Crashed => "every try of the send ended with its worker's crash",
-                }),
-            )
-            .filter(crate::store::sql::one_of(
-                txn.get_database_backend(),
-                messages::Column::Id,
-                ids,
-            ))
-            .filter(messages::Column::Status.eq("queued"))
-            .exec_with_returning(txn)
-            .await?;
-        record_all(txn, &changed, Status::Failed, now).await
+        fail_queued(txn, ids, why, now).await
     }
 
     async fn run(&self, job: &Job) -> Outcome {
@@ -268,11 +250,49 @@ impl Handler for Deliver {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };
+        self.send(job, &payload.message_id).await
+    }
+}
+
+/// The queued messages of `ids` fail, because their sends ended without running (`message.failed`).
+pub async fn fail_queued(
+    txn: &DatabaseTransaction,
+    ids: Vec<String>,
+    why: Abandoned,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let changed = messages::Entity::update_many()
+        .col_expr(messages::Column::Status, Expr::value("failed"))
+        .col_expr(messages::Column::ErrorCode, Expr::value(why.code()))
+        .col_expr(
+            messages::Column::ErrorMessage,
+            Expr::value(match why {
+                Abandoned::Cancelled => "the send was cancelled",
+                Abandoned::Crashed => "every try of the send ended with its worker's crash",
+            }),
+        )
+        .filter(crate::store::sql::one_of(
+            txn.get_database_backend(),
+            messages::Column::Id,
+            ids,
+        ))
+        .filter(messages::Column::Status.eq("queued"))
+        .exec_with_returning(txn)
+        .await?;
+    record_all(txn, &changed, Status::Failed, now).await
+}
+
+impl Deliver {
+    /// Hands the queued message `message_id` to its provider, as the run of `job`.
+    pub async fn send(&self, job: &Job, message_id: &str) -> Outcome {
         let Sendable {
             message,
             channel,
             address,
-        } = match self.sendable(job, &payload.message_id).await {
+        } = match self.sendable(job, message_id).await {
             Ok(sendable) => sendable,
             Err(outcome) => return outcome,
         };

@@ -17,12 +17,12 @@ use crate::{
     access::AccountId,
     accounts::store::CHARGE_REASONS,
     error::{ApiError, ApiResult},
-    store::entities::{appointments, contacts, conversations, credit_ledger, deals, messages, tasks},
+    store::entities::{appointments, broadcasts, contacts, conversations, credit_ledger, deals, messages, tasks},
     tasks::{FROM_HANDOFF, FROM_TOOL, service::task_message},
 };
 
-/// The most appointments and deals a section lists, waiting conversations "Needs attention" lists, and open
-/// tasks the summary lists.
+/// The most appointments, deals and broadcasts a section lists, waiting conversations "Needs attention"
+/// lists, and open tasks the summary lists.
 const LISTED: u64 = 20;
 const WAITING_LISTED: u64 = 10;
 const TASKS: u64 = 50;
@@ -245,11 +245,27 @@ pub async fn summary(
             Ok::<_, DbErr>((booked.all(db).await?, created.all(db).await?, gaps))
         },
     )?;
+    let sent = broadcasts::Entity::find()
+        .filter(broadcasts::Column::AccountId.eq(account_id))
+        .filter(broadcasts::Column::StartedAt.gte(day.start))
+        .filter(broadcasts::Column::StartedAt.lt(day.end))
+        .order_by_asc(broadcasts::Column::StartedAt)
+        .limit(LISTED)
+        .all(db)
+        .await?;
+    let counts = crate::broadcasts::stats::of(db, &sent.iter().collect::<Vec<_>>()).await?;
+    let sent: Vec<super::sections::Broadcast> = sent
+        .into_iter()
+        .map(|b| {
+            let c = counts.get(&b.id).copied().unwrap_or_default();
+            (b.name, c)
+        })
+        .collect();
     let sections = vec![
-        section("Overview", super::sections::overview(&stats)),
+        section("Overview", super::sections::overview(&stats, &sent)),
         section(
             "Needs attention",
-            super::sections::attention(&stats, &waiting_listed, (waiting, overdue), &gaps, day),
+            super::sections::attention(&stats, &waiting_listed, (waiting, overdue), &gaps, &sent, day),
         ),
         section(
             "Appointments",

@@ -6,14 +6,39 @@ use std::fmt::Write;
 use frontdesk_api::v1::DailyStats;
 
 use super::day::Day;
-use crate::store::entities::{appointments, deals, tasks};
+use crate::{
+    broadcasts::stats::Counts,
+    store::entities::{appointments, deals, tasks},
+};
+
+/// A broadcast that started going out that day (its name), with its counts now.
+pub type Broadcast = (String, Counts);
 
 /// `n` and the noun, singular or plural.
 fn counted(n: i64, one: &str, many: &str) -> String {
     format!("**{n}** {}", if n == 1 { one } else { many })
 }
 
-pub fn overview(s: &DailyStats) -> String {
+pub fn overview(s: &DailyStats, broadcasts: &[Broadcast]) -> String {
+    let mut out = counts(s);
+    if !broadcasts.is_empty() {
+        let _ = write!(
+            out,
+            "\n\n{} went out:",
+            counted(broadcasts.len() as i64, "broadcast", "broadcasts")
+        );
+        for (name, c) in broadcasts {
+            let _ = write!(
+                out,
+                "\n- {name}: {} sent of {}, {} delivered, {} read, {} failed, {} replied",
+                c.sent, c.total, c.delivered, c.read, c.failed, c.replied
+            );
+        }
+    }
+    out
+}
+
+fn counts(s: &DailyStats) -> String {
     format!(
         "{} started, {} closed. {} received, {} sent, {} failed. The AI agents wrote {} and handed {} to a \
          person. {}, {} booked, {} created. {} credits used.",
@@ -39,9 +64,21 @@ pub fn attention(
     listed: &[tasks::Model],
     (waiting, overdue): (i64, i64),
     gaps: &[(String, i64)],
+    broadcasts: &[Broadcast],
     day: &Day,
 ) -> String {
     let mut out = String::new();
+    let replied: i64 = broadcasts.iter().map(|(_, c)| c.replied).sum();
+    if replied > 0 {
+        let _ = writeln!(
+            out,
+            "- {} replied to the day's broadcasts (their agents answered; read the conversations to follow up):",
+            counted(replied, "person", "people")
+        );
+        for (name, c) in broadcasts.iter().filter(|(_, c)| c.replied > 0) {
+            let _ = writeln!(out, "  - {name}: {}", c.replied);
+        }
+    }
     if waiting > 0 {
         let _ = writeln!(
             out,
@@ -137,10 +174,43 @@ mod tests {
             credits_used: 1.25,
         };
         assert_eq!(
-            overview(&stats),
+            overview(&stats, &[]),
             "**1** conversation started, 2 closed. **3** messages received, 4 sent, 10 failed. The AI agents \
              wrote **6** replies and handed **7** conversations to a person. **5** new contacts, **8** \
              appointments booked, **9** deals created. 1.25 credits used."
+        );
+    }
+
+    #[test]
+    fn the_days_broadcasts_are_counted_and_their_replies_need_attention() {
+        let offer = Counts {
+            total: 3,
+            sent: 2,
+            delivered: 2,
+            read: 1,
+            failed: 1,
+            replied: 2,
+        };
+        let quiet = Counts {
+            total: 1,
+            sent: 1,
+            ..Counts::default()
+        };
+        let sent = [("Diwali offer".to_owned(), offer), ("Recall".to_owned(), quiet)];
+        let overview = overview(&DailyStats::default(), &sent);
+        assert!(
+            overview.ends_with(
+                "**2** broadcasts went out:\n- Diwali offer: 2 sent of 3, 2 delivered, 1 read, 1 failed, 2 replied\n\
+                 - Recall: 1 sent of 1, 0 delivered, 0 read, 0 failed, 0 replied"
+            ),
+            "{overview}"
+        );
+        let day = Day::parse("2026-11-20", "UTC", "2026-11-27T00:00:00Z".parse().unwrap()).unwrap();
+        let attention = attention(&DailyStats::default(), &[], (0, 0), &[], &sent, &day);
+        assert_eq!(
+            attention,
+            "- **2** people replied to the day's broadcasts (their agents answered; read the conversations to \
+             follow up):\n  - Diwali offer: 2"
         );
     }
 }

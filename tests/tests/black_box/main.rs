@@ -5,6 +5,7 @@
 mod agents;
 mod ai_replies;
 mod bench_smoke;
+mod broadcast_sending;
 mod broadcasts_campaigns;
 mod contacts;
 mod conversations;

@@ -1,4 +1,6 @@
-//! A broadcast. `audience` and `stats` are JSON objects.
+//! A broadcast. `audience`, `template` (a WhatsApp template, `""` for none) and `expansion` (where the
+//! expansion of the audience stands) are JSON; the counts are kept by the database (see the migration
+//! that made them) and folded into these columns.
 
 use sea_orm::entity::prelude::*;
 
@@ -18,7 +20,21 @@ pub struct Model {
     pub opener: String,
     pub send_at: Option<DateTimeUtc>,
     pub status: String,
-    pub stats: String,
+    pub template: String,
+    /// Why a `failed` broadcast stopped.
+    pub error: String,
+    pub expansion: String,
+    pub expanded: bool,
+    pub started_at: Option<DateTimeUtc>,
+    pub completed_at: Option<DateTimeUtc>,
+    pub total: i64,
+    pub sent: i64,
+    pub delivered: i64,
+    pub read: i64,
+    pub failed: i64,
+    pub replied: i64,
+    /// Messages no longer queued.
+    pub settled: i64,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

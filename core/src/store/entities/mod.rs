@@ -6,6 +6,7 @@ pub mod agent_kb_sources;
 pub mod agents;
 pub mod api_keys;
 pub mod appointments;
+pub mod broadcast_recipients;
 pub mod broadcasts;
 pub mod campaigns;
 pub mod channel_defaults;
