@@ -280,9 +280,6 @@ impl SendOne {
         let Some(broadcast) = owned(&txn, account_id, &args.broadcast_id).await? else {
             return Ok(None);
         };
-        if broadcast.status != "sending" {
-            return Ok(None);
-        }
         let Some(recipient) =
             broadcast_recipients::Entity::find_by_id((args.broadcast_id.clone(), args.contact_id.clone()))
                 .one(&txn)
@@ -290,16 +287,23 @@ impl SendOne {
         else {
             return Ok(None);
         };
-        if !recipient.message_id.is_empty() {
-            return Ok(Some(recipient.message_id));
-        }
-        let Some(contact) = contact_store::find(&txn, account_id, &args.contact_id).await? else {
-            return Ok(None);
-        };
+        let written = (!recipient.message_id.is_empty()).then(|| recipient.message_id.clone());
         let api = |err: crate::error::ApiError| DbErr::Custom(err.to_string());
         let Some(channel) = connected(&txn, account_id, &broadcast.channel).await.map_err(api)? else {
+            // The broadcast stops; a message written already fails in the delivery, as any send whose
+            // channel was removed.
             fail(&txn, &broadcast.id, &channel_gone(&broadcast.channel), now).await?;
             txn.commit().await?;
+            return Ok(written);
+        };
+        // Written by an earlier run: only delivered (the delivery finds it sent, or cancelled, if it was).
+        if written.is_some() {
+            return Ok(written);
+        }
+        if broadcast.status != "sending" {
+            return Ok(None);
+        }
+        let Some(contact) = contact_store::find(&txn, account_id, &args.contact_id).await? else {
             return Ok(None);
         };
         let opening = Opening {

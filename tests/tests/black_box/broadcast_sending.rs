@@ -159,8 +159,90 @@ on_both_databases!(
             [3, 2, 2, 1, 1, 2],
             "folded, the counts stay: {settled}"
         );
+
+        // The day's summary counts the broadcast and puts its replies under "Needs attention".
+        let today = platform.get("/v1/summaries/daily").await["daily_summary"].clone();
+        let section = |title: &str| {
+            today["sections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["title"] == title)
+                .map(|s| s["markdown"].as_str().unwrap().to_owned())
+                .unwrap_or_default()
+        };
+        let name = settled["name"].as_str().unwrap();
+        assert!(
+            section("Overview").contains(&format!(
+                "- {name}: 2 sent of 3, 2 delivered, 1 read, 1 failed, 2 replied"
+            )),
+            "{today}"
+        );
+        assert!(
+            section("Needs attention").contains("**2** people replied to the day's broadcasts"),
+            "{today}"
+        );
     }
 );
+
+// The channel removed while the broadcast goes out: the broadcast fails, saying so, and sends no more.
+on_both_databases!(a_broadcast_whose_channel_goes_fails, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[]).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", Some(2)).await;
+    let agent = platform.agent("Offers").await;
+    let id = send_now(&platform, &agent, &phones(20)).await;
+    twilio.wait_for(2, Duration::from_secs(20)).await;
+    platform.ok("DELETE", "/v1/channels/sms", None).await;
+    let failed = broadcast_when(&platform, &id, |b| b["status"] == "failed").await;
+    assert!(
+        failed["error"].as_str().unwrap().contains("`sms` was removed"),
+        "{failed}"
+    );
+    let sent = twilio.arrived();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    admin::quiesce(&server).await;
+    assert_eq!(twilio.arrived(), sent, "nothing more went out");
+    assert!(sent < 20);
+});
+
+// The deprecated campaigns' Outgoing type drives the same sending.
+on_both_databases!(an_outgoing_campaign_is_sent_as_its_broadcast, |db: Db| async move {
+    let twilio = FakeTwilio::start().await;
+    let server = sms::start(&db, &twilio, &[("FRONTDESK_TEST_CLOCK", "true")]).await;
+    let platform = Platform::new(&server).await;
+    SmsChannel::connect(&platform, &twilio, "sms", None).await;
+    let send_at = chrono::Utc::now() + chrono::Duration::hours(1);
+    let campaign = platform
+        .ok(
+            "POST",
+            "/v1/campaigns",
+            Some(json!({
+                "name": "Recall", "type": "Outgoing", "channel": "sms", "instructions": "Book checkups.",
+                "opener": "Hi {{first_name}}, time for a checkup.", "audience": {"phones": [ASHA]},
+                "send_at": send_at.to_rfc3339(),
+            })),
+        )
+        .await["campaign"]
+        .clone();
+    let id = campaign["broadcast_id"]
+        .as_str()
+        .expect("the campaign's broadcast")
+        .to_owned();
+    admin::set_test_clock(
+        &server,
+        Some(prost_types::Timestamp {
+            seconds: (send_at + chrono::Duration::minutes(1)).timestamp(),
+            nanos: 0,
+        }),
+    )
+    .await
+    .expect("the clock moves");
+    let done = broadcast_when(&platform, &id, |b| b["status"] == "completed").await;
+    assert_eq!(stats(&done)[..2], [1, 1]);
+    assert_eq!(twilio.sent_to(ASHA)[0].body(), "Hi , time for a checkup.");
+});
 
 on_both_databases!(a_scheduled_broadcast_waits_for_its_time, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
