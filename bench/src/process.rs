@@ -46,6 +46,10 @@ impl ServerProcess {
                     continue;
                 };
                 let message = json["message"].as_str().unwrap_or_default();
+                // A server's errors are the bench's: a figure measured past them may mean nothing.
+                if json["level"] == "ERROR" {
+                    eprintln!("server error: {line}");
+                }
                 if message.ends_with(" listening") || message.contains("frontdesk stopped") {
                     let _ = tx.send((
                         message.to_owned(),

@@ -306,6 +306,37 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
             "< 1 s",
         ));
     }
+    if let Some(expansion) = find(engine::EXPANSION) {
+        let seconds = expansion.outcome.elapsed.as_secs_f64();
+        rows.push((
+            "broadcast: 100,000 contacts by tag expanded into recipients",
+            format!("{seconds:.2} s"),
+            "< 5 s",
+            seconds < 5.0,
+        ));
+    }
+    if let (Some(rate), Some(baseline)) = (find(engine::BROADCAST_RATE), find(engine::BROADCAST_BASELINE)) {
+        let share = rate.outcome.per_second() / baseline.outcome.per_second().max(1e-9);
+        rows.push((
+            "broadcast: send rate, share of the pipeline's capacity in the same run",
+            format!(
+                "{:.0}/s / {:.0}/s = {:.0}%",
+                rate.outcome.per_second(),
+                baseline.outcome.per_second(),
+                share * 100.0
+            ),
+            ">= 90%",
+            share >= 0.9,
+        ));
+    }
+    if let Some(beside) = find(engine::BESIDE_BROADCAST) {
+        rows.push(p99_under(
+            "broadcast draining: another tenant's and its own tenant's API sends, accept to provider p99",
+            beside,
+            1_000.0,
+            "< 1 s",
+        ));
+    }
     if let (Some(alone), Some(beside)) = (find(engine::QUIET_ALONE), find(engine::QUIET_BESIDE_BACKLOG)) {
         rows.push(p99_under(
             "fairness: a quiet tenant's send, accept to provider p99, beside 20,000 tenants' queues and a 20,000-send backlog",

@@ -26,7 +26,7 @@ pub const QUIET_BESIDE_BACKLOG: &str = "engine: a quiet tenant's sends (20/s), a
 const LATER_KIND: &str = "bench_later";
 
 /// The quiet tenant's pace.
-const QUIET_PER_SECOND: f64 = 20.0;
+pub(super) const QUIET_PER_SECOND: f64 = 20.0;
 
 pub async fn run(
     busy: &Engine,
@@ -44,7 +44,7 @@ pub async fn run(
     receiver::reset(receiver_addr).await?;
     let alone = measure(QUIET_ALONE, &[serve], async {
         let started_ms = epoch_ms();
-        let accepted = quiet_sends(quiet, quiet_shape).await?;
+        let accepted = paced_sends(quiet, quiet_shape, QUIET_PER_SECOND).await?;
         receiver::receipts(receiver_addr, accepted.requests, started_ms).await
     })
     .await?;
@@ -65,7 +65,7 @@ pub async fn run(
         while receiver::count(receiver_addr).await? < flowing {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let accepted = quiet_sends(quiet, quiet_shape).await?;
+        let accepted = paced_sends(quiet, quiet_shape, QUIET_PER_SECOND).await?;
         let left = backlog.saturating_sub(receiver::count(receiver_addr).await?);
         let backlog_accepted = accepting.await??;
         anyhow::ensure!(backlog_accepted.error_count() == 0, "backlog sends refused");
@@ -96,9 +96,9 @@ async fn other_tenants_queues(busy: &Engine, count: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The quiet tenant's sends, paced, each text its due time (`t=<epoch ms>`), over its contacts.
-pub(super) async fn quiet_sends(quiet: &Engine, shape: Shape) -> anyhow::Result<Outcome> {
-    let made: Vec<_> = quiet.contact_ids.iter().map(|id| quiet.send(id, "")).collect();
+/// A tenant's sends, `per_second`, each text its due time (`t=<epoch ms>`), over its contacts.
+pub(super) async fn paced_sends(tenant: &Engine, shape: Shape, per_second: f64) -> anyhow::Result<Outcome> {
+    let made: Vec<_> = tenant.contact_ids.iter().map(|id| tenant.send(id, "")).collect();
     let requests = Requests::each(move |turn| {
         let mut request = made[(turn.number % made.len() as u64) as usize].clone();
         let due_ms = turn
@@ -108,10 +108,8 @@ pub(super) async fn quiet_sends(quiet: &Engine, shape: Shape) -> anyhow::Result<
         request.body = Bytes::from(format!(r#"{{"text":"t={due_ms}"}}"#));
         Some(request)
     });
-    let pace = Pace::Open {
-        per_second: QUIET_PER_SECOND,
-    };
-    let accepted = load::http_sends(quiet.http, requests, pace, shape).await?;
+    let pace = Pace::Open { per_second };
+    let accepted = load::http_sends(tenant.http, requests, pace, shape).await?;
     anyhow::ensure!(
         accepted.error_count() == 0,
         "quiet sends refused: {:?}",

@@ -6,6 +6,7 @@
 //! one sms channel and, for the sends, many contacts: sends spread over them, so no two in flight touch the
 //! same conversation.
 
+mod broadcast;
 mod fairness;
 mod floor;
 mod inbound;
@@ -35,6 +36,7 @@ pub const SEND: &str = "engine: POST /v1/contacts/{id}/send-message, 1,000 conta
 pub const BASELINE_API_ONLY: &str = "engine: GET /v1/api-keys/current, API-only replica (FRONTDESK_JOB_CONCURRENCY=0)";
 pub const SEND_API_ONLY: &str =
     "engine: POST /v1/contacts/{id}/send-message, API-only replica (deliveries run after, on a worker replica)";
+pub use broadcast::{BASELINE as BROADCAST_BASELINE, BESIDE as BESIDE_BROADCAST, EXPANSION, RATE as BROADCAST_RATE};
 pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
@@ -77,6 +79,7 @@ pub struct Figures {
 /// The account, its sms channel and contacts, on a running `serve`.
 struct Engine {
     http: SocketAddr,
+    grpc: SocketAddr,
     key: String,
     channel_id: String,
     contact_ids: Vec<String>,
@@ -105,7 +108,10 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
     let fair = wanted(QUIET_ALONE) || wanted(QUIET_BESIDE_BACKLOG);
     let meta = wanted(META_INBOUND) || wanted(META_REFUSED) || wanted(META_PACED);
-    if !(send || pipeline || inbound || fair || meta) {
+    let broadcast = [BROADCAST_BASELINE, EXPANSION, BROADCAST_RATE, BESIDE_BROADCAST]
+        .iter()
+        .any(|name| wanted(name));
+    if !(send || pipeline || inbound || fair || meta || broadcast) {
         return Ok(figures);
     }
     let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
@@ -135,6 +141,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     drop(api);
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
     engine.http = serve.http.expect("http");
+    engine.grpc = serve.grpc.expect("grpc");
     if send {
         engine.drained().await?;
         figures
@@ -167,6 +174,14 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         let (measured, stored) = meta_inbound::run(&engine, &serve, shape).await?;
         figures.measured.extend(measured);
         figures.meta_stored = Some(stored);
+    }
+    if broadcast {
+        engine.drained().await?;
+        let quiet = Engine::prepare(&serve, &postgres, 20).await?;
+        figures
+            .measured
+            .extend(broadcast::run(&engine, &quiet, &serve, receiver_addr, shape).await?);
+        quiet.db.close().await?;
     }
     drop(serve);
     engine.db.close().await?;
@@ -234,6 +249,7 @@ impl Engine {
         anyhow::ensure!(!channel_id.is_empty(), "the sms channel came back without an id");
         Ok(Self {
             http: serve.http.expect("http"),
+            grpc,
             key,
             channel_id,
             contact_ids: create_contacts(channel, metadata, contacts).await?,

@@ -94,7 +94,7 @@ async fn wake_p99(setup: &Setup) -> anyhow::Result<f64> {
         warmup: Duration::ZERO,
     };
     let started_ms = epoch_ms();
-    let accepted = fairness::quiet_sends(&quiet, shape).await?;
+    let accepted = fairness::paced_sends(&quiet, shape, fairness::QUIET_PER_SECOND).await?;
     let receipts = receiver::receipts(receiver_addr, accepted.requests, started_ms).await?;
     quiet.db.close().await?;
     drop(workers);

@@ -245,23 +245,9 @@ pub async fn shown(db: &impl ConnectionTrait, m: &broadcasts::Model) -> ApiResul
     Ok(message(m, counts.get(&m.id).copied().unwrap_or_default()))
 }
 
-/// The data of a broadcast's events.
+/// The data of a broadcast's events: the broadcast as the API renders it.
 fn event_data(m: &broadcasts::Model, c: stats::Counts) -> serde_json::Value {
-    serde_json::json!({
-        "id": m.id,
-        "name": m.name,
-        "agent_id": m.agent_id,
-        "channel": m.channel,
-        "status": m.status,
-        "stats": {
-            "total": c.total,
-            "sent": c.sent,
-            "delivered": c.delivered,
-            "read": c.read,
-            "failed": c.failed,
-            "replied": c.replied,
-        },
-    })
+    crate::events::payload(&message(m, c), "frontdesk.v1.Broadcast")
 }
 
 pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {

@@ -46,6 +46,8 @@ use crate::{
 
 pub const START: &str = "broadcast_start";
 pub const MESSAGE: &str = "broadcast_message";
+/// How long one run of a broadcast's start expands its audience, batch after batch.
+const EXPANSION_TURN: Duration = Duration::from_secs(1);
 /// How long a run that could not reach the database waits before its next try.
 const DATABASE_RETRY: Duration = Duration::from_secs(5);
 
@@ -251,7 +253,14 @@ impl Handler for Start {
             Ok(args) => args,
             Err(unreadable) => return unreadable,
         };
-        match self.step(&job.account(), &args.broadcast_id).await {
+        // Batches back to back for a while, each its own transaction, then the job's turn ends (so a
+        // claim's worth of time, not the whole audience, stands between other work and the slot).
+        let until = std::time::Instant::now() + EXPANSION_TURN;
+        let mut step = self.step(&job.account(), &args.broadcast_id).await;
+        while matches!(step, Ok(Step::More)) && std::time::Instant::now() < until && !job.lease.winding_down() {
+            step = self.step(&job.account(), &args.broadcast_id).await;
+        }
+        match step {
             Ok(Step::Finished) => Outcome::Done(None),
             Ok(Step::More) => Outcome::Defer {
                 until_ms: self.clock.now().timestamp_millis(),

@@ -122,6 +122,11 @@ impl Lease {
         self.stop(reason);
     }
 
+    /// Whether shutdown began or the run must stop: work that goes on in steps takes no next step.
+    pub fn winding_down(&self) -> bool {
+        *self.0.signal.borrow() != Signal::Run
+    }
+
     /// Resolves once shutdown began (finish soon) or the run must stop.
     pub async fn draining(&self) {
         let mut signal = self.0.signal.subscribe();

@@ -1,0 +1,184 @@
+//! A broadcast to 100,000 contacts by tag (1,000 in a smoke run), on a channel paced above the pipeline's
+//! capacity, against the send pipeline's capacity measured just before on the same `serve`: how long the
+//! audience takes to expand into recipients (send_at to the last recipient written), how fast the
+//! broadcast reaches the Twilio receiver (send_at to its last receipt), and, while it drains, another
+//! tenant's sends and the broadcasting tenant's own API sends (10 a second each), accept to provider.
+
+use std::{net::SocketAddr, time::Duration};
+
+use frontdesk_api::v1::{
+    Audience, CreateAgentRequest, CreateBroadcastRequest, agents_client::AgentsClient,
+    broadcasts_client::BroadcastsClient,
+};
+use sea_orm::{ConnectionTrait, Statement};
+use tonic::{metadata::MetadataValue, transport::Channel};
+
+use super::{Engine, fairness, keyed, pipeline};
+use crate::{
+    load::{Outcome, Shape},
+    process::ServerProcess,
+    receiver,
+    scenarios::{Measured, epoch_ms, measure},
+};
+
+pub const BASELINE: &str =
+    "engine: pipeline capacity, the broadcast's baseline (API sends, first accept to last receipt)";
+pub const EXPANSION: &str = "engine: broadcast audience of 100,000 contacts by tag, send_at to every recipient written";
+pub const RATE: &str = "engine: broadcast of 100,000 recipients, send_at to the last receipt at the Twilio receiver";
+pub const BESIDE: &str = "engine: another tenant's and the broadcasting tenant's own API sends (10/s each), accept to \
+     provider, while the broadcast drains";
+
+/// The tag the audience is.
+const TAG: &str = "bench_audience";
+
+pub async fn run(
+    busy: &Engine,
+    quiet: &Engine,
+    serve: &ServerProcess,
+    receiver_addr: SocketAddr,
+    shape: Shape,
+) -> anyhow::Result<Vec<Measured>> {
+    let audience: u64 = if shape.concurrency <= 2 { 1_000 } else { 100_000 };
+    let baseline = pipeline::capacity(busy, serve, receiver_addr, shape, BASELINE).await?;
+    busy.drained().await?;
+    tagged_contacts(busy, audience).await?;
+    let grpc = Channel::from_shared(format!("http://{}", busy.grpc))?.connect().await?;
+    let key: MetadataValue<_> = busy.key.parse()?;
+    let agent = AgentsClient::new(grpc.clone())
+        .create_agent(keyed(
+            &key,
+            CreateAgentRequest {
+                name: "Offers".into(),
+                ..Default::default()
+            },
+        ))
+        .await?
+        .into_inner()
+        .agent
+        .map(|a| a.id)
+        .unwrap_or_default();
+    receiver::reset(receiver_addr).await?;
+    let started_ms = epoch_ms();
+    let broadcast = BroadcastsClient::new(grpc)
+        .create_broadcast(keyed(
+            &key,
+            CreateBroadcastRequest {
+                name: "bench".into(),
+                agent_id: agent,
+                channel: "sms".into(),
+                audience: Some(Audience {
+                    tags: vec![TAG.into()],
+                    ..Default::default()
+                }),
+                opener: "Hi {{first_name}}, 20% off this week.".into(),
+                send_at: "now".into(),
+                template: None,
+            },
+        ))
+        .await?
+        .into_inner()
+        .broadcast
+        .map(|b| b.id)
+        .unwrap_or_default();
+    let expansion = measure(EXPANSION, &[serve], async {
+        let expanded = expanded(busy, &broadcast, audience).await?;
+        Ok(Outcome {
+            requests: audience,
+            elapsed: Duration::from_millis(expanded.saturating_sub(started_ms)),
+            latency_us: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)?,
+            errors: Default::default(),
+        })
+    })
+    .await?;
+    // The drain, timed from send_at to the broadcast's last receipt; the interactive sends start once it
+    // flows, and the receiver times them alone (only their texts carry their due time).
+    let mut interactive = None;
+    let rate = measure(RATE, &[serve], async {
+        while receiver::count(receiver_addr).await? < audience / 20 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let paced = Shape {
+            concurrency: 4,
+            duration: shape.duration.min(Duration::from_secs(5)),
+            warmup: Duration::ZERO,
+        };
+        let (other, own) = tokio::try_join!(
+            fairness::paced_sends(quiet, paced, 10.0),
+            fairness::paced_sends(busy, paced, 10.0)
+        )?;
+        let left = audience.saturating_sub(receiver::count(receiver_addr).await?);
+        eprintln!(
+            "broadcast: {} other-tenant and {} own sends while it drained; {left} of {audience} broadcast sends \
+             still undelivered after them",
+            other.requests, own.requests
+        );
+        let sent = other.requests + own.requests;
+        let all = receiver::receipts(receiver_addr, audience + sent, started_ms).await?;
+        interactive = Some(Outcome {
+            requests: sent,
+            elapsed: other.elapsed.max(own.elapsed),
+            latency_us: all.latency_us.clone(),
+            errors: Default::default(),
+        });
+        Ok(Outcome {
+            requests: audience,
+            latency_us: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)?,
+            ..all
+        })
+    })
+    .await?;
+    // The same run's costs: the interactive sends are a part of it.
+    let beside = Measured {
+        name: BESIDE,
+        outcome: interactive.ok_or_else(|| anyhow::anyhow!("the interactive sends were not timed"))?,
+        server_cpu: rate.server_cpu,
+        database_cpu: rate.database_cpu,
+        machine_cpu: rate.machine_cpu,
+        busy: rate.busy,
+        server_peak_rss: rate.server_peak_rss,
+    };
+    eprintln!(
+        "broadcast: {audience} recipients expanded in {:.2} s, sent at {:.0}/s against the pipeline's {:.0}/s ({:.0}%)",
+        expansion.outcome.elapsed.as_secs_f64(),
+        rate.outcome.per_second(),
+        baseline.outcome.per_second(),
+        rate.outcome.per_second() / baseline.outcome.per_second().max(1e-9) * 100.0
+    );
+    Ok(vec![baseline, expansion, rate, beside])
+}
+
+/// `count` contacts of the busy tenant carrying the audience's tag, written in one statement.
+async fn tagged_contacts(busy: &Engine, count: u64) -> anyhow::Result<()> {
+    let sql = format!(
+        "INSERT INTO contacts (id, account_id, name, phone, email, tags, attributes, opted_out, recap, recap_at, \
+         created_at, updated_at) SELECT 'ct_bench' || lpad(n::text, 8, '0'), c.account_id, 'Customer ' || n, \
+         '+1666' || lpad(n::text, 7, '0'), NULL, '[\"{TAG}\"]', '{{}}', false, '', NULL, now(), now() \
+         FROM generate_series(1, {count}) AS n, (SELECT account_id FROM channels WHERE id = $1) AS c"
+    );
+    let statement =
+        Statement::from_sql_and_values(busy.db.get_database_backend(), sql, [busy.channel_id.clone().into()]);
+    busy.db.execute_raw(statement).await?;
+    busy.db.execute_unprepared("VACUUM ANALYZE contacts").await?;
+    Ok(())
+}
+
+/// When (epoch ms) broadcast `id` had all `count` recipients written and its expansion done.
+async fn expanded(busy: &Engine, id: &str, count: u64) -> anyhow::Result<u64> {
+    let started = std::time::Instant::now();
+    loop {
+        let total = busy
+            .count(
+                "SELECT total FROM broadcasts WHERE id = $1 AND expanded",
+                vec![id.to_owned().into()],
+            )
+            .await?;
+        if total >= count as i64 {
+            return Ok(epoch_ms());
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "the audience never expanded"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
