@@ -147,12 +147,13 @@ pub async fn run(
     Ok(vec![baseline, expansion, rate, beside])
 }
 
-/// `count` contacts of the busy tenant carrying the audience's tag, written in one statement.
+/// `count` contacts of the busy tenant carrying the audience's tag, written in one statement (their phones,
+/// `+1999...`, are no other scenario's).
 async fn tagged_contacts(busy: &Engine, count: u64) -> anyhow::Result<()> {
     let sql = format!(
         "INSERT INTO contacts (id, account_id, name, phone, email, tags, attributes, opted_out, recap, recap_at, \
          created_at, updated_at) SELECT 'ct_bench' || lpad(n::text, 8, '0'), c.account_id, 'Customer ' || n, \
-         '+1666' || lpad(n::text, 7, '0'), NULL, '[\"{TAG}\"]', '{{}}', false, '', NULL, now(), now() \
+         '+1999' || lpad(n::text, 7, '0'), NULL, '[\"{TAG}\"]', '{{}}', false, '', NULL, now(), now() \
          FROM generate_series(1, {count}) AS n, (SELECT account_id FROM channels WHERE id = $1) AS c"
     );
     let statement =
