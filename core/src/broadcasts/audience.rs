@@ -125,7 +125,8 @@ impl AudienceSpec {
         let reached = if self.tags.is_empty() {
             ids.len() as i64
         } else {
-            // The tagged contacts, plus the listed ids that carry none of the tags.
+            // The tagged contacts plus every listed id: one listed and tagged counts twice, so the bound
+            // errs on the side of refusing.
             let (carries, tag_values) = tagged(backend, &self.tags, 2);
             let mut values: Vec<Value> = vec![account_id.as_str().into()];
             values.extend(tag_values);

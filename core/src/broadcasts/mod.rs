@@ -15,7 +15,8 @@ use frontdesk_api::v1::{
     GetBroadcastRequest, ListBroadcastsRequest, UpdateBroadcastRequest, broadcasts_server::Broadcasts,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
+    sea_query::Expr,
 };
 use tonic::{Code, Request, Response, Status};
 
@@ -250,8 +251,17 @@ fn event_data(m: &broadcasts::Model, c: stats::Counts) -> serde_json::Value {
     crate::events::payload(&message(m, c), "frontdesk.v1.Broadcast")
 }
 
+/// The account's broadcast `id`, if it has it.
+async fn owned(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    id: &str,
+) -> Result<Option<broadcasts::Model>, DbErr> {
+    store::owned::<broadcasts::Entity>(db, broadcasts::Column::AccountId, account_id, id).await
+}
+
 pub async fn find(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {
-    store::owned::<broadcasts::Entity>(db, broadcasts::Column::AccountId, account_id, id)
+    owned(db, account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("broadcast"))
 }

@@ -87,15 +87,6 @@ pub fn start_job(broadcast: &broadcasts::Model) -> Option<NewJob> {
     })
 }
 
-/// The account's broadcast `id`, if it has it.
-async fn owned(
-    db: &impl ConnectionTrait,
-    account_id: &AccountId,
-    id: &str,
-) -> Result<Option<broadcasts::Model>, DbErr> {
-    crate::store::owned::<broadcasts::Entity>(db, broadcasts::Column::AccountId, account_id, id).await
-}
-
 /// Marks a broadcast that is still going `failed` with `why`.
 async fn fail(db: &impl ConnectionTrait, id: &str, why: &str, now: DateTime<Utc>) -> Result<(), DbErr> {
     broadcasts::Entity::update_many()
@@ -130,10 +121,10 @@ pub struct Start {
 }
 
 impl Start {
-    /// One run: `Ok(true)` when the audience is expanded (or the broadcast no longer goes out).
+    /// One batch: `Finished` when the audience is expanded (or the broadcast no longer goes out).
     async fn step(&self, account_id: &AccountId, id: &str) -> Result<Step, DbErr> {
         let now = self.clock.now();
-        let Some(broadcast) = owned(&self.db, account_id, id).await? else {
+        let Some(broadcast) = super::owned(&self.db, account_id, id).await? else {
             return Ok(Step::Finished);
         };
         match broadcast.status.as_str() {
@@ -286,7 +277,7 @@ impl SendOne {
     async fn message(&self, account_id: &AccountId, args: &MessageArgs) -> Result<Option<String>, DbErr> {
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
-        let Some(broadcast) = owned(&txn, account_id, &args.broadcast_id).await? else {
+        let Some(broadcast) = super::owned(&txn, account_id, &args.broadcast_id).await? else {
             return Ok(None);
         };
         let Some(recipient) =

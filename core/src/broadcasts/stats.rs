@@ -105,9 +105,7 @@ async fn fold(db: &DatabaseConnection) -> Result<i64, DbErr> {
     let last: Option<i64> = match txn
         .query_one_raw(Statement::from_string(
             backend,
-            format!(
-                "SELECT max(id), count(*) FROM (SELECT id FROM broadcast_stat_deltas ORDER BY id LIMIT {FOLD_BATCH})"
-            ),
+            format!("SELECT max(id) FROM (SELECT id FROM broadcast_stat_deltas ORDER BY id LIMIT {FOLD_BATCH})"),
         ))
         .await?
     {
