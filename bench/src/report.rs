@@ -337,6 +337,14 @@ fn engine_targets(results: &[Measured], footprint: &Footprint) -> Vec<Target> {
             "< 1 s",
         ));
     }
+    if let Some(replies) = find(engine::BROADCAST_REPLIES) {
+        rows.push(p99_under(
+            "broadcast draining: its own tenant's AI replies, question stored to provider p99",
+            replies,
+            1_000.0,
+            "< 1 s",
+        ));
+    }
     if let (Some(alone), Some(beside)) = (find(engine::QUIET_ALONE), find(engine::QUIET_BESIDE_BACKLOG)) {
         rows.push(p99_under(
             "fairness: a quiet tenant's send, accept to provider p99, beside 20,000 tenants' queues and a 20,000-send backlog",

@@ -197,7 +197,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         conversations.provider_timeout,
     ));
     let handlers = Handlers::default()
-        .with(deliver::KIND, deliver.clone())
+        .with(deliver::KIND, deliver)
         .with(
             broadcasts::sending::START,
             Arc::new(broadcasts::sending::Start {
@@ -205,14 +205,6 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 clock: clock.clone(),
                 wake: wake_jobs.clone(),
                 send_attempts: conversations.send_attempts(),
-            }),
-        )
-        .with(
-            broadcasts::sending::MESSAGE,
-            Arc::new(broadcasts::sending::SendOne {
-                db: db.clone(),
-                clock: clock.clone(),
-                deliver,
             }),
         )
         .with(

@@ -34,6 +34,7 @@ mod m20261205_000160_ready_queues;
 mod m20261205_000170_outbox_by_account;
 mod m20261206_000180_running_by_claim;
 mod m20261207_000190_broadcast_sending;
+mod m20261208_000200_unwritten_recipients;
 
 pub struct Migrator;
 
@@ -71,6 +72,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000170_outbox_by_account::Migration),
             Box::new(m20261206_000180_running_by_claim::Migration),
             Box::new(m20261207_000190_broadcast_sending::Migration),
+            Box::new(m20261208_000200_unwritten_recipients::Migration),
         ]
     }
 }

@@ -2,7 +2,9 @@
 //! capacity, against the send pipeline's capacity measured just before on the same `serve`: how long the
 //! audience takes to expand into recipients (send_at to the last recipient written), how fast the
 //! broadcast reaches the Twilio receiver (send_at to its last receipt), and, while it drains, another
-//! tenant's sends and the broadcasting tenant's own API sends (10 a second each), accept to provider.
+//! tenant's sends and the broadcasting tenant's own API sends (10 a second each), accept to provider, and
+//! the broadcasting tenant's AI replies (2 questions a second to an agent of FAQs, the local model, no
+//! debounce), question stored to reply taken by the provider.
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -13,9 +15,9 @@ use frontdesk_api::v1::{
 use sea_orm::{ConnectionTrait, Statement};
 use tonic::{metadata::MetadataValue, transport::Channel};
 
-use super::{Engine, fairness, keyed, pipeline};
+use super::{Engine, fairness, keyed, pipeline, replies};
 use crate::{
-    load::{Outcome, Shape},
+    load::{self, Outcome, Pace, Shape},
     process::ServerProcess,
     receiver,
     scenarios::{Measured, epoch_ms, measure},
@@ -27,6 +29,8 @@ pub const EXPANSION: &str = "engine: broadcast audience of 100,000 contacts by t
 pub const RATE: &str = "engine: broadcast of 100,000 recipients, send_at to the last receipt at the Twilio receiver";
 pub const BESIDE: &str = "engine: another tenant's and the broadcasting tenant's own API sends (10/s each), accept to \
      provider, while the broadcast drains";
+pub const BESIDE_REPLIES: &str = "engine: the broadcasting tenant's AI replies (2 questions/s, local model, debounce 0), \
+     question stored to reply at the provider, while the broadcast drains";
 
 /// The tag the audience is.
 const TAG: &str = "bench_audience";
@@ -36,12 +40,15 @@ pub async fn run(
     quiet: &Engine,
     serve: &ServerProcess,
     receiver_addr: SocketAddr,
+    postgres: &str,
     shape: Shape,
 ) -> anyhow::Result<Vec<Measured>> {
-    let audience: u64 = if shape.concurrency <= 2 { 1_000 } else { 100_000 };
+    let smoke = shape.concurrency <= 2;
+    let audience: u64 = if smoke { 1_000 } else { 100_000 };
     let baseline = pipeline::capacity(busy, serve, receiver_addr, shape, BASELINE).await?;
     busy.drained().await?;
     tagged_contacts(busy, audience).await?;
+    replies::desk(busy, postgres, if smoke { 300 } else { 1_000 }).await?;
     let grpc = Channel::from_shared(format!("http://{}", busy.grpc))?.connect().await?;
     let key: MetadataValue<_> = busy.key.parse()?;
     let agent = AgentsClient::new(grpc.clone())
@@ -93,6 +100,7 @@ pub async fn run(
     // The drain, timed from send_at to the broadcast's last receipt; the interactive sends start once it
     // flows, and the receiver times them alone (only their texts carry their due time).
     let mut interactive = None;
+    let mut replied = None;
     let rate = measure(RATE, &[serve], async {
         while receiver::count(receiver_addr).await? < audience / 20 {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -102,18 +110,28 @@ pub async fn run(
             duration: shape.duration.min(Duration::from_secs(5)),
             warmup: Duration::ZERO,
         };
-        let (other, own) = tokio::try_join!(
+        let asked_at = chrono::Utc::now();
+        let (other, own, asked) = tokio::try_join!(
             fairness::paced_sends(quiet, paced, 10.0),
-            fairness::paced_sends(busy, paced, 10.0)
+            fairness::paced_sends(busy, paced, 10.0),
+            load::http_sends(
+                busy.http,
+                replies::questions(busy),
+                Pace::Open { per_second: 2.0 },
+                paced
+            )
         )?;
+        anyhow::ensure!(asked.error_count() == 0, "questions refused: {:?}", asked.errors);
+        let answered = replies_settled(busy, asked_at).await?;
         let left = audience.saturating_sub(receiver::count(receiver_addr).await?);
         eprintln!(
-            "broadcast: {} other-tenant and {} own sends while it drained; {left} of {audience} broadcast sends \
-             still undelivered after them",
-            other.requests, own.requests
+            "broadcast: {} other-tenant and {} own sends and {} questions ({answered} replies sent) while it \
+             drained; {left} of {audience} broadcast sends still undelivered after them",
+            other.requests, own.requests, asked.requests
         );
         let sent = other.requests + own.requests;
-        let all = receiver::receipts(receiver_addr, audience + sent, started_ms).await?;
+        let all = receiver::receipts(receiver_addr, audience + sent + answered, started_ms).await?;
+        replied = Some(replies::reply_latency(postgres, asked_at, "sent_at", asked).await?);
         interactive = Some(Outcome {
             requests: sent,
             elapsed: other.elapsed.max(own.elapsed),
@@ -127,16 +145,20 @@ pub async fn run(
         })
     })
     .await?;
-    // The same run's costs: the interactive sends are a part of it.
-    let beside = Measured {
-        name: BESIDE,
-        outcome: interactive.ok_or_else(|| anyhow::anyhow!("the interactive sends were not timed"))?,
-        server_cpu: rate.server_cpu,
-        database_cpu: rate.database_cpu,
-        machine_cpu: rate.machine_cpu,
-        busy: rate.busy,
-        server_peak_rss: rate.server_peak_rss,
+    // The same run's costs: the interactive sends and the replies are a part of it.
+    let part_of_rate = |name, outcome: Option<Outcome>| {
+        Ok::<_, anyhow::Error>(Measured {
+            name,
+            outcome: outcome.ok_or_else(|| anyhow::anyhow!("`{name}` was not timed"))?,
+            server_cpu: rate.server_cpu,
+            database_cpu: rate.database_cpu,
+            machine_cpu: rate.machine_cpu,
+            busy: rate.busy,
+            server_peak_rss: rate.server_peak_rss,
+        })
     };
+    let beside = part_of_rate(BESIDE, interactive)?;
+    let replies = part_of_rate(BESIDE_REPLIES, replied)?;
     eprintln!(
         "broadcast: {audience} recipients expanded in {:.2} s, sent at {:.0}/s against the pipeline's {:.0}/s ({:.0}%)",
         expansion.outcome.elapsed.as_secs_f64(),
@@ -144,7 +166,7 @@ pub async fn run(
         baseline.outcome.per_second(),
         rate.outcome.per_second() / baseline.outcome.per_second().max(1e-9) * 100.0
     );
-    Ok(vec![baseline, expansion, rate, beside])
+    Ok(vec![baseline, expansion, rate, beside, replies])
 }
 
 /// `count` contacts of the busy tenant carrying the audience's tag, written in one statement (their phones,
@@ -161,6 +183,35 @@ async fn tagged_contacts(busy: &Engine, count: u64) -> anyhow::Result<()> {
     busy.db.execute_raw(statement).await?;
     busy.db.execute_unprepared("VACUUM ANALYZE contacts").await?;
     Ok(())
+}
+
+/// Waits (at most a minute) until the AI replies to questions asked since `since` are decided and out of
+/// `queued`; how many went to the provider.
+async fn replies_settled(busy: &Engine, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<u64> {
+    let started = std::time::Instant::now();
+    loop {
+        let waiting = busy
+            .count(
+                "SELECT (SELECT count(*) FROM jobs WHERE kind = 'agent_reply' AND status = 'pending') + \
+                 (SELECT count(*) FROM messages WHERE author = 'agent' AND status = 'queued' AND created_at >= $1)",
+                vec![since.into()],
+            )
+            .await?;
+        if waiting == 0 {
+            let sent = busy
+                .count(
+                    "SELECT count(*) FROM messages WHERE author = 'agent' AND sent_at IS NOT NULL AND created_at >= $1",
+                    vec![since.into()],
+                )
+                .await?;
+            return Ok(u64::try_from(sent)?);
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the AI replies never settled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// When (epoch ms) broadcast `id` had all `count` recipients written and its expansion done.

@@ -36,7 +36,10 @@ pub const SEND: &str = "engine: POST /v1/contacts/{id}/send-message, 1,000 conta
 pub const BASELINE_API_ONLY: &str = "engine: GET /v1/api-keys/current, API-only replica (FRONTDESK_JOB_CONCURRENCY=0)";
 pub const SEND_API_ONLY: &str =
     "engine: POST /v1/contacts/{id}/send-message, API-only replica (deliveries run after, on a worker replica)";
-pub use broadcast::{BASELINE as BROADCAST_BASELINE, BESIDE as BESIDE_BROADCAST, EXPANSION, RATE as BROADCAST_RATE};
+pub use broadcast::{
+    BASELINE as BROADCAST_BASELINE, BESIDE as BESIDE_BROADCAST, BESIDE_REPLIES as BROADCAST_REPLIES, EXPANSION,
+    RATE as BROADCAST_RATE,
+};
 pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
@@ -108,9 +111,15 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let (send, pipeline, inbound) = (wanted(SEND), wanted(PIPELINE) || wanted(PIPELINE_HALF), wanted(INBOUND));
     let fair = wanted(QUIET_ALONE) || wanted(QUIET_BESIDE_BACKLOG);
     let meta = wanted(META_INBOUND) || wanted(META_REFUSED) || wanted(META_PACED);
-    let broadcast = [BROADCAST_BASELINE, EXPANSION, BROADCAST_RATE, BESIDE_BROADCAST]
-        .iter()
-        .any(|name| wanted(name));
+    let broadcast = [
+        BROADCAST_BASELINE,
+        EXPANSION,
+        BROADCAST_RATE,
+        BESIDE_BROADCAST,
+        BROADCAST_REPLIES,
+    ]
+    .iter()
+    .any(|name| wanted(name));
     if !(send || pipeline || inbound || fair || meta || broadcast) {
         return Ok(figures);
     }
@@ -123,6 +132,8 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let mut env = setup.env(&postgres, true);
     env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{receiver_addr}"));
     env.insert("FRONTDESK_PUBLIC_URL".into(), PUBLIC_URL.into());
+    // The AI replies timed beside a broadcast answer at once.
+    env.insert("FRONTDESK_REPLY_DEBOUNCE_MS".into(), "0".into());
     // Accepting alone first, on a replica that runs no jobs (as API replicas beside worker replicas do);
     // then the same on one `serve` that also delivers what it accepts, on the same two cores.
     let mut api_env = env.clone();
@@ -180,7 +191,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         let quiet = Engine::prepare(&serve, &postgres, 20).await?;
         figures
             .measured
-            .extend(broadcast::run(&engine, &quiet, &serve, receiver_addr, shape).await?);
+            .extend(broadcast::run(&engine, &quiet, &serve, receiver_addr, &postgres, shape).await?);
         quiet.db.close().await?;
     }
     drop(serve);

@@ -61,46 +61,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
     env.insert("FRONTDESK_REPLY_DEBOUNCE_MS".into(), "0".into());
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
     let engine = Engine::prepare(&serve, &postgres, 20).await?;
-    let account = engine
-        .db
-        .query_one_raw(Statement::from_string(
-            engine.db.get_database_backend(),
-            "SELECT account_id FROM channels LIMIT 1",
-        ))
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("no channel"))?
-        .try_get_by_index::<String>(0)?;
-    let api = crate::knowledge::rest_client();
-    let base = format!("http://{}", engine.http);
-    let agent: serde_json::Value = api
-        .post(format!("{base}/v1/agents"))
-        .header("x-api-key", &engine.key)
-        .json(&serde_json::json!({"name": "Bench desk", "ai_tier": "mini"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let agent = agent["agent"]["id"].as_str().unwrap_or_default().to_owned();
-    crate::knowledge::seed_faqs(&postgres, &account, &agent, if smoke { 300 } else { 10_000 }).await?;
-    api.put(format!("{base}/v1/entry-points/channel-defaults"))
-        .header("x-api-key", &engine.key)
-        .json(&serde_json::json!({"channel": "sms", "agent_id": agent}))
-        .send()
-        .await?
-        .error_for_status()?;
-    // Plenty of credits for the run, and the agent's index warm.
-    let grant = Statement::from_sql_and_values(
-        engine.db.get_database_backend(),
-        "UPDATE accounts SET credit_milli = 1000000000 WHERE id = $1",
-        [account.clone().into()],
-    );
-    engine.db.execute_raw(grant).await?;
-    api.post(format!("{base}/v1/agents/{agent}/search"))
-        .header("x-api-key", &engine.key)
-        .json(&serde_json::json!({"query": "warm up"}))
-        .send()
-        .await?
-        .error_for_status()?;
+    desk(&engine, &postgres, if smoke { 300 } else { 10_000 }).await?;
 
     let paced = Shape {
         concurrency: shape.concurrency.min(16),
@@ -112,7 +73,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
         let asked = load::http_sends(engine.http, questions(&engine), Pace::Open { per_second: 50.0 }, paced).await?;
         anyhow::ensure!(asked.error_count() == 0, "questions refused: {:?}", asked.errors);
         tokio::time::sleep(Duration::from_secs(2)).await;
-        reply_latency(&postgres, started, asked).await
+        reply_latency(&postgres, started, "created_at", asked).await
     })
     .await?;
     let paced = decisions(&serve).await?;
@@ -134,8 +95,54 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
     Ok((vec![latency, rate], decisions))
 }
 
+/// The engine's sms channel answered by an agent of `faqs` FAQs (words alone, the local model), the
+/// account's credits plenty for the run and the agent's index warm.
+pub(super) async fn desk(engine: &Engine, postgres: &str, faqs: usize) -> anyhow::Result<()> {
+    let account = engine
+        .db
+        .query_one_raw(Statement::from_sql_and_values(
+            engine.db.get_database_backend(),
+            "SELECT account_id FROM channels WHERE id = $1",
+            [engine.channel_id.clone().into()],
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no channel"))?
+        .try_get_by_index::<String>(0)?;
+    let api = crate::knowledge::rest_client();
+    let base = format!("http://{}", engine.http);
+    let agent: serde_json::Value = api
+        .post(format!("{base}/v1/agents"))
+        .header("x-api-key", &engine.key)
+        .json(&serde_json::json!({"name": "Bench desk", "ai_tier": "mini"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let agent = agent["agent"]["id"].as_str().unwrap_or_default().to_owned();
+    crate::knowledge::seed_faqs(postgres, &account, &agent, faqs).await?;
+    api.put(format!("{base}/v1/entry-points/channel-defaults"))
+        .header("x-api-key", &engine.key)
+        .json(&serde_json::json!({"channel": "sms", "agent_id": agent}))
+        .send()
+        .await?
+        .error_for_status()?;
+    let grant = Statement::from_sql_and_values(
+        engine.db.get_database_backend(),
+        "UPDATE accounts SET credit_milli = 1000000000 WHERE id = $1",
+        [account.into()],
+    );
+    engine.db.execute_raw(grant).await?;
+    api.post(format!("{base}/v1/agents/{agent}/search"))
+        .header("x-api-key", &engine.key)
+        .json(&serde_json::json!({"query": "warm up"}))
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
 /// Signed inbound sms from 1,000 numbers in turn, each a question in the FAQs' words.
-fn questions(engine: &Engine) -> Requests {
+pub(super) fn questions(engine: &Engine) -> Requests {
     let path = format!("/hooks/twilio/{}", engine.channel_id);
     let url = format!("{PUBLIC_URL}{path}");
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, AUTH_TOKEN.as_bytes());
@@ -149,18 +156,22 @@ fn questions(engine: &Engine) -> Requests {
     })
 }
 
-/// Each reply stored since `since`, timed from the latest question of its conversation before it.
-async fn reply_latency(
+/// Each reply stored since `since`, timed from the latest question of its conversation before it to the
+/// reply's `end` (`created_at`: stored; `sent_at`: taken by the provider; replies without one are left out).
+pub(super) async fn reply_latency(
     database: &str,
     since: chrono::DateTime<chrono::Utc>,
+    end: &str,
     asked: Outcome,
 ) -> anyhow::Result<Outcome> {
     let db = Database::connect(database).await?;
     // EXTRACT gives `numeric`: cast, so the row decodes as f64.
-    let sql = "SELECT (EXTRACT(EPOCH FROM (a.created_at - (SELECT max(i.created_at) FROM messages i \
-               WHERE i.conversation_id = a.conversation_id AND i.direction = 'inbound' \
-               AND i.created_at <= a.created_at))) * 1000000)::float8 \
-               FROM messages a WHERE a.author = 'agent' AND a.created_at >= $1";
+    let sql = format!(
+        "SELECT (EXTRACT(EPOCH FROM (a.{end} - (SELECT max(i.created_at) FROM messages i \
+         WHERE i.conversation_id = a.conversation_id AND i.direction = 'inbound' \
+         AND i.created_at <= a.created_at))) * 1000000)::float8 \
+         FROM messages a WHERE a.author = 'agent' AND a.created_at >= $1 AND a.{end} IS NOT NULL"
+    );
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(
             db.get_database_backend(),

@@ -1,23 +1,27 @@
 //! Sending a broadcast, on the job engine, every job in the broadcast's group (so one group cancel stops
-//! them all, and a send enqueued after it never runs):
+//! them all, and a send enqueued after it never runs).
 //!
-//! - `broadcast_start`, keyed per broadcast and due at its `send_at` (a new `send_at` reschedules it):
-//!   moves the broadcast from `scheduled` to `sending` and expands the audience, one batch of recipients
-//!   per run and transaction (its position is kept on the broadcast, so a crash resumes where the last
-//!   batch committed), writing each new recipient with its send job.
-//! - `broadcast_message`, one per recipient, in the bulk class (every account's interactive work and other
-//!   accounts' turns go first), on the channel's lane: opens the recipient's conversation with the
-//!   broadcast's agent, writes the rendered opener as a queued message (once: the recipient row keeps it)
-//!   and hands it to the send pipeline's delivery, paced per channel like any send. A run that finds the
-//!   message written by an earlier run only delivers it, so a crash sends no one twice but for a send in
-//!   flight at the crash.
+//! `broadcast_start`, keyed per broadcast and due at its `send_at` (a new `send_at` reschedules it), in the
+//! bulk class (every account's interactive work and other accounts' turns go first):
+//!
+//! 1. moves the broadcast from `scheduled` to `sending`;
+//! 2. expands the audience, one batch of recipients per transaction (its position is kept on the broadcast,
+//!    so a crash resumes where the last batch committed);
+//! 3. then writes the recipients' messages, one batch per transaction, a few statements for the whole batch
+//!    as the API's accept writes its sends: opens each recipient's conversation with the broadcast's agent,
+//!    writes the rendered opener as a queued message, keeps it on the recipient row (so a recipient's
+//!    message is written once) and enqueues its send.
+//!
+//! Each run takes batches back to back for up to a second, then defers to the next run. The sends are the
+//! send pipeline's own delivery jobs (bulk, on the channel's lane, paced per channel like any send): a
+//! crash sends no one twice but for a send in flight at the crash.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait,
-    QueryFilter, Statement, Value,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Statement, Value,
     sea_query::{Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
@@ -30,23 +34,23 @@ use crate::{
     access::AccountId,
     channels::Template,
     clock::Clock,
-    contacts::store as contact_store,
     conversations::{
         new_message::{self, NewMessage},
-        threads::{self, Opening},
+        threads,
     },
-    jobs::{Abandoned, Class, Handler, Job, JobArgs, NewJob, OnConflict, Outcome, Wake},
-    messaging::deliver::{self, Deliver},
+    jobs::{Class, Handler, Job, JobArgs, NewJob, OnConflict, Outcome, Wake},
+    messaging::deliver,
     routing::channels::connected,
     store::{
-        entities::{broadcast_recipients, broadcasts},
-        from_json_text, to_json_text,
+        entities::{broadcast_recipients, broadcasts, contacts, conversations, messages},
+        from_json_text,
+        sql::one_of,
+        to_json_text,
     },
 };
 
 pub const START: &str = "broadcast_start";
-pub const MESSAGE: &str = "broadcast_message";
-/// How long one run of a broadcast's start expands its audience, batch after batch.
+/// How long one run of a broadcast's job takes batches, back to back.
 const EXPANSION_TURN: Duration = Duration::from_secs(1);
 /// How long a run that could not reach the database waits before its next try.
 const DATABASE_RETRY: Duration = Duration::from_secs(5);
@@ -58,16 +62,6 @@ struct StartArgs {
 
 impl JobArgs for StartArgs {
     const KIND: &'static str = START;
-}
-
-#[derive(Serialize, Deserialize)]
-struct MessageArgs {
-    broadcast_id: String,
-    contact_id: String,
-}
-
-impl JobArgs for MessageArgs {
-    const KIND: &'static str = MESSAGE;
 }
 
 /// The job that starts sending `broadcast` at its `send_at`, written with the broadcast; `None` for a
@@ -82,6 +76,7 @@ pub fn start_job(broadcast: &broadcasts::Model) -> Option<NewJob> {
         max_attempts: 20,
         unique_key: Some(format!("{START}:{}", broadcast.id)),
         on_conflict: OnConflict::Reschedule,
+        class: Class::Bulk,
         group: Some(broadcast.id.clone()),
         ..NewJob::new(&AccountId::of_row(&broadcast.account_id), &args)
     })
@@ -111,7 +106,7 @@ fn database_retry(err: &impl std::fmt::Display) -> Outcome {
     }
 }
 
-/// Starts a broadcast when its `send_at` comes and expands its audience.
+/// Sends a broadcast from its `send_at`: starts it, expands its audience, writes its messages.
 pub struct Start {
     pub db: DatabaseConnection,
     pub clock: Arc<dyn Clock>,
@@ -121,7 +116,8 @@ pub struct Start {
 }
 
 impl Start {
-    /// One batch: `Finished` when the audience is expanded (or the broadcast no longer goes out).
+    /// One batch: `Finished` when every recipient's message is written (or the broadcast no longer goes
+    /// out).
     async fn step(&self, account_id: &AccountId, id: &str) -> Result<Step, DbErr> {
         let now = self.clock.now();
         let Some(broadcast) = super::owned(&self.db, account_id, id).await? else {
@@ -129,9 +125,9 @@ impl Start {
         };
         match broadcast.status.as_str() {
             "scheduled" => match broadcast.send_at {
-                Some(send_at) if send_at > now => return Ok(Step::Wait(send_at)),
+                Some(send_at) if send_at > now => Ok(Step::Wait(send_at)),
                 _ => {
-                    let started = broadcasts::Entity::update_many()
+                    broadcasts::Entity::update_many()
                         .col_expr(broadcasts::Column::Status, Expr::value("sending"))
                         .col_expr(broadcasts::Column::StartedAt, Expr::value(now))
                         .col_expr(broadcasts::Column::UpdatedAt, Expr::value(now))
@@ -139,65 +135,128 @@ impl Start {
                         .filter(broadcasts::Column::Status.eq("scheduled"))
                         .exec(&self.db)
                         .await?;
-                    if started.rows_affected == 0 {
-                        return Ok(Step::More);
-                    }
+                    Ok(Step::More)
                 }
             },
-            "sending" if !broadcast.expanded => {}
-            _ => return Ok(Step::Finished),
+            "sending" if !broadcast.expanded => self.expand(account_id, &broadcast, now).await,
+            "sending" => self.write(account_id, &broadcast, now).await,
+            _ => Ok(Step::Finished),
         }
-        let Some(channel) = connected(&self.db, account_id, &broadcast.channel)
-            .await
-            .map_err(|err| DbErr::Custom(err.to_string()))?
-        else {
-            fail(&self.db, id, &channel_gone(&broadcast.channel), now).await?;
-            return Ok(Step::Finished);
-        };
+    }
+
+    /// Adds the audience's next batch of recipients.
+    async fn expand(
+        &self,
+        account_id: &AccountId,
+        broadcast: &broadcasts::Model,
+        now: DateTime<Utc>,
+    ) -> Result<Step, DbErr> {
         let audience: AudienceSpec = from_json_text(&broadcast.audience);
         let cursor: Cursor = from_json_text(&broadcast.expansion);
         let txn = crate::store::begin_write(&self.db).await?;
         let step = audience::step(&txn, account_id, &audience, &cursor, now).await?;
-        let added = add_recipients(&txn, &broadcast, &step.contacts).await?;
-        let jobs: Vec<NewJob> = added
-            .iter()
-            .map(|contact_id| {
-                let args = MessageArgs {
-                    broadcast_id: broadcast.id.clone(),
-                    contact_id: contact_id.clone(),
-                };
-                NewJob {
-                    class: Class::Bulk,
-                    lane: channel.id.clone(),
-                    max_attempts: self.send_attempts,
-                    group: Some(broadcast.id.clone()),
-                    ..NewJob::new(account_id, &args)
-                }
-            })
-            .collect();
-        crate::jobs::enqueue_all(&txn, jobs, now).await?;
-        let finished = step.next.part == Part::Done;
+        let added = add_recipients(&txn, broadcast, &step.contacts).await?;
         let moved = broadcasts::Entity::update_many()
             .col_expr(broadcasts::Column::Expansion, Expr::value(to_json_text(&step.next)))
-            .col_expr(broadcasts::Column::Expanded, Expr::value(finished))
+            .col_expr(broadcasts::Column::Expanded, Expr::value(step.next.part == Part::Done))
             .col_expr(
                 broadcasts::Column::Total,
-                Expr::col(broadcasts::Column::Total).add(added.len() as i64),
+                Expr::col(broadcasts::Column::Total).add(added as i64),
             )
-            .filter(broadcasts::Column::Id.eq(id))
+            .filter(broadcasts::Column::Id.eq(&broadcast.id))
             .filter(broadcasts::Column::Status.eq("sending"))
+            .filter(broadcasts::Column::Expansion.eq(&broadcast.expansion))
             .exec(&txn)
             .await?;
         if moved.rows_affected == 0 {
-            // Cancelled (or failed) meanwhile: nothing of this batch is written.
+            // Cancelled (or failed) meanwhile, or another run wrote this batch (after this one's claim was
+            // lost): nothing of it is written here, and the next step reads where the broadcast stands.
             txn.rollback().await?;
-            return Ok(Step::Finished);
+            return Ok(Step::More);
         }
         txn.commit().await?;
-        if !added.is_empty() {
+        Ok(Step::More)
+    }
+
+    /// Writes the messages of the next batch of recipients that have none, with their sends.
+    async fn write(
+        &self,
+        account_id: &AccountId,
+        broadcast: &broadcasts::Model,
+        now: DateTime<Utc>,
+    ) -> Result<Step, DbErr> {
+        let txn = crate::store::begin_write(&self.db).await?;
+        // A removed channel fails the broadcast in its progress job (`fail_stranded`).
+        let api = |err: crate::error::ApiError| DbErr::Custom(err.to_string());
+        let Some(channel) = connected(&txn, account_id, &broadcast.channel).await.map_err(api)? else {
+            return Ok(Step::Finished);
+        };
+        let waiting = unwritten(&txn, &broadcast.id).await?;
+        if waiting.is_empty() {
+            return Ok(Step::Finished);
+        }
+        let last_batch = waiting.len() < audience::BATCH;
+        let contacts = contacts::Entity::find()
+            .filter(contacts::Column::AccountId.eq(account_id))
+            .filter(one_of(
+                txn.get_database_backend(),
+                contacts::Column::Id,
+                waiting.clone(),
+            ))
+            .all(&txn)
+            .await?;
+        let ids: Vec<String> = contacts.iter().map(|c| c.id.clone()).collect();
+        let found: HashSet<&String> = ids.iter().collect();
+        let erased: Vec<String> = waiting.into_iter().filter(|id| !found.contains(id)).collect();
+        if !erased.is_empty() {
+            // Erased since the expansion: nothing goes to them, and their rows go with them.
+            broadcast_recipients::Entity::delete_many()
+                .filter(broadcast_recipients::Column::BroadcastId.eq(&broadcast.id))
+                .filter(one_of(
+                    txn.get_database_backend(),
+                    broadcast_recipients::Column::ContactId,
+                    erased,
+                ))
+                .exec(&txn)
+                .await?;
+        }
+        let conversations = threads::open_or_start_all(
+            &txn,
+            account_id,
+            &ids,
+            &channel,
+            &broadcast.agent_id,
+            &broadcast.id,
+            now,
+        )
+        .await?;
+        let messages: Vec<messages::Model> = contacts
+            .iter()
+            .filter_map(|contact| {
+                let conversation = conversations.get(&contact.id)?;
+                Some(opener_message(broadcast, contact, conversation, now))
+            })
+            .collect();
+        new_message::store_all(&txn, &messages, now).await?;
+        if mark_written(&txn, &broadcast.id, &messages).await? < messages.len() as u64 {
+            // Another run wrote some of them meanwhile (after this one's claim was lost).
+            txn.rollback().await?;
+            return Ok(Step::More);
+        }
+        let sends = messages
+            .iter()
+            .map(|message| NewJob {
+                class: Class::Bulk,
+                group: Some(broadcast.id.clone()),
+                ..deliver::job(message, &channel.id, self.send_attempts, now)
+            })
+            .collect();
+        crate::jobs::enqueue_all(&txn, sends, now).await?;
+        txn.commit().await?;
+        if !messages.is_empty() {
             self.wake.notify();
         }
-        Ok(if finished { Step::Finished } else { Step::More })
+        Ok(if last_batch { Step::Finished } else { Step::More })
     }
 }
 
@@ -208,14 +267,14 @@ enum Step {
     Finished,
 }
 
-/// Writes the recipients among `contacts` that the broadcast does not have yet; those.
+/// Writes the recipients among `contacts` that the broadcast does not have yet; how many.
 async fn add_recipients(
     txn: &DatabaseTransaction,
     broadcast: &broadcasts::Model,
     contacts: &[String],
-) -> Result<Vec<String>, DbErr> {
+) -> Result<u64, DbErr> {
     if contacts.is_empty() {
-        return Ok(Vec::new());
+        return Ok(0);
     }
     let backend = txn.get_database_backend();
     let rows = (0..contacts.len())
@@ -224,17 +283,17 @@ async fn add_recipients(
         .join(", ");
     let mut values: Vec<Value> = vec![broadcast.id.clone().into(), broadcast.account_id.clone().into()];
     values.extend(contacts.iter().map(|c| Value::from(c.clone())));
-    let written = txn
-        .query_all_raw(Statement::from_sql_and_values(
+    Ok(txn
+        .execute_raw(Statement::from_sql_and_values(
             backend,
             format!(
                 "INSERT INTO broadcast_recipients (broadcast_id, contact_id, account_id) VALUES {rows} \
-                 ON CONFLICT (broadcast_id, contact_id) DO NOTHING RETURNING contact_id"
+                 ON CONFLICT (broadcast_id, contact_id) DO NOTHING"
             ),
             values,
         ))
-        .await?;
-    written.iter().map(|row| row.try_get_by_index(0)).collect()
+        .await?
+        .rows_affected())
 }
 
 #[async_trait::async_trait]
@@ -264,137 +323,108 @@ impl Handler for Start {
     }
 }
 
-/// Sends a broadcast's opener to one recipient.
-pub struct SendOne {
-    pub db: DatabaseConnection,
-    pub clock: Arc<dyn Clock>,
-    pub deliver: Arc<Deliver>,
+/// The next batch of the broadcast's recipients without a message yet (along their own index).
+async fn unwritten(txn: &DatabaseTransaction, broadcast_id: &str) -> Result<Vec<String>, DbErr> {
+    broadcast_recipients::Entity::find()
+        .select_only()
+        .column(broadcast_recipients::Column::ContactId)
+        .filter(broadcast_recipients::Column::BroadcastId.eq(broadcast_id))
+        .filter(broadcast_recipients::Column::MessageId.eq(""))
+        .order_by_asc(broadcast_recipients::Column::ContactId)
+        .limit(audience::BATCH as u64)
+        .into_tuple()
+        .all(txn)
+        .await
 }
 
-impl SendOne {
-    /// The recipient's queued message: written now (with its conversation) unless an earlier run wrote it;
-    /// `None` when there is nothing to send (the broadcast stopped, the contact was erased).
-    async fn message(&self, account_id: &AccountId, args: &MessageArgs) -> Result<Option<String>, DbErr> {
-        let now = self.clock.now();
-        let txn = crate::store::begin_write(&self.db).await?;
-        let Some(broadcast) = super::owned(&txn, account_id, &args.broadcast_id).await? else {
-            return Ok(None);
-        };
-        let Some(recipient) =
-            broadcast_recipients::Entity::find_by_id((args.broadcast_id.clone(), args.contact_id.clone()))
-                .one(&txn)
-                .await?
-        else {
-            return Ok(None);
-        };
-        let written = (!recipient.message_id.is_empty()).then(|| recipient.message_id.clone());
-        let api = |err: crate::error::ApiError| DbErr::Custom(err.to_string());
-        let Some(channel) = connected(&txn, account_id, &broadcast.channel).await.map_err(api)? else {
-            // The broadcast stops; a message written already fails in the delivery, as any send whose
-            // channel was removed.
-            fail(&txn, &broadcast.id, &channel_gone(&broadcast.channel), now).await?;
-            txn.commit().await?;
-            return Ok(written);
-        };
-        // Written by an earlier run: only delivered (the delivery finds it sent, or cancelled, if it was).
-        if written.is_some() {
-            return Ok(written);
+/// The broadcast's opener to `contact`, rendered, as a queued message in `conversation`.
+fn opener_message(
+    broadcast: &broadcasts::Model,
+    contact: &contacts::Model,
+    conversation: &conversations::Model,
+    now: DateTime<Utc>,
+) -> messages::Model {
+    let attributes = from_json_text(&contact.attributes);
+    let values = opener::Values {
+        name: &contact.name,
+        attributes: &attributes,
+    };
+    let template = match broadcast.template.as_str() {
+        "" => String::new(),
+        stored => {
+            let template: Template = from_json_text(stored);
+            to_json_text(&Template {
+                parameters: template.parameters.iter().map(|p| opener::render(p, &values)).collect(),
+                ..template
+            })
         }
-        if broadcast.status != "sending" {
-            return Ok(None);
-        }
-        let Some(contact) = contact_store::find(&txn, account_id, &args.contact_id).await? else {
-            return Ok(None);
-        };
-        let opening = Opening {
-            inbound: Default::default(),
+    };
+    new_message::row(
+        &NewMessage {
+            conversation,
+            direction: "outbound",
+            author: "api",
+            text: &opener::render(&broadcast.opener, &values),
+            attachments: &[],
+            status: "queued",
+            provider_message_id: None,
+            reply_to: "",
             broadcast_id: &broadcast.id,
-            agent_id: Some(&broadcast.agent_id),
-        };
-        let (conversation, _) = threads::open_or_start(&txn, account_id, &contact.id, &channel, opening, now)
-            .await
-            .map_err(api)?;
-        let attributes = from_json_text(&contact.attributes);
-        let values = opener::Values {
-            name: &contact.name,
-            attributes: &attributes,
-        };
-        let template = match broadcast.template.as_str() {
-            "" => String::new(),
-            stored => {
-                let template: Template = from_json_text(stored);
-                to_json_text(&Template {
-                    parameters: template.parameters.iter().map(|p| opener::render(p, &values)).collect(),
-                    ..template
-                })
-            }
-        };
-        let message = new_message::row(
-            &NewMessage {
-                conversation: &conversation,
-                direction: "outbound",
-                author: "api",
-                text: &opener::render(&broadcast.opener, &values),
-                attachments: &[],
-                status: "queued",
-                provider_message_id: None,
-                reply_to: "",
-                broadcast_id: &broadcast.id,
-                template: &template,
-            },
-            now,
-        );
-        new_message::store_all(&txn, std::slice::from_ref(&message), now).await?;
-        broadcast_recipients::ActiveModel {
-            conversation_id: sea_orm::Set(conversation.id.clone()),
-            message_id: sea_orm::Set(message.id.clone()),
-            ..recipient.into()
-        }
-        .update(&txn)
-        .await?;
-        txn.commit().await?;
-        Ok(Some(message.id))
-    }
+            template: &template,
+        },
+        now,
+    )
 }
 
-#[async_trait::async_trait]
-impl Handler for SendOne {
-    fn deadline(&self) -> Duration {
-        self.deliver.deadline()
+/// Keeps each message on its recipient's row (and the conversation replies come into), where the row has
+/// none yet; how many rows took one.
+async fn mark_written(
+    txn: &DatabaseTransaction,
+    broadcast_id: &str,
+    messages: &[messages::Model],
+) -> Result<u64, DbErr> {
+    if messages.is_empty() {
+        return Ok(0);
     }
+    let rows = (0..messages.len())
+        .map(|n| format!("(${}, ${}, ${})", 3 * n + 2, 3 * n + 3, 3 * n + 4))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut values: Vec<Value> = vec![broadcast_id.into()];
+    for m in messages {
+        values.extend([
+            m.contact_id.clone().into(),
+            m.conversation_id.clone().into(),
+            m.id.clone().into(),
+        ]);
+    }
+    // `VALUES` names its columns `column1...` on both databases.
+    let sql = format!(
+        "UPDATE broadcast_recipients SET conversation_id = v.column2, message_id = v.column3 \
+         FROM (VALUES {rows}) AS v WHERE broadcast_recipients.broadcast_id = $1 \
+         AND broadcast_recipients.contact_id = v.column1 AND broadcast_recipients.message_id = ''"
+    );
+    Ok(txn
+        .execute_raw(Statement::from_sql_and_values(txn.get_database_backend(), sql, values))
+        .await?
+        .rows_affected())
+}
 
-    /// The messages of cancelled sends that were written but not sent fail with `cancelled`.
-    async fn abandoned(
-        &self,
-        txn: &DatabaseTransaction,
-        payloads: &[String],
-        why: Abandoned,
-        now: DateTime<Utc>,
-    ) -> Result<(), DbErr> {
-        let mut messages = Vec::new();
-        for args in payloads
-            .iter()
-            .filter_map(|p| serde_json::from_str::<MessageArgs>(p).ok())
-        {
-            let recipient = broadcast_recipients::Entity::find_by_id((args.broadcast_id, args.contact_id))
-                .one(txn)
-                .await?;
-            if let Some(recipient) = recipient.filter(|r| !r.message_id.is_empty()) {
-                messages.push(recipient.message_id);
-            }
-        }
-        deliver::fail_queued(txn, messages, why, now).await
+/// Fails each sending broadcast whose channel is no longer connected, saying so; how many. Its sends fail
+/// on their own, as any send to a removed channel.
+pub async fn fail_stranded(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, DbErr> {
+    let stranded = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT id, channel FROM broadcasts WHERE status = 'sending' AND NOT EXISTS (SELECT 1 FROM channels \
+             WHERE channels.account_id = broadcasts.account_id AND channels.name = broadcasts.channel)",
+        ))
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get_by_index::<String>(0)?, row.try_get_by_index::<String>(1)?)))
+        .collect::<Result<Vec<_>, DbErr>>()?;
+    for (id, channel) in &stranded {
+        fail(db, id, &channel_gone(channel), now).await?;
     }
-
-    async fn run(&self, job: &Job) -> Outcome {
-        let args: MessageArgs = match job.args() {
-            Ok(args) => args,
-            Err(unreadable) => return unreadable,
-        };
-        match self.message(&job.account(), &args).await {
-            Ok(Some(message_id)) => self.deliver.send(job, &message_id).await,
-            Ok(None) => Outcome::Done(None),
-            Err(err) => database_retry(&err),
-        }
-    }
+    Ok(stranded.len())
 }

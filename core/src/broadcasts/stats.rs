@@ -5,7 +5,8 @@
 //! arriving together never wait for one another. A read adds the rows not yet folded to the broadcast's
 //! columns, so it is exact at any moment; the recurring `broadcast_progress` job folds them in and marks
 //! each sending broadcast `completed` (with `broadcast.completed`) once its audience is expanded and none
-//! of its sends is pending: every message then left `queued`.
+//! of its sends is pending: every message then left `queued`. The same job fails a sending broadcast whose
+//! channel was removed.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -194,6 +195,7 @@ impl Handler for Progress {
         let now = self.clock.now();
         let work = async {
             let folded = fold(&self.db).await?;
+            super::sending::fail_stranded(&self.db, now).await?;
             complete(&self.db, now).await?;
             Ok::<_, DbErr>(folded == FOLD_BATCH)
         };

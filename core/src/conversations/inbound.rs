@@ -21,7 +21,7 @@ use super::{
     new_message::{self, NewMessage},
     render::{self, StoredAttachment},
     replies::{self, ReplyPolicy},
-    threads::{self, Opening},
+    threads,
 };
 use crate::error::Reason;
 use crate::{
@@ -312,14 +312,10 @@ impl ArrivalWriter {
         let conversation = match known.open.get(&open_key) {
             Some(open) => open.clone(),
             None => {
-                let opening = Opening {
-                    inbound: Inbound {
-                        text: &inbound.text,
-                        referral: &inbound.referral,
-                        url: &inbound.page_url,
-                    },
-                    broadcast_id: "",
-                    agent_id: None,
+                let opening = Inbound {
+                    text: &inbound.text,
+                    referral: &inbound.referral,
+                    url: &inbound.page_url,
                 };
                 let (open, _) = threads::open_or_start(txn, account_id, &contact.id, channel, opening, now).await?;
                 known.open.insert(open_key, open.clone());

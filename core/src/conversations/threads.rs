@@ -2,7 +2,7 @@
 //! unique index over open ones); two requests opening it at once on any replica end with one conversation:
 //! the loser's insert does nothing and it reads the winner's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -16,7 +16,10 @@ use crate::{
     error::ApiResult,
     events::{self, EventType},
     routing::{entry_points, resolver::Inbound},
-    store::entities::{channels, conversations},
+    store::{
+        entities::{channels, conversations},
+        sql::one_of,
+    },
 };
 
 /// The open conversation of `contact_id` on `channel`, if any.
@@ -35,58 +38,26 @@ pub async fn open_on(
         .await
 }
 
-/// What opening a conversation needs beyond the contact and channel.
-pub struct Opening<'a> {
-    /// What routing sees: the first inbound text, a referral, a page URL (empty for an outbound start).
-    pub inbound: Inbound<'a>,
-    pub broadcast_id: &'a str,
-    /// An agent fixed by the caller (a broadcast's), instead of routing's choice.
-    pub agent_id: Option<&'a str>,
-}
-
 /// The contact's open conversation on `channel`, opening one (`conversation.created`, with the agent routing
-/// picks) when there is none. Returns it and whether it is new.
+/// picks from `inbound`: the first inbound text, a referral, a page URL, empty for an outbound start) when
+/// there is none. Returns it and whether it is new.
 pub async fn open_or_start(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
     contact_id: &str,
     channel: &channels::Model,
-    opening: Opening<'_>,
+    inbound: Inbound<'_>,
     now: DateTime<Utc>,
 ) -> ApiResult<(conversations::Model, bool)> {
     if let Some(open) = open_on(db, account_id, contact_id, &channel.name).await? {
         return Ok((open, false));
     }
-    let agent_id = match opening.agent_id {
-        Some(agent) => agent.to_owned(),
-        None => entry_points::route(db, account_id, &channel.name, &opening.inbound)
-            .await?
-            .agent_id()
-            .unwrap_or_default()
-            .to_owned(),
-    };
-    let row = conversations::Model {
-        id: format!("cv_{}", crate::ids::base62(16)),
-        account_id: account_id.to_string(),
-        contact_id: contact_id.to_owned(),
-        channel: channel.name.clone(),
-        channel_id: channel.id.clone(),
-        channel_type: channel.kind.clone(),
-        agent_id,
-        status: "open".to_owned(),
-        handoff: false,
-        handoff_reason: String::new(),
-        unread_count: 0,
-        last_message_at: now,
-        activity_bucket: activity::bucket(now),
-        broadcast_id: opening.broadcast_id.to_owned(),
-        created_at: now,
-        closed_at: None,
-        inbound_seq: 0,
-        ai_answered_seq: 0,
-        follow_up_seq: 0,
-        follow_ups_sent: 0,
-    };
+    let agent_id = entry_points::route(db, account_id, &channel.name, &inbound)
+        .await?
+        .agent_id()
+        .unwrap_or_default()
+        .to_owned();
+    let row = new_row(account_id, contact_id, channel, agent_id, "", now);
     let inserted = conversations::Entity::insert(conversations::ActiveModel::from(row.clone()))
         .on_conflict(OnConflict::new().do_nothing().to_owned())
         .exec_without_returning(db)
@@ -107,6 +78,105 @@ pub async fn open_or_start(
     )
     .await?;
     Ok((row, true))
+}
+
+/// A conversation to open for `contact_id` on `channel`, answered by `agent_id`.
+fn new_row(
+    account_id: &AccountId,
+    contact_id: &str,
+    channel: &channels::Model,
+    agent_id: String,
+    broadcast_id: &str,
+    now: DateTime<Utc>,
+) -> conversations::Model {
+    conversations::Model {
+        id: format!("cv_{}", crate::ids::base62(16)),
+        account_id: account_id.to_string(),
+        contact_id: contact_id.to_owned(),
+        channel: channel.name.clone(),
+        channel_id: channel.id.clone(),
+        channel_type: channel.kind.clone(),
+        agent_id,
+        status: "open".to_owned(),
+        handoff: false,
+        handoff_reason: String::new(),
+        unread_count: 0,
+        last_message_at: now,
+        activity_bucket: activity::bucket(now),
+        broadcast_id: broadcast_id.to_owned(),
+        created_at: now,
+        closed_at: None,
+        inbound_seq: 0,
+        ai_answered_seq: 0,
+        follow_up_seq: 0,
+        follow_ups_sent: 0,
+    }
+}
+
+/// The open conversations of `contact_ids` on `channel` (by contact id), opening one answered by
+/// `agent_id` for each contact without (`conversation.created` each): `open_or_start` for a batch, with
+/// three statements whatever its size.
+pub async fn open_or_start_all(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    contact_ids: &[String],
+    channel: &channels::Model,
+    agent_id: &str,
+    broadcast_id: &str,
+    now: DateTime<Utc>,
+) -> Result<HashMap<String, conversations::Model>, DbErr> {
+    let open_of = |contacts: Vec<String>| {
+        conversations::Entity::find()
+            .filter(conversations::Column::AccountId.eq(account_id))
+            .filter(conversations::Column::Channel.eq(&channel.name))
+            .filter(conversations::Column::Status.eq("open"))
+            .filter(one_of(
+                db.get_database_backend(),
+                (conversations::Entity, conversations::Column::ContactId),
+                contacts,
+            ))
+            .all(db)
+    };
+    let mut open: HashMap<String, conversations::Model> = open_of(contact_ids.to_vec())
+        .await?
+        .into_iter()
+        .map(|c| (c.contact_id.clone(), c))
+        .collect();
+    let new: Vec<conversations::Model> = contact_ids
+        .iter()
+        .filter(|contact| !open.contains_key(*contact))
+        .map(|contact| new_row(account_id, contact, channel, agent_id.to_owned(), broadcast_id, now))
+        .collect();
+    if new.is_empty() {
+        return Ok(open);
+    }
+    let inserted = conversations::Entity::insert_many(new.iter().cloned().map(conversations::ActiveModel::from))
+        .on_conflict(OnConflict::new().do_nothing().to_owned())
+        .exec_without_returning(db)
+        .await?;
+    let opened: Vec<conversations::Model> = if inserted == new.len() as u64 {
+        new
+    } else {
+        // Some were opened meanwhile by another writer: theirs are read, and only ours announced.
+        let ours: HashSet<&str> = new.iter().map(|c| c.id.as_str()).collect();
+        let now_open = open_of(new.iter().map(|c| c.contact_id.clone()).collect()).await?;
+        let (opened, theirs): (Vec<_>, Vec<_>) = now_open.into_iter().partition(|c| ours.contains(c.id.as_str()));
+        open.extend(theirs.into_iter().map(|c| (c.contact_id.clone(), c)));
+        opened
+    };
+    let events = opened
+        .iter()
+        .map(|c| {
+            (
+                c.account_id.clone(),
+                EventType::ConversationCreated,
+                render::conversation_data(c),
+            )
+        })
+        .collect();
+    events::record_all(db, events, now).await?;
+    open.extend(opened.into_iter().map(|c| (c.contact_id.clone(), c)));
+    Ok(open)
 }
 
 /// What new messages do to one conversation.

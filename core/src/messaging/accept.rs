@@ -41,7 +41,7 @@ use crate::{
     conversations::{
         lookup,
         new_message::{self, NewMessage},
-        threads::{self, Opening},
+        threads,
     },
     error::{ApiError, ApiResult},
     jobs::{self, NewJob, Wake},
@@ -360,13 +360,15 @@ impl AcceptWriter {
         let conversation = match facts.open_conversation(&contact.id, &channel.name) {
             Some(open) => open.clone(),
             None => {
-                let opening = Opening {
-                    inbound: Inbound::default(),
-                    broadcast_id: "",
-                    agent_id: None,
-                };
-                let (conversation, _) =
-                    threads::open_or_start(txn.begun().await?, account_id, &contact.id, &channel, opening, now).await?;
+                let (conversation, _) = threads::open_or_start(
+                    txn.begun().await?,
+                    account_id,
+                    &contact.id,
+                    &channel,
+                    Inbound::default(),
+                    now,
+                )
+                .await?;
                 facts.opened(conversation.clone());
                 conversation
             }

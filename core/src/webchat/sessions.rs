@@ -19,7 +19,7 @@ use crate::{
         Email, IdentityKind, NewIdentity,
         store::{self as contacts, CreateError, NewContact},
     },
-    conversations::threads::{self, Opening},
+    conversations::threads,
     error::{ApiError, ApiResult},
     routing::resolver::Inbound,
     store::entities::{channels, chat_sessions, conversations, messages},
@@ -108,14 +108,10 @@ pub async fn start(
             CreateError::Db(err) => ApiError::from(err),
             CreateError::Taken(clash) => ApiError::internal(clash),
         })?;
-    let opening = Opening {
-        inbound: Inbound {
-            text: "",
-            referral: &page_ref(&new.page_url),
-            url: &new.page_url,
-        },
-        broadcast_id: "",
-        agent_id: None,
+    let opening = Inbound {
+        text: "",
+        referral: &page_ref(&new.page_url),
+        url: &new.page_url,
     };
     threads::open_or_start(&txn, &account_id, &contact.id, channel, opening, now).await?;
     let session = chat_sessions::Model {

@@ -47,6 +47,7 @@ fn the_benchmark_harness_runs_every_scenario() {
         "engine: broadcast audience of 100,000 contacts by tag",
         "engine: broadcast of 100,000 recipients",
         "engine: another tenant's and the broadcasting tenant's own API sends",
+        "engine: the broadcasting tenant's AI replies",
         "ai: question stored to reply queued",
         "ai: replies stored per second",
         "ai model: question stored to model request",
