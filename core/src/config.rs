@@ -245,7 +245,7 @@ impl ConversationConfig {
 /// 16 connections let PostgreSQL's processes contend for the CPUs in no particular order and stretched
 /// the deals list's p99 by half; 5 (the PostgreSQL wiki's twice the cores plus one) cut a quarter off
 /// committing writes, which wait on the disk with their connection held. 8 kept the writes and most of the
-/// tail (docs/BENCHMARKS.md, "Deals list, second pass"). At least 8 also leaves connections to requests
+/// tail (docs/benchmarks/api-and-keys.md, "Deals list, second pass"). At least 8 also leaves connections to requests
 /// while the webhook dispatcher's four loops hold theirs.
 fn default_db_connections() -> u32 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

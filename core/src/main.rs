@@ -17,7 +17,7 @@ use frontdesk_edge::Transport;
 use tokio::net::TcpListener;
 
 /// glibc's malloc took about 15% of the service's CPU on list answers; mimalloc serves the many small,
-/// short-lived allocations of a request far more cheaply (docs/BENCHMARKS.md, "Deals list").
+/// short-lived allocations of a request far more cheaply (docs/benchmarks/api-and-keys.md, "Deals list").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -41,7 +41,7 @@ pub struct WebhookConfig {
     /// get at most half of `FRONTDESK_WEBHOOK_CONCURRENCY`. A slow or dead endpoint then holds only its share.
     /// 64: one subscription taking 500 events a second on the loaded bench machine queued behind 32 (the
     /// claim passes over a full endpoint until an answer frees it), stretching the p99 to seconds
-    /// (docs/BENCHMARKS.md, "Web chat").
+    /// (docs/benchmarks/inbound-and-channels.md, "Web chat").
     #[arg(long = "webhook-endpoint-concurrency", env = "FRONTDESK_WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub endpoint_concurrency: u32,
 

@@ -39,7 +39,7 @@ pub(super) struct Reader<'a> {
 }
 
 // The per-field reads are forced inline: called, each returned its `Result` through memory and the writer
-// stalled on reading it back (a fifth of its time; docs/BENCHMARKS.md, "Deals list, third pass").
+// stalled on reading it back (a fifth of its time; docs/benchmarks/api-and-keys.md, "Deals list, third pass").
 impl<'a> Reader<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Self {
         Self { bytes, at: 0 }
