@@ -220,16 +220,7 @@ impl Start {
                 .exec(&txn)
                 .await?;
         }
-        let conversations = threads::open_or_start_all(
-            &txn,
-            account_id,
-            &ids,
-            &channel,
-            &broadcast.agent_id,
-            &broadcast.id,
-            now,
-        )
-        .await?;
+        let conversations = threads::open_or_start_all(&txn, account_id, &ids, &channel, broadcast, now).await?;
         let messages: Vec<messages::Model> = contacts
             .iter()
             .filter_map(|contact| {

@@ -15,9 +15,10 @@ use crate::{
     access::AccountId,
     error::ApiResult,
     events::{self, EventType},
+    resource_id::AgentId,
     routing::{entry_points, resolver::Inbound},
     store::{
-        entities::{channels, conversations},
+        entities::{broadcasts, channels, conversations},
         sql::one_of,
     },
 };
@@ -52,12 +53,14 @@ pub async fn open_or_start(
     if let Some(open) = open_on(db, account_id, contact_id, &channel.name).await? {
         return Ok((open, false));
     }
-    let agent_id = entry_points::route(db, account_id, &channel.name, &inbound)
-        .await?
-        .agent_id()
-        .unwrap_or_default()
-        .to_owned();
-    let row = new_row(account_id, contact_id, channel, agent_id, "", now);
+    let route = entry_points::route(db, account_id, &channel.name, &inbound).await?;
+    let row = new_row(
+        account_id,
+        contact_id,
+        channel,
+        AgentId::new(route.agent_id().unwrap_or_default()),
+        now,
+    );
     let inserted = conversations::Entity::insert(conversations::ActiveModel::from(row.clone()))
         .on_conflict(OnConflict::new().do_nothing().to_owned())
         .exec_without_returning(db)
@@ -80,13 +83,12 @@ pub async fn open_or_start(
     Ok((row, true))
 }
 
-/// A conversation to open for `contact_id` on `channel`, answered by `agent_id`.
+/// A conversation to open for `contact_id` on `channel`, answered by `agent`.
 fn new_row(
     account_id: &AccountId,
     contact_id: &str,
     channel: &channels::Model,
-    agent_id: String,
-    broadcast_id: &str,
+    agent: AgentId,
     now: DateTime<Utc>,
 ) -> conversations::Model {
     conversations::Model {
@@ -96,14 +98,14 @@ fn new_row(
         channel: channel.name.clone(),
         channel_id: channel.id.clone(),
         channel_type: channel.kind.clone(),
-        agent_id,
+        agent_id: agent.as_str().to_owned(),
         status: "open".to_owned(),
         handoff: false,
         handoff_reason: String::new(),
         unread_count: 0,
         last_message_at: now,
         activity_bucket: activity::bucket(now),
-        broadcast_id: broadcast_id.to_owned(),
+        broadcast_id: String::new(),
         created_at: now,
         closed_at: None,
         inbound_seq: 0,
@@ -114,15 +116,14 @@ fn new_row(
 }
 
 /// The open conversations of `contact_ids` on `channel` (by contact id), opening one answered by
-/// `agent_id` for each contact without (`conversation.created` each): `open_or_start` for a batch, with
-/// three statements whatever its size.
+/// `broadcast`'s agent for each contact without (`conversation.created` each): `open_or_start` for a
+/// broadcast's batch, with three statements whatever its size.
 pub async fn open_or_start_all(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
     contact_ids: &[String],
     channel: &channels::Model,
-    agent_id: &str,
-    broadcast_id: &str,
+    broadcast: &broadcasts::Model,
     now: DateTime<Utc>,
 ) -> Result<HashMap<String, conversations::Model>, DbErr> {
     let open_of = |contacts: Vec<String>| {
@@ -145,7 +146,10 @@ pub async fn open_or_start_all(
     let new: Vec<conversations::Model> = contact_ids
         .iter()
         .filter(|contact| !open.contains_key(*contact))
-        .map(|contact| new_row(account_id, contact, channel, agent_id.to_owned(), broadcast_id, now))
+        .map(|contact| conversations::Model {
+            broadcast_id: broadcast.id.clone(),
+            ..new_row(account_id, contact, channel, AgentId::new(&broadcast.agent_id), now)
+        })
         .collect();
     if new.is_empty() {
         return Ok(open);
