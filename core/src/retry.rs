@@ -27,8 +27,15 @@ impl RetrySchedule {
     }
 }
 
-/// A `Retry-After` header: seconds, or an HTTP date.
-pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+/// The wait an answer's `Retry-After` header asks for, the one reading of it for every outside call. Its
+/// HTTP-date form is the server's wall clock, so it is compared with this machine's (never a test clock).
+pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, chrono::Utc::now())
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (the wait from `now` until then).
+fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
@@ -81,5 +88,19 @@ mod tests {
             Some(Duration::from_secs(60))
         );
         assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after(" 5 ", now), Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn reads_the_header() {
+        let headers = |value: &str| http::HeaderMap::from_iter([(http::header::RETRY_AFTER, value.parse().unwrap())]);
+        assert_eq!(retry_after(&headers("5")), Some(Duration::from_secs(5)));
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc2822();
+        let wait = retry_after(&headers(&later)).unwrap();
+        assert!(
+            wait > Duration::from_secs(100) && wait <= Duration::from_secs(120),
+            "{wait:?}"
+        );
+        assert_eq!(retry_after(&http::HeaderMap::new()), None);
     }
 }

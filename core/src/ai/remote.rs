@@ -9,14 +9,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rand::Rng;
-
 use super::{
     chat::{ChatAnswer, ChatError, ChatMessage, ChatModel, ChatRequest, ToolResult},
     phrases, prompt,
     provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Profile, ToolOutcome, Toolbox, Turn},
     recap::{self, Facts, prose},
 };
+use crate::retry::RetrySchedule;
 
 /// What the model is asked to make of an imported section.
 const PAIRS: &str = "You turn one section of a business's web page into the questions its customers would ask and \
@@ -32,10 +31,9 @@ pub const MAX_TOOL_ROUNDS: usize = 5;
 /// Tool calls of one round that are made; the model's further calls of the round are answered
 /// `limit_reached` without being made.
 pub const MAX_CALLS_PER_ROUND: usize = 8;
-/// Tries of one call.
-const ATTEMPTS: u32 = 4;
-/// The wait before the second try; it doubles for each further one.
-const FIRST_WAIT: Duration = Duration::from_secs(1);
+/// The waits before the second, third and fourth tries of one call (the retry rule of every outside call:
+/// each +-20%, a provider's `Retry-After` lengthening one up to twice).
+const WAITS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
 
 /// How long and how much a reply may take.
 #[derive(Clone, Copy, Debug)]
@@ -235,8 +233,9 @@ impl RemoteProvider {
         }
     }
 
-    /// One answer, tried up to `ATTEMPTS` times before `deadline`.
+    /// One answer, tried again after each of `WAITS` while `deadline` allows.
     async fn complete(&self, request: &ChatRequest, deadline: Instant) -> Result<ChatAnswer, ChatError> {
+        let retries = RetrySchedule::new(WAITS.to_vec());
         let mut attempt = 1;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -249,11 +248,10 @@ impl RemoteProvider {
             let ChatError::Transient { message, retry_after } = &error else {
                 return Err(error);
             };
-            let scheduled = FIRST_WAIT * 2u32.pow(attempt - 1);
-            let wait = scheduled
-                .mul_f64(rand::rng().random_range(0.8..=1.2))
-                .max(retry_after.unwrap_or_default());
-            if attempt >= ATTEMPTS || Instant::now() + wait >= deadline {
+            let Some(wait) = retries.wait_after(attempt, *retry_after) else {
+                return Err(error);
+            };
+            if Instant::now() + wait >= deadline {
                 return Err(error);
             }
             tracing::info!(provider = self.name(), attempt, error = %message, wait_ms = wait.as_millis() as u64, "the model call is tried again");

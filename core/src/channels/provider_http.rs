@@ -1,23 +1,11 @@
-//! What every provider's HTTP answer has in common: a `Retry-After` in seconds, and a call that got no
-//! complete answer, which is always worth a retry.
+//! What every provider's HTTP answer has in common: an error answer as a send's outcome, and a call that got
+//! no complete answer, which is always worth a retry.
 
 use std::time::Duration;
 
-use http::{HeaderMap, StatusCode, header};
+use http::StatusCode;
 
 use super::SendOutcome;
-
-/// The seconds of a `Retry-After` header; its HTTP-date form is used by neither Twilio nor Meta.
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = headers
-        .get(header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(seconds))
-}
 
 /// A provider's error answer as a send's outcome: when `final_`, rejected with the provider's own code (else
 /// the HTTP status) and text; else worth a retry, the reason carrying both.
@@ -64,18 +52,5 @@ pub fn transport_failure(error: reqwest::Error) -> SendOutcome {
     SendOutcome::Unavailable {
         reason,
         retry_after: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_retry_after_seconds() {
-        let headers = |value: &str| HeaderMap::from_iter([(header::RETRY_AFTER, value.parse().unwrap())]);
-        assert_eq!(retry_after(&headers(" 5 ")), Some(Duration::from_secs(5)));
-        assert_eq!(retry_after(&headers("Wed, 21 Oct 2015 07:28:00 GMT")), None);
-        assert_eq!(retry_after(&HeaderMap::new()), None);
     }
 }

@@ -16,7 +16,7 @@ use url::form_urlencoded;
 use super::{
     Attachment, Callbacks, ChannelAdapter, ConfigError, Inbound, InboundMessage, Outbound, ParseError, ProviderStatus,
     RawRequest, Reply, SendOutcome, Sender, SignatureError, StatusUpdate,
-    provider_http::{refused, retry_after, transport_failure},
+    provider_http::{refused, transport_failure},
 };
 
 /// Empty TwiML: the message is taken and Twilio should send no reply of its own.
@@ -148,7 +148,7 @@ impl ChannelAdapter for TwilioAdapter {
             Err(error) => return transport_failure(error),
         };
         let status = response.status();
-        let retry_after = retry_after(response.headers());
+        let retry_after = crate::retry::retry_after(response.headers());
         match response.bytes().await {
             Ok(body) => classify(status, retry_after, &body),
             Err(error) => transport_failure(error),

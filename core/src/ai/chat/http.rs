@@ -32,11 +32,7 @@ pub async fn post<T: DeserializeOwned>(
             retry_after: None,
         })?;
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| crate::retry::parse_retry_after(v, chrono::Utc::now()));
+    let retry_after = crate::retry::retry_after(response.headers());
     let bytes = read_limited(response, MAX_ANSWER_BYTES)
         .await
         .map_err(|err| match err {

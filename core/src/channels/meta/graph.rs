@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::{
     channels::{
         SendOutcome,
-        provider_http::{refused, retry_after, transport_failure},
+        provider_http::{refused, transport_failure},
     },
     integrations::http::{BodyError, read_limited},
 };
@@ -82,7 +82,7 @@ impl Graph {
             .await
             .map_err(transport_failure)?;
         let status = response.status();
-        let wait = retry_after(response.headers());
+        let wait = crate::retry::retry_after(response.headers());
         let answer = match read_limited(response, MAX_ANSWER_BYTES).await {
             Ok(answer) => answer,
             Err(BodyError::Transport(error)) => return Err(transport_failure(error)),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::claimed::Claimed;
-use crate::{integrations::outbound::OutboundPolicy, retry::parse_retry_after, webhooks::signing};
+use crate::{integrations::outbound::OutboundPolicy, webhooks::signing};
 
 /// Most of an answer's body read (and discarded) so its connection can be reused.
 const MAX_DRAINED_BODY: usize = 64 * 1024;
@@ -109,11 +109,7 @@ async fn send(client: &reqwest::Client, policy: OutboundPolicy, claimed: &Claime
         Err(err) => return failed(describe(&err), err.is_timeout()),
     };
     let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| parse_retry_after(v, now));
+    let retry_after = crate::retry::retry_after(response.headers());
     let mut drained = 0;
     while drained < MAX_DRAINED_BODY {
         match response.chunk().await {
