@@ -73,15 +73,21 @@ pub fn body(claimed: &Claimed) -> String {
     )
 }
 
-pub async fn attempt(client: &reqwest::Client, policy: OutboundPolicy, claimed: Claimed) -> AttemptResult {
-    let started_at = Utc::now();
-    let clock = Instant::now();
+/// Attempts the delivery at `started_at` (the service's clock; the attempt's end is that plus its duration).
+pub async fn attempt(
+    client: &reqwest::Client,
+    policy: OutboundPolicy,
+    claimed: Claimed,
+    started_at: DateTime<Utc>,
+) -> AttemptResult {
+    let took = Instant::now();
     let outcome = send(client, policy, &claimed, started_at).await;
+    let duration = took.elapsed();
     AttemptResult {
         claimed,
         started_at,
-        finished_at: Utc::now(),
-        duration: clock.elapsed(),
+        finished_at: started_at + chrono::Duration::from_std(duration).unwrap_or_default(),
+        duration,
         outcome,
     }
 }

@@ -89,13 +89,13 @@ pub async fn read_claimed(
 
 /// Settles claimed deliveries that must not be sent as failed, so they stop being claimed; a re-enable of
 /// their subscription can queue them again.
-pub async fn park(db: &DatabaseConnection, ids: &[String], token: i64) -> Result<(), DbErr> {
+pub async fn park(db: &DatabaseConnection, ids: &[String], token: i64, now: DateTime<Utc>) -> Result<(), DbErr> {
     let sql = format!(
         "UPDATE webhook_deliveries SET status = 'failed', next_attempt_ms = NULL, claim_token = NULL, \
          settled_at = $1 WHERE claim_token = $2 AND id IN ({})",
         placeholders(3, ids.len())
     );
-    let mut values: Vec<Value> = vec![Utc::now().into(), token.into()];
+    let mut values: Vec<Value> = vec![now.into(), token.into()];
     values.extend(ids.iter().map(|id| Value::from(id.as_str())));
     db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
         .await?;

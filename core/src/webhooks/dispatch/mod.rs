@@ -152,9 +152,10 @@ impl Dispatcher {
         };
         Engine {
             db: self.db,
-            clock: self.clock,
+            clock: self.clock.clone(),
             config,
             work: Arc::new(DeliveryWork {
+                clock: self.clock,
                 client,
                 policy: self.policy,
                 sealer: self.sealer,

@@ -2,7 +2,7 @@
 //! a claimed delivery is read with its subscription and event (or parked), attempted over HTTP, and its
 //! result written by the results' rules (`complete`).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DbErr, QueryResult};
@@ -13,6 +13,7 @@ use super::{
     complete::{Rules, record},
 };
 use crate::{
+    clock::Clock,
     integrations::outbound::OutboundPolicy,
     jobs::{
         Lease,
@@ -34,6 +35,8 @@ pub static DELIVERIES: Table = Table {
 };
 
 pub struct DeliveryWork {
+    /// The time of attempts, of their results and of parked deliveries.
+    pub clock: Arc<dyn Clock>,
     pub client: reqwest::Client,
     pub policy: OutboundPolicy,
     pub sealer: Sealer,
@@ -73,7 +76,7 @@ impl Work for DeliveryWork {
         let (claimed, parked) = read_claimed(db, &self.sealer, &ids, token).await?;
         if !parked.is_empty() {
             metrics::counter!("frontdesk_webhook_parked_total").increment(parked.len() as u64);
-            park(db, &parked, token).await?;
+            park(db, &parked, token, self.clock.now()).await?;
         }
         Ok(claimed
             .into_iter()
@@ -90,11 +93,11 @@ impl Work for DeliveryWork {
 
     async fn run(&self, item: Claimed, _lease: &Lease) -> AttemptResult {
         crate::jobs::guard::before_effect().await;
-        attempt::attempt(&self.client, self.policy, item).await
+        attempt::attempt(&self.client, self.policy, item, self.clock.now()).await
     }
 
     fn failed(&self, item: Claimed, why: RunFailure) -> AttemptResult {
-        let now = Utc::now();
+        let now = self.clock.now();
         AttemptResult {
             claimed: item,
             started_at: now,
