@@ -112,7 +112,7 @@ pub(super) async fn paced_sends(tenant: &Engine, shape: Shape, per_second: f64) 
     let accepted = load::http_sends(tenant.http, requests, pace, shape).await?;
     anyhow::ensure!(
         accepted.error_count() == 0,
-        "quiet sends refused: {:?}",
+        "paced sends refused: {:?}",
         accepted.errors
     );
     Ok(accepted)

@@ -51,7 +51,7 @@ use crate::{
 
 pub const START: &str = "broadcast_start";
 /// How long one run of a broadcast's job takes batches, back to back.
-const EXPANSION_TURN: Duration = Duration::from_secs(1);
+const TURN: Duration = Duration::from_secs(1);
 /// How long a run that could not reach the database waits before its next try.
 const DATABASE_RETRY: Duration = Duration::from_secs(5);
 
@@ -296,7 +296,7 @@ impl Handler for Start {
         };
         // Batches back to back for a while, each its own transaction, then the job's turn ends (so a
         // claim's worth of time, not the whole audience, stands between other work and the slot).
-        let until = std::time::Instant::now() + EXPANSION_TURN;
+        let until = std::time::Instant::now() + TURN;
         let mut step = self.step(&job.account(), &args.broadcast_id).await;
         while matches!(step, Ok(Step::More)) && std::time::Instant::now() < until && !job.lease.winding_down() {
             step = self.step(&job.account(), &args.broadcast_id).await;
