@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Would a fitted rerank decide better than the local provider's rule? Fits a logistic model of the chance
 that a passage answers the question, from the features the quality harness writes of each passage found
-(core/src/ai/quality_tests.rs: score, cosine, share of the subject unsaid, lead over the best other answer,
+(ai/src/ai/quality_tests.rs: score, cosine, share of the subject unsaid, lead over the best other answer,
 rank, ...), on the train split of the evaluation sets, and prints, on each split, what the rule decided and
 what the fitted model decides at each threshold (the likeliest passage answers when its chance reaches it):
 
     FRONTDESK_RERANK_ROWS=$PWD/target/rerank-rows.jsonl \\
-      cargo test -p frontdesk-core quality_of_the_faq_sets -- --ignored --nocapture
+      cargo test -p frontdesk-ai quality_of_the_faq_sets -- --ignored --nocapture
     bench/eval/fit_rerank.py target/rerank-rows.jsonl
 
 and whether the fitted order puts a right passage first more often than the search's. Standard library only.

@@ -9,16 +9,13 @@
 
 use std::{sync::Arc, time::Instant};
 
-use frontdesk_core::{
-    access::AccountId,
+use frontdesk_ai::ai::{
+    local::LocalModel,
+    passages,
+    provider::{Context, Decision, Profile},
+};
+use frontdesk_domain::{
     agents::fields::AgentFields,
-    ai::{
-        local::LocalModel,
-        passages,
-        provider::{Context, Decision, Profile},
-    },
-    clock::SystemClock,
-    jobs::Wake,
     knowledge::{
         embeddings::{Embedder, LocalModel as Embeddings},
         retrieval::{
@@ -26,8 +23,8 @@ use frontdesk_core::{
             vectors::{Take, embed_owner},
         },
     },
-    store::entities::agents,
 };
+use frontdesk_kernel::{clock::SystemClock, jobs::Wake, store::entities::agents, tenant::AccountId};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sea_orm::{ConnectionTrait, Database, EntityTrait, Statement};
@@ -90,9 +87,9 @@ pub async fn run(setup: &Setup, args: AnswersArgs) -> anyhow::Result<()> {
 async fn decision(setup: &Setup, args: &AnswersArgs) -> anyhow::Result<()> {
     let embedder: Arc<dyn Embedder> = Arc::new(Embeddings::load(&args.model)?);
     let url = setup.sqlite_database()?;
-    frontdesk_core::store::migrate_at(&url).await?;
+    frontdesk_kernel::store::migrate_at(&url).await?;
     let db = Database::connect(&url).await?;
-    let account = AccountId::read_from_database("acc_answers");
+    let account = AccountId::of_row("acc_answers");
     let now = chrono::Utc::now();
     let agent = AgentFields {
         name: Some("Bench desk".into()),

@@ -1,6 +1,6 @@
 //! The daily summary (`GET /v1/summaries/daily`) of an account with a million messages over 100 days, on
 //! PostgreSQL + Redis, beside its floor: the guard's key lookup and rate-limit script, then the summary's own
-//! queries (`frontdesk_core::summaries::daily::summary`), straight from a client, no HTTP, no gRPC. The
+//! queries (`frontdesk_ai::summaries::daily::summary`), straight from a client, no HTTP, no gRPC. The
 //! seeded rows are written by SQL, spread evenly over the days, with the account's other tables in
 //! proportion (conversations, contacts, ledger entries, tasks, appointments, deals).
 
@@ -39,9 +39,9 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Daily> {
     let floor = FloorStores::connect(setup, &postgres, &key).await?;
     seed(&floor.db, &floor.account_id, messages).await?;
     let date = (Utc::now() - Days::days(DAYS_AGO)).date_naive().to_string();
-    let day = frontdesk_core::summaries::day::Day::parse(&date, TZ, Utc::now())
+    let day = frontdesk_ai::summaries::day::Day::parse(&date, TZ, Utc::now())
         .map_err(|err| anyhow::anyhow!("{}", err.message))?;
-    let account = frontdesk_core::access::AccountId::read_from_database(floor.account_id.as_str());
+    let account = frontdesk_domain::access::AccountId::of_row(floor.account_id.as_str());
     let plan = plan(&floor.db, &account, &day).await?;
 
     let mut measured = Vec::new();
@@ -54,7 +54,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Daily> {
         .drive(shape, move || {
             let (db, account) = (db.clone(), account.clone());
             async move {
-                frontdesk_core::summaries::daily::summary(&db, &account, &day, now)
+                frontdesk_ai::summaries::daily::summary(&db, &account, &day, now)
                     .await
                     .map(|_| ())
                     .map_err(|err| err.message)
@@ -161,12 +161,12 @@ async fn seed(db: &sea_orm::DatabaseConnection, account_id: &str, messages: i64)
 /// `EXPLAIN ANALYZE` of the day's counts, the service's own statements.
 async fn plan(
     db: &sea_orm::DatabaseConnection,
-    account: &frontdesk_core::access::AccountId,
-    day: &frontdesk_core::summaries::day::Day,
+    account: &frontdesk_domain::access::AccountId,
+    day: &frontdesk_ai::summaries::day::Day,
 ) -> anyhow::Result<String> {
     let backend = db.get_database_backend();
     let mut out = String::new();
-    for (statement, _) in frontdesk_core::summaries::daily::statements(backend, account, day) {
+    for (statement, _) in frontdesk_ai::summaries::daily::statements(backend, account, day) {
         let explain = Statement::from_sql_and_values(
             backend,
             format!(

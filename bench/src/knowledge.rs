@@ -76,7 +76,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
 /// `frontdesk-bench embed-speed`: the model's speed in this process, printed as JSON (run by `run` with
 /// `RAYON_NUM_THREADS=1`, so on one core).
 pub fn embed_speed(model: &Path, sections: usize) -> anyhow::Result<()> {
-    use frontdesk_core::knowledge::{
+    use frontdesk_domain::knowledge::{
         embeddings::{Embedder, LocalModel},
         retrieval::embedding_texts,
     };

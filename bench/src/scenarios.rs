@@ -11,7 +11,7 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, Database};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
 
-use frontdesk_core::access::{api_key::ApiKey, key_store::FIND_ACTIVE_POSTGRES, rate_limit::SLIDING_WINDOW_LUA};
+use frontdesk_domain::access::{api_key::ApiKey, key_store::FIND_ACTIVE_POSTGRES, rate_limit::SLIDING_WINDOW_LUA};
 
 use crate::{
     load::{self, HttpRequest, Outcome, Shape},
@@ -106,7 +106,7 @@ impl Setup {
             ("FRONTDESK_HTTP_ADDR", "127.0.0.1:0"),
             ("FRONTDESK_GRPC_ADDR", "127.0.0.1:0"),
             ("FRONTDESK_LOG_FORMAT", "json"),
-            ("RUST_LOG", "warn,frontdesk_edge=info,frontdesk_core::grpc=info"),
+            ("RUST_LOG", "warn,frontdesk_edge=info,frontdesk_server::grpc=info"),
             ("FRONTDESK_ADMIN_TOKEN", ADMIN_TOKEN),
             ("RAZORPAY_KEY_SECRET", "bench-secret"),
             ("FRONTDESK_SECRET_KEY", "YmVuY2gtc2VjcmV0LWtleS0zMi1ieXRlcy1sb25nISE="),
@@ -515,10 +515,8 @@ struct SeededDeals {
 /// Gives the key's account `count` deals spread over the main pipeline's stages (dense positions, one
 /// second apart), then explains the service's own list statement for the first page and the middle one.
 async fn seed_deals(postgres: &str, key: &str, count: u32) -> anyhow::Result<SeededDeals> {
-    use frontdesk_core::{
-        deals::store::{Filters, list_statement},
-        paging::{Cursor, Page},
-    };
+    use frontdesk_domain::deals::store::{Filters, list_statement};
+    use frontdesk_kernel::paging::{Cursor, Page};
     use sea_orm::Statement;
     let db = Database::connect(postgres).await?;
     let account_id = account_of(&db, key).await?;

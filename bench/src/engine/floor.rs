@@ -15,15 +15,15 @@ use std::sync::{
 
 use chrono::Utc;
 use clap::Parser;
-use frontdesk_core::{
-    config::ConversationConfig,
+use frontdesk_domain::{
     conversations::new_message::{self, NewMessage},
     messaging::{accept::queued_writes, deliver},
-    store::{
-        entities::{conversations, messages},
-        group_commit::{BatchWriter, GroupCommit},
-    },
 };
+use frontdesk_kernel::store::{
+    entities::{conversations, messages},
+    group_commit::{BatchWriter, GroupCommit},
+};
+use frontdesk_server::config::ConversationConfig;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 
 use super::Engine;

@@ -74,7 +74,7 @@ impl Related<super::contacts::Entity> for Entity {
 impl ActiveModelBehavior for ActiveModel {}
 
 /// A stored message for unit tests: `author` `contact` makes it inbound, any other outbound.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn sample(author: &str, text: &str) -> Model {
     Model {
         seq: 1,

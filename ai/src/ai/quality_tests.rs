@@ -8,7 +8,7 @@
 //!   both splits, and the paraphrases answered right with the model.
 //! - The FAQ documents (python-faq, python-faq-hard, debian-faq: the pages Debian's packages ship, split into
 //!   sections as an import does; even questions train, odd ones held out) need scripts/bench-prereqs:
-//!   `cargo test -p frontdesk-core quality_of_the_faq_sets -- --ignored --nocapture` prints their figures and
+//!   `cargo test -p frontdesk-ai quality_of_the_faq_sets -- --ignored --nocapture` prints their figures and
 //!   the ceiling of any decision over the passages found (how often the first is right, and how often a
 //!   right one is among them), and with `FRONTDESK_RERANK_ROWS=FILE` writes every question's passages as
 //!   JSON lines (`features`) for `bench/eval/fit_rerank.py`, which fits a rerank of them on the train split

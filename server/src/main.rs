@@ -4,14 +4,12 @@
 use std::{sync::Arc, time::Duration};
 
 use clap::{Parser, Subcommand};
-use frontdesk_core::{
+use frontdesk_kernel::{shutdown::Shutdown, store, telemetry, telemetry::LogFormat};
+use frontdesk_server::{
     admin_cli::{self, AdminArgs},
     app,
     config::{CoreConfig, EdgeListenConfig, UploadConfig},
     grpc,
-    shutdown::Shutdown,
-    store, telemetry,
-    telemetry::LogFormat,
 };
 use frontdesk_edge::Transport;
 use tokio::net::TcpListener;
@@ -88,7 +86,7 @@ fn main() -> std::process::ExitCode {
         title,
     }) = &cli.command
     {
-        return frontdesk_core::knowledge::import::documents::child_main(format, title, *memory_bytes);
+        return frontdesk_domain::knowledge::import::documents::child_main(format, title, *memory_bytes);
     }
     let command = match cli.command {
         Some(command) => command,
@@ -182,11 +180,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 /// When the process stops, its web chat sockets are closed with 1012 (their widgets reconnect to another
 /// replica, or to this one once it is back), so that the servers' drains do not wait for them.
-fn close_sockets_on(shutdown: Shutdown, live: frontdesk_core::webchat::live::Live) {
+fn close_sockets_on(shutdown: Shutdown, live: frontdesk_domain::webchat::live::Live) {
     tokio::spawn(async move {
         shutdown.wait().await;
         live.close_all(
-            frontdesk_core::webchat::live::close::RESTART,
+            frontdesk_domain::webchat::live::close::RESTART,
             "the server is restarting; reconnect",
         );
     });

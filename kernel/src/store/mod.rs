@@ -7,7 +7,7 @@ pub mod redis_script;
 pub mod search;
 pub mod settings;
 pub mod sql;
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod test_databases;
 pub mod wakeups;
 

@@ -19,7 +19,7 @@ impl Shutdown {
     }
 
     /// A signal the caller flips itself (with the sender), for tests of what waits on it.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn by_hand() -> (watch::Sender<bool>, Self) {
         let (tx, rx) = watch::channel(false);
         (tx, Self(rx))

@@ -1,7 +1,7 @@
 //! The tenant as a type: the account a call, a row or a job belongs to. Functions that scope by account take
 //! `&AccountId` beside their `&str` ids, so ids passed in the wrong order do not compile, and a bare string
-//! never becomes a tenant by accident: the constructors are crate-private and each is named for where the
-//! trust comes from. It lives among the foundations so that `store`, `accounts`, `events` and `jobs` can take
+//! never becomes a tenant by conversion: there is none, and each constructor is named for where the trust
+//! comes from, so a reader sees at every call why the account is one. It lives among the foundations so that `store`, `accounts`, `events` and `jobs` can take
 //! one too; `access`, where a call's tenant comes from, re-exports it.
 
 use std::fmt;
@@ -12,7 +12,7 @@ use std::fmt;
 /// A scoped function takes it beside its other ids:
 ///
 /// ```
-/// use frontdesk_core::access::AccountId;
+/// use frontdesk_kernel::tenant::AccountId;
 ///
 /// fn deal(account: &AccountId, deal_id: &str) -> String {
 ///     format!("{account}/{deal_id}")
@@ -26,7 +26,7 @@ use std::fmt;
 /// and the ids swapped, or a string where the tenant is wanted, do not compile:
 ///
 /// ```compile_fail,E0308
-/// use frontdesk_core::access::AccountId;
+/// use frontdesk_kernel::tenant::AccountId;
 ///
 /// fn deal(account: &AccountId, deal_id: &str) {}
 ///
@@ -36,17 +36,17 @@ use std::fmt;
 /// ```
 ///
 /// ```compile_fail,E0308
-/// use frontdesk_core::access::AccountId;
+/// use frontdesk_kernel::tenant::AccountId;
 ///
 /// fn deal(account: &AccountId, deal_id: &str) {}
 ///
 /// deal("acc_1", "deal_1");
 /// ```
 ///
-/// Nor does a string turn into one outside the crate:
+/// Nor does a string turn into one by conversion:
 ///
 /// ```compile_fail
-/// use frontdesk_core::access::AccountId;
+/// use frontdesk_kernel::tenant::AccountId;
 ///
 /// let account: AccountId = "acc_1".into();
 /// ```
@@ -56,27 +56,21 @@ pub struct AccountId(String);
 impl AccountId {
     /// The account the access guard admitted a call for: the key's own, or the sub-account it named and the
     /// guard found to be the key account's child. Handlers get it from `requests::account_of`.
-    pub(crate) fn authenticated(id: String) -> Self {
+    pub fn authenticated(id: String) -> Self {
         Self(id)
     }
 
     /// An account the operator API found live (`accounts::store::find_live`) before acting on it.
-    pub(crate) fn checked_by_operator(id: String) -> Self {
+    pub fn checked_by_operator(id: String) -> Self {
         Self(id)
     }
 
     /// The account of a row the service wrote itself (a job, a channel, a conversation, a stored record):
     /// it was a tenant when the row was written.
-    pub(crate) fn of_row(id: impl Into<String>) -> Self {
+    pub fn of_row(id: impl Into<String>) -> Self {
         Self(id.into())
     }
 
-    /// The account of a row a program beside the service (the benchmarks) read from its database: as with
-    /// `of_row`, the database holds only tenants. Only with the `bench` feature, which the benchmarks turn on.
-    #[cfg(feature = "bench")]
-    pub fn read_from_database(id: impl Into<String>) -> Self {
-        Self(id.into())
-    }
 
     pub fn as_str(&self) -> &str {
         &self.0

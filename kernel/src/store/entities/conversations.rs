@@ -43,7 +43,7 @@ pub enum Relation {}
 impl ActiveModelBehavior for ActiveModel {}
 
 /// A stored conversation for unit tests: open, with no agent, nothing counted.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn sample() -> Model {
     let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
     Model {

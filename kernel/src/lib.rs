@@ -1,0 +1,27 @@
+//! The Front Desk kernel: what every layer above stands on. Errors, ids and the tenant's type, time, settings
+//! parsers, the store (entities, migrations, transactions), the job engine, the event outbox, accounts and
+//! their credits, and the outbound URL rule. It knows no resource of the published API.
+
+
+pub mod accounts;
+pub mod clock;
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod integrations;
+pub mod jobs;
+pub mod knobs;
+pub mod paging;
+pub mod plan;
+pub mod raw_http;
+pub mod recurring;
+pub mod resource_id;
+pub mod retry;
+pub mod secrets;
+pub mod shutdown;
+pub mod store;
+pub mod tally;
+pub mod telemetry;
+pub mod tenant;
+pub mod timestamps;
+pub mod validate;
