@@ -2,11 +2,15 @@
 //! tools, knowledge gaps and evaluations, recaps and the daily summary, and the recurring housekeeping that
 //! closes idle conversations.
 
-
 // The rooms of the layers below that this layer's rooms use, named here once so that every room
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
-use frontdesk_kernel::{accounts, clock, error, events, ids, integrations, jobs, knobs, paging, recurring, resource_id, retry, secrets, store, timestamps, validate};
-use frontdesk_domain::{access, agents, broadcasts, campaigns, contacts, conversations, deals, knowledge, messaging, requests, tasks};
+use frontdesk_domain::{
+    access, agents, broadcasts, campaigns, contacts, conversations, deals, knowledge, messaging, requests, tasks,
+};
+use frontdesk_kernel::{
+    accounts, clock, error, events, ids, integrations, jobs, knobs, paging, recurring, resource_id, retry, secrets,
+    store, timestamps, validate,
+};
 
 pub mod ai;
 pub mod housekeeping;

@@ -2,10 +2,12 @@
 //! deals, knowledge, tasks, webhooks, agents, routing), the conversation engine, channels and their providers,
 //! sends and broadcasts, and web chat. No model is asked here: the AI layer above answers.
 
-
 // The rooms of the layers below that this layer's rooms use, named here once so that every room
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
-use frontdesk_kernel::{accounts, clock, error, events, ids, integrations, jobs, knobs, paging, plan, raw_http, recurring, resource_id, retry, secrets, shutdown, store, tenant, timestamps, validate};
+use frontdesk_kernel::{
+    accounts, clock, error, events, ids, integrations, jobs, knobs, paging, plan, raw_http, recurring, resource_id,
+    retry, secrets, shutdown, store, tenant, timestamps, validate,
+};
 
 pub mod access;
 pub mod admin;

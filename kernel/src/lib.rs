@@ -2,7 +2,6 @@
 //! parsers, the store (entities, migrations, transactions), the job engine, the event outbox, accounts and
 //! their credits, and the outbound URL rule. It knows no resource of the published API.
 
-
 pub mod accounts;
 pub mod clock;
 pub mod error;

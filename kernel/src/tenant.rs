@@ -71,7 +71,6 @@ impl AccountId {
         Self(id.into())
     }
 
-
     pub fn as_str(&self) -> &str {
         &self.0
     }

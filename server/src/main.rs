@@ -4,6 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use clap::{Parser, Subcommand};
+use frontdesk_edge::Transport;
 use frontdesk_kernel::{shutdown::Shutdown, store, telemetry, telemetry::LogFormat};
 use frontdesk_server::{
     admin_cli::{self, AdminArgs},
@@ -11,7 +12,6 @@ use frontdesk_server::{
     config::{CoreConfig, EdgeListenConfig, UploadConfig},
     grpc,
 };
-use frontdesk_edge::Transport;
 use tokio::net::TcpListener;
 
 /// glibc's malloc took about 15% of the service's CPU on list answers; mimalloc serves the many small,

@@ -140,7 +140,10 @@ fn the_table_of_rooms_matches_the_crates() {
     let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for line in text.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let Some(layer) = cells.get(1).and_then(|c| c.strip_prefix("`frontdesk-")?.strip_suffix('`')) else {
+        let Some(layer) = cells
+            .get(1)
+            .and_then(|c| c.strip_prefix("`frontdesk-")?.strip_suffix('`'))
+        else {
             continue;
         };
         let rooms = cells.get(3).copied().unwrap_or_default();
@@ -150,9 +153,15 @@ fn the_table_of_rooms_matches_the_crates() {
     for layer in LAYERS {
         let declared: BTreeSet<String> = rooms_of(layer).into_iter().collect();
         let in_table = listed.remove(layer).unwrap_or_default();
-        assert_eq!(in_table, declared, "docs/architecture.md lists other rooms for frontdesk-{layer}");
+        assert_eq!(
+            in_table, declared,
+            "docs/architecture.md lists other rooms for frontdesk-{layer}"
+        );
     }
-    assert!(listed.is_empty(), "docs/architecture.md names crates that are not layers: {listed:?}");
+    assert!(
+        listed.is_empty(),
+        "docs/architecture.md names crates that are not layers: {listed:?}"
+    );
 }
 
 #[test]

@@ -46,7 +46,12 @@ fn library_sources() -> Vec<Source> {
                     let room = top.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned();
                     if !["main", "lib"].contains(&room.as_str()) {
                         let code = code_of(&std::fs::read_to_string(&path).expect("read a source file"));
-                        found.push(Source { layer, room, path, code });
+                        found.push(Source {
+                            layer,
+                            room,
+                            path,
+                            code,
+                        });
                     }
                 }
             }
