@@ -25,7 +25,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     paging::{self, Page},
-    requests::{account_of, apply_mask, deleted},
+    platform_calls::{account_of, apply_mask, deleted},
     store::{
         self,
         entities::{agent_faqs, kb_groups},

@@ -5,14 +5,14 @@
 // The rooms of the layers below that this layer's rooms use, named here once so that every room
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
 use frontdesk_domain::{
-    access, agents, broadcasts, campaigns, contacts, conversations, deals, knowledge, messaging, requests, tasks,
+    access, agents, broadcasts, campaigns, contacts, conversations, deals, knowledge, messaging, platform_calls, tasks,
 };
 use frontdesk_kernel::{
-    accounts, clock, error, events, ids, integrations, jobs, knobs, paging, recurring, resource_id, retry, secrets,
-    store, timestamps, validate,
+    accounts, clock, env_values, error, events, ids, integrations, jobs, paging, recurring_jobs, resource_id, retry,
+    secrets, store, timestamps, validate,
 };
 
-pub mod ai;
-pub mod housekeeping;
 pub mod kb_groups;
+pub mod replies;
 pub mod summaries;
+pub mod sweeps;

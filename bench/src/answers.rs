@@ -9,7 +9,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use frontdesk_ai::ai::{
+use frontdesk_ai::replies::{
     local::LocalModel,
     passages,
     provider::{Context, Decision, Profile},

@@ -5,25 +5,25 @@
 // The rooms of the layers below that this layer's rooms use, named here once so that every room
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
 use frontdesk_kernel::{
-    accounts, clock, error, events, ids, integrations, jobs, knobs, paging, plan, raw_http, recurring, resource_id,
-    retry, secrets, shutdown, store, tenant, timestamps, validate,
+    accounts, clock, env_values, error, events, forwarded_answers, ids, integrations, jobs, paging, plan,
+    recurring_jobs, resource_id, retry, secrets, shutdown, store, tenant, timestamps, validate,
 };
 
 pub mod access;
-pub mod admin;
 pub mod agents;
 pub mod broadcasts;
 pub mod campaigns;
 pub mod channels;
 pub mod contacts;
 pub mod conversations;
-pub mod credits;
+pub mod credit_ledger;
 pub mod deals;
-pub mod hooks;
 pub mod knowledge;
 pub mod messaging;
 pub mod onboarding;
-pub mod requests;
+pub mod operator_api;
+pub mod platform_calls;
+pub mod provider_callbacks;
 pub mod routing;
 pub mod site;
 pub mod tasks;

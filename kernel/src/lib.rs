@@ -4,22 +4,22 @@
 
 pub mod accounts;
 pub mod clock;
+pub mod env_values;
 pub mod error;
 pub mod events;
+pub mod forwarded_answers;
 pub mod ids;
 pub mod integrations;
 pub mod jobs;
-pub mod knobs;
+pub mod key_counts;
 pub mod paging;
 pub mod plan;
-pub mod raw_http;
-pub mod recurring;
+pub mod recurring_jobs;
 pub mod resource_id;
 pub mod retry;
 pub mod secrets;
 pub mod shutdown;
 pub mod store;
-pub mod tally;
 pub mod telemetry;
 pub mod tenant;
 pub mod timestamps;

@@ -18,17 +18,7 @@ use crate::{
         DEFAULT_RATE_LIMIT,
         store::{self as account_store, NewAccount},
     },
-    admin::{AdminService, AdminToken},
     agents::service::AgentsService,
-    ai::{
-        connection::ModelProvidersService,
-        evaluations::{run::Evaluate, service::EvaluationsService},
-        follow_up::FollowUp,
-        gaps::service::KnowledgeGapsService,
-        providers::Providers,
-        reply::AgentReply,
-        tools::ToolKit,
-    },
     broadcasts::{self, BroadcastsService},
     campaigns::{CampaignsService, sunset::Sunset},
     channels::{live_feed::Feed, pacing::Pacer, registry::Adapters},
@@ -40,12 +30,10 @@ use crate::{
         receipts::{self, LateReceipts},
         service::ConversationsService,
     },
-    credits::CreditsService,
+    credit_ledger::CreditsService,
     deals::{pipelines::PipelinesService, service::DealsService},
     events,
     grpc::{self, Services},
-    hooks::ChannelHooksService,
-    housekeeping::{self, Housekeeping},
     ids,
     integrations::{
         http,
@@ -72,7 +60,18 @@ use crate::{
         deliver::{self, Deliver},
         service::MessagesService,
     },
+    operator_api::{AdminService, AdminToken},
     plan::Plan,
+    provider_callbacks::ChannelHooksService,
+    replies::{
+        evaluations::{run::Evaluate, service::EvaluationsService},
+        follow_up::FollowUp,
+        gaps::service::KnowledgeGapsService,
+        own_provider::ModelProvidersService,
+        provider_choice::Providers,
+        reply::AgentReply,
+        tools::ToolKit,
+    },
     retry::RetrySchedule,
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     secrets,
@@ -80,6 +79,7 @@ use crate::{
     store,
     store::{leader::Leader, wakeups::Wakeups},
     summaries::service::SummariesService,
+    sweeps::{self, Housekeeping},
     tasks::service::TasksService,
     webchat::{
         self, WebChat,
@@ -223,7 +223,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         )
         .with(
-            housekeeping::KIND,
+            sweeps::KIND,
             Arc::new(Housekeeping::new(db.clone(), clock.clone(), conversations.idle_hours)),
         )
         .with(
@@ -286,7 +286,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         )
         .with(
-            crate::ai::evaluations::run::KIND,
+            crate::replies::evaluations::run::KIND,
             Arc::new(Evaluate {
                 db: db.clone(),
                 clock: clock.clone(),
@@ -295,7 +295,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         )
         .with(
-            crate::ai::follow_up::KIND,
+            crate::replies::follow_up::KIND,
             Arc::new(FollowUp {
                 db: db.clone(),
                 clock: clock.clone(),
@@ -305,7 +305,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             }),
         );
     // The recurring housekeeping jobs exist once each, whichever replica starts first.
-    jobs::enqueue(&db, housekeeping::job(clock.now()), clock.now()).await?;
+    jobs::enqueue(&db, sweeps::job(clock.now()), clock.now()).await?;
     jobs::enqueue(&db, empty_sessions::job(clock.now()), clock.now()).await?;
     jobs::enqueue(&db, broadcasts::stats::job(clock.now()), clock.now()).await?;
     let services = Services {

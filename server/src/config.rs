@@ -6,9 +6,9 @@ use std::{net::SocketAddr, time::Duration};
 use clap::{Args, ValueEnum};
 
 use crate::{
-    ai::config::ModelConfig,
+    env_values::{DurationList, parse_duration, parse_duration_list, parse_positive_duration, parse_weight},
     jobs::JobConfig,
-    knobs::{DurationList, parse_duration, parse_duration_list, parse_positive_duration, parse_weight},
+    replies::config::ModelConfig,
     site::prices::PriceTable,
     store::group_commit::Batching,
     webchat::WebChatConfig,

@@ -3,16 +3,18 @@
 
 // The rooms of the layers below that this layer's rooms use, named here once so that every room
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
-use frontdesk_ai::{ai, housekeeping, kb_groups, summaries};
+use frontdesk_ai::{kb_groups, replies, summaries, sweeps};
 use frontdesk_domain::{
-    access, admin, agents, broadcasts, campaigns, channels, contacts, conversations, credits, deals, hooks, knowledge,
-    messaging, onboarding, routing, site, tasks, webchat, webhooks,
+    access, agents, broadcasts, campaigns, channels, contacts, conversations, credit_ledger, deals, knowledge,
+    messaging, onboarding, operator_api, provider_callbacks, routing, site, tasks, webchat, webhooks,
 };
-use frontdesk_kernel::{accounts, clock, error, events, ids, integrations, jobs, knobs, plan, retry, secrets, store};
+use frontdesk_kernel::{
+    accounts, clock, env_values, error, events, ids, integrations, jobs, plan, retry, secrets, store,
+};
 
-pub mod admin_cli;
 pub mod app;
 pub mod config;
 pub mod grpc;
 #[cfg(test)]
 mod lints;
+pub mod operator_cli;

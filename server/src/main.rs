@@ -7,10 +7,10 @@ use clap::{Parser, Subcommand};
 use frontdesk_edge::Transport;
 use frontdesk_kernel::{shutdown::Shutdown, store, telemetry, telemetry::LogFormat};
 use frontdesk_server::{
-    admin_cli::{self, AdminArgs},
     app,
     config::{CoreConfig, EdgeListenConfig, UploadConfig},
     grpc,
+    operator_cli::{self, AdminArgs},
 };
 use tokio::net::TcpListener;
 
@@ -168,7 +168,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let listener = TcpListener::bind(edge.http_addr).await?;
             frontdesk_edge::serve(router, listener, serve_options(&edge), shutdown.wait()).await?;
         }
-        Command::Admin(args) => admin_cli::run(args).await?,
+        Command::Admin(args) => operator_cli::run(args).await?,
         Command::ExtractDocument { .. } => anyhow::bail!("extract-document runs before the runtime starts"),
         Command::Migrate { database_url } => {
             store::migrate_at(&database_url).await?;

@@ -241,7 +241,7 @@ pub async fn summary(
             Ok::<_, DbErr>((waiting, overdue))
         },
         async {
-            let gaps = crate::ai::gaps::top_between(db, account_id, (day.start, day.end), TOP_GAPS).await?;
+            let gaps = crate::replies::gaps::top_between(db, account_id, (day.start, day.end), TOP_GAPS).await?;
             Ok::<_, DbErr>((booked.all(db).await?, created.all(db).await?, gaps))
         },
     )?;

@@ -1,15 +1,15 @@
-//! What a recap says of a conversation: its messages, read in pages however long it is (`ai::recap::Digest`
+//! What a recap says of a conversation: its messages, read in pages however long it is (`replies::recap::Digest`
 //! keeps what a recap needs of them), and what came of it: appointments, the contact's deals made while it
 //! went on, handoffs and the agent's open tasks.
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
-    ai::{
+    error::ApiResult,
+    replies::{
         recap::{Appointment, Deal, Digest, Facts, Handoff},
         reply::turn,
     },
-    error::ApiResult,
     store::entities::{appointments, conversations, deals, messages, tasks},
     tasks::{FROM_HANDOFF, FROM_TOOL},
 };

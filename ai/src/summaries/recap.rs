@@ -14,7 +14,6 @@ use crate::{
     access::AccountId,
     accounts::holds,
     agents::tier::{DEFAULT_TIER, reply_cost},
-    ai::providers::{Chosen, Providers},
     clock::Clock,
     contacts::{
         address::{E164Phone, Email},
@@ -22,6 +21,7 @@ use crate::{
     },
     error::{ApiError, ApiResult, Reason},
     events::{self, EventType},
+    replies::provider_choice::{Chosen, Providers},
     store::{
         self,
         entities::{agents, contacts, conversations},

@@ -14,11 +14,11 @@ use super::{
     recap::{Recaps, Subject},
 };
 use crate::{
-    ai::providers::Providers,
     clock::Clock,
     contacts::address::{E164Phone, Email},
     error::{ApiError, ApiResult, Reason},
-    requests::account_of,
+    platform_calls::account_of,
+    replies::provider_choice::Providers,
 };
 
 /// The JSON name of the phone field, as the API publishes it.

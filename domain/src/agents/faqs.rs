@@ -12,7 +12,7 @@ use crate::{
     error::{ApiError, ApiResult},
     knowledge::agent_faqs::faq_message,
     paging::{self, Page},
-    requests::apply_mask,
+    platform_calls::apply_mask,
     store::{self, entities::agent_faqs},
     validate::Violations,
 };

@@ -10,7 +10,7 @@ use super::tier::{AI_TIERS, DEFAULT_TIER, is_model_name};
 use crate::{
     access::AccountId,
     error::ApiResult,
-    requests::apply_mask,
+    platform_calls::apply_mask,
     store::{entities::agents, from_json_text, to_json_text},
     timestamps,
     validate::{Violations, is_language_tag},

@@ -32,7 +32,7 @@ use crate::{
     error::{ApiError, ApiResult},
     integrations::outbound::OutboundPolicy,
     paging::{self, Page},
-    requests::{account_of, deleted},
+    platform_calls::{account_of, deleted},
     secrets::Sealer,
     store::entities::{
         agent_faqs, agent_kb_sources, agents, broadcasts, campaigns, channel_defaults, custom_functions, entry_points,

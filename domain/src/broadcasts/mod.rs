@@ -32,7 +32,7 @@ use crate::{
     },
     messaging::outgoing::max_chars,
     paging::{self, Page},
-    requests::{account_of, apply_mask},
+    platform_calls::{account_of, apply_mask},
     routing::channels::connected,
     store::{self, entities::broadcasts, from_json_text, to_json_text},
     timestamps,

@@ -18,7 +18,7 @@ use crate::{
     clock::Clock,
     events::{self, EventType},
     jobs::{Handler, Job, NewJob, Outcome},
-    recurring,
+    recurring_jobs,
     store::{entities::broadcasts, sql::one_of_text},
 };
 
@@ -180,7 +180,7 @@ async fn complete(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, 
 
 /// The recurring job (`recurring`).
 pub fn job(now: DateTime<Utc>) -> NewJob {
-    recurring::job(KIND, now)
+    recurring_jobs::job(KIND, now)
 }
 
 /// Folds the counts and completes the broadcasts that are done.
@@ -199,6 +199,6 @@ impl Handler for Progress {
             complete(&self.db, now).await?;
             Ok::<_, DbErr>(folded == FOLD_BATCH)
         };
-        recurring::next_turn(now, work.await, INTERVAL)
+        recurring_jobs::next_turn(now, work.await, INTERVAL)
     }
 }

@@ -24,7 +24,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
     paging::{self, Page},
-    requests::{account_of, apply_mask},
+    platform_calls::{account_of, apply_mask},
     routing::{channels::require_connected, entry_points::set_default},
     store::{
         entities::{agents as agent_rows, broadcasts as broadcast_rows, campaigns, channel_defaults},

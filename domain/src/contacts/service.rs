@@ -23,7 +23,7 @@ use crate::{
     error::{ApiError, ApiResult},
     events::EventType,
     paging::{self, Page},
-    requests::{account_of, apply_mask, deleted},
+    platform_calls::{account_of, apply_mask, deleted},
     store::{
         entities::{contact_identities, contacts},
         to_json_text,

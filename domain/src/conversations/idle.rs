@@ -1,6 +1,6 @@
 //! Closes conversations with no message for `FRONTDESK_CONVERSATION_IDLE_HOURS` (`conversation.closed`; the
 //! contact's next message opens a new one), a batch at a time; the recurring housekeeping job
-//! (`crate::housekeeping`) calls it.
+//! (`crate::sweeps`) calls it.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};

@@ -3,7 +3,7 @@
 //! same transaction. Its key is the conversation's, enqueued to reschedule: messages that come within the
 //! debounce of each other push the job back and share one reply, and a message that arrives while the reply
 //! is being written marks the job to run again after it (`crate::jobs::OnConflict::Reschedule`). The
-//! handler (`crate::ai::reply`) answers what the conversation's counts say is unanswered.
+//! handler (`crate::replies::reply`) answers what the conversation's counts say is unanswered.
 
 use std::time::Duration;
 

@@ -26,7 +26,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
     paging,
-    requests::account_of,
+    platform_calls::account_of,
     store::entities::conversations,
     validate::Violations,
 };

@@ -26,7 +26,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
-    requests::{account_of, deleted},
+    platform_calls::{account_of, deleted},
     store::entities::{deals, pipelines, stages},
     timestamps,
 };

@@ -22,7 +22,7 @@ use crate::{
     error::{ApiError, ApiResult, FieldViolation},
     events::{self, EventType},
     paging::{self, Page},
-    requests::{account_of, apply_mask, deleted},
+    platform_calls::{account_of, apply_mask, deleted},
     store::entities::{deals, stages},
     timestamps,
 };

@@ -30,7 +30,7 @@ use crate::{
     integrations::outbound::OutboundPolicy,
     jobs::Wake,
     paging::{self, Page},
-    requests::{account_of, deleted},
+    platform_calls::{account_of, deleted},
     store::{
         self,
         entities::{agent_kb_sources, kb_sources, source_faqs},

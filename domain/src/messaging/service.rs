@@ -24,7 +24,7 @@ use crate::{
     clock::Clock,
     conversations::{lookup, render},
     error::ApiError,
-    requests::account_of,
+    platform_calls::account_of,
     store::entities::messages,
 };
 

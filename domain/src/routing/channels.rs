@@ -17,7 +17,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult, FieldViolation},
     paging::{self, Page},
-    requests::{account_of, deleted},
+    platform_calls::{account_of, deleted},
     secrets::Sealer,
     store::{
         entities::{channel_defaults, channels},

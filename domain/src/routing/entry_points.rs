@@ -26,7 +26,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
     paging::{self, Page},
-    requests::{account_of, apply_mask, deleted},
+    platform_calls::{account_of, apply_mask, deleted},
     store::{
         self,
         entities::{agents as agent_rows, channel_defaults, entry_points},

@@ -12,7 +12,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
     paging::{self, Page},
-    requests::account_of,
+    platform_calls::account_of,
     store::entities::tasks,
     timestamps,
     validate::Violations,

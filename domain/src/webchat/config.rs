@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::knobs::parse_positive_duration;
+use crate::env_values::parse_positive_duration;
 
 /// Web chat visitors: how long a session lasts and how fast a visitor may go.
 #[derive(clap::Args, Clone, Debug)]

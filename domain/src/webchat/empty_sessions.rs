@@ -19,7 +19,7 @@ use crate::{
     clock::Clock,
     contacts::store as contacts,
     jobs::{Handler, Job, NewJob, Outcome},
-    recurring,
+    recurring_jobs,
     store::entities::{chat_sessions, contacts as contact_rows, deals, messages},
 };
 
@@ -31,7 +31,7 @@ const INTERVAL: Duration = Duration::from_secs(300);
 
 /// The recurring job (`recurring`).
 pub fn job(now: DateTime<Utc>) -> NewJob {
-    recurring::job(KIND, now)
+    recurring_jobs::job(KIND, now)
 }
 
 pub struct EmptySessions {
@@ -124,6 +124,6 @@ impl Handler for EmptySessions {
     async fn run(&self, _job: &Job) -> Outcome {
         let now = self.clock.now();
         let turn = self.sweep(now).await.map(|swept| swept == BATCH);
-        recurring::next_turn(now, turn, INTERVAL)
+        recurring_jobs::next_turn(now, turn, INTERVAL)
     }
 }

@@ -22,7 +22,7 @@ use crate::{
     access::AccountId,
     conversations::render,
     error::{ApiError, ApiResult},
-    requests::account_of,
+    platform_calls::account_of,
     store::entities::{channels, chat_sessions},
     timestamps,
 };

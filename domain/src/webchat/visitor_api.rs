@@ -20,7 +20,7 @@ use crate::{
     contacts::Email,
     conversations::render,
     error::{ApiError, ApiResult},
-    raw_http,
+    forwarded_answers,
     store::entities::messages,
 };
 
@@ -56,7 +56,7 @@ pub async fn handle(chat: &WebChat, request: &HttpRequest, request_id: &str) -> 
         ("POST", "/webchat/v1/messages") => call.send().await,
         ("GET", "/webchat/v1/messages") => call.thread().await,
         (_, "/webchat/v1/widget" | "/webchat/v1/sessions" | "/webchat/v1/messages") => {
-            let refused = raw_http::error(
+            let refused = forwarded_answers::error(
                 405,
                 Reason::MethodNotAllowed,
                 "this route takes another method",
@@ -67,10 +67,10 @@ pub async fn handle(chat: &WebChat, request: &HttpRequest, request_id: &str) -> 
         _ => Err(Refusal::Api(ApiError::not_found("web chat route"))),
     };
     let response = match answered {
-        Ok((status, body)) => raw_http::json(status, &body),
-        Err(Refusal::Api(error)) => raw_http::refusal(error, request_id),
-        Err(Refusal::Limited(limited, what)) => raw_http::with_header(
-            raw_http::refusal(limited.error(what), request_id),
+        Ok((status, body)) => forwarded_answers::json(status, &body),
+        Err(Refusal::Api(error)) => forwarded_answers::refusal(error, request_id),
+        Err(Refusal::Limited(limited, what)) => forwarded_answers::with_header(
+            forwarded_answers::refusal(limited.error(what), request_id),
             "retry-after",
             limited.retry_after.to_string(),
         ),
@@ -88,12 +88,13 @@ impl Call<'_> {
         if self.widget.is_none() {
             self.widget = self.keyed_widget().await;
         }
-        let response = raw_http::with_header(response, "vary", "Origin");
+        let response = forwarded_answers::with_header(response, "vary", "Origin");
         match &self.widget {
             Some(widget) if widget.origins.allow(&self.origin, &self.here()) => {
-                let granted = raw_http::with_header(response, "access-control-allow-origin", self.origin.clone());
+                let granted =
+                    forwarded_answers::with_header(response, "access-control-allow-origin", self.origin.clone());
                 // A page's script may read when to retry a refused call.
-                raw_http::with_header(granted, "access-control-expose-headers", "Retry-After")
+                forwarded_answers::with_header(granted, "access-control-expose-headers", "Retry-After")
             }
             _ => response,
         }
@@ -106,14 +107,14 @@ impl Call<'_> {
             None => false,
         };
         if !allowed {
-            return raw_http::error(
+            return forwarded_answers::error(
                 403,
                 Reason::OriginNotAllowed,
                 "this page's origin may not use this web chat channel (or no channel was named by ?key=)",
                 "",
             );
         }
-        let mut response = raw_http::empty(204);
+        let mut response = forwarded_answers::empty(204);
         for (name, value) in [
             ("access-control-allow-origin", self.origin.as_str()),
             ("access-control-allow-methods", "GET, POST, OPTIONS"),
@@ -121,7 +122,7 @@ impl Call<'_> {
             ("access-control-max-age", PREFLIGHT_MAX_AGE),
             ("vary", "Origin"),
         ] {
-            response = raw_http::with_header(response, name, value);
+            response = forwarded_answers::with_header(response, name, value);
         }
         response
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::knobs::{DurationList, parse_duration, parse_duration_list};
+use crate::env_values::{DurationList, parse_duration, parse_duration_list};
 
 /// The webhook delivery engine. Durations are written `500ms`, `5s`, `5m`, `2h` or `3d`.
 #[derive(Args, Clone, Debug)]

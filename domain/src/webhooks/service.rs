@@ -24,7 +24,7 @@ use crate::{
     events::{self, EventType},
     integrations::outbound::OutboundPolicy,
     paging::{self, Page},
-    requests::{account_of, apply_mask, deleted},
+    platform_calls::{account_of, apply_mask, deleted},
     secrets::Sealer,
     store::entities::{
         webhook_attempts,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::knobs::{parse_duration, parse_positive_duration};
+use crate::env_values::{parse_duration, parse_positive_duration};
 
 /// The durable job engine (sends, AI replies, imports, broadcasts). Durations are written `500ms`, `5s`,
 /// `5m`, `2h` or `3d`.

@@ -9,7 +9,6 @@
 //! key: kept, or rescheduled and run again), grouped and cancelled by key or group, and deduplicated for a
 //! window that outlives them. `docs/jobs.md` describes the design.
 
-pub mod admin;
 pub mod cancel;
 mod claim;
 mod complete;
@@ -18,6 +17,7 @@ pub mod engine;
 mod enqueue;
 mod fair;
 pub mod guard;
+pub mod inspection;
 mod lease;
 pub mod queue;
 mod ready;

@@ -9,10 +9,11 @@ use sea_orm::{DatabaseConnection, DbErr, QueryResult};
 use tokio::task::JoinHandle;
 
 use super::{
-    Abandoned, Class, Handler, Handlers, Job, Outcome, Wake, admin, cancel,
+    Abandoned, Class, Handler, Handlers, Job, Outcome, Wake, cancel,
     complete::{Finished, record},
     engine::{Engine, EngineConfig, RunFailure, Work, sleep_or_stop},
     fair::Caps,
+    inspection,
     queue::{QueueKey, Table},
     retention,
     running::Lease,
@@ -251,7 +252,7 @@ async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, leader: Leade
     let mut shown: HashSet<(String, Class)> = HashSet::new();
     while !shutdown.is_stopping() {
         let figures = if leader.leads() {
-            admin::figures(&db, clock.now().timestamp_millis(), admin::Counted::Pending).await
+            inspection::figures(&db, clock.now().timestamp_millis(), inspection::Counted::Pending).await
         } else {
             Ok(Vec::new())
         };
@@ -260,10 +261,10 @@ async fn gauge_loop(db: DatabaseConnection, clock: Arc<dyn Clock>, leader: Leade
         }
         if let Ok(figures) = figures {
             let now_shown: HashSet<(String, Class)> = figures.iter().map(|f| (f.kind.clone(), f.class)).collect();
-            let gone = shown.difference(&now_shown).map(|(kind, class)| admin::Figures {
+            let gone = shown.difference(&now_shown).map(|(kind, class)| inspection::Figures {
                 kind: kind.clone(),
                 class: *class,
-                stats: admin::Stats::default(),
+                stats: inspection::Stats::default(),
             });
             for f in figures.iter().cloned().chain(gone.collect::<Vec<_>>()) {
                 let labels = [("kind", f.kind.clone()), ("class", f.class.label().to_owned())];

@@ -31,12 +31,7 @@ use tonic::service::{Routes, interceptor::InterceptedService};
 
 use crate::{
     access::{guard::Guard, service::ApiKeysService},
-    admin::{AdminService, AdminToken},
     agents::service::AgentsService,
-    ai::{
-        connection::ModelProvidersService, evaluations::service::EvaluationsService,
-        gaps::service::KnowledgeGapsService,
-    },
     broadcasts::BroadcastsService,
     campaigns::{
         CampaignsService,
@@ -44,12 +39,17 @@ use crate::{
     },
     contacts::service::ContactsService,
     conversations::service::ConversationsService,
-    credits::CreditsService,
+    credit_ledger::CreditsService,
     deals::{pipelines::PipelinesService, service::DealsService},
-    hooks::ChannelHooksService,
     kb_groups::KbGroupsService,
     knowledge::service::KbSourcesService,
     messaging::service::MessagesService,
+    operator_api::{AdminService, AdminToken},
+    provider_callbacks::ChannelHooksService,
+    replies::{
+        evaluations::service::EvaluationsService, gaps::service::KnowledgeGapsService,
+        own_provider::ModelProvidersService,
+    },
     routing::{channels::ChannelsService, entry_points::EntryPointsService},
     site::{health::HealthService, payments::PaymentsService},
     summaries::service::SummariesService,

@@ -240,11 +240,11 @@ fn job(kind: &'static str, lane: &str, payload: serde_json::Value) -> NewJob {
 }
 
 async fn failed_jobs(db: &DatabaseConnection) -> Vec<jobs::Model> {
-    let failed = admin::Filter {
+    let failed = inspection::Filter {
         status: jobs::JobStatus::Failed,
-        ..admin::Filter::default()
+        ..inspection::Filter::default()
     };
-    admin::list(db, &failed, 10).await.unwrap()
+    inspection::list(db, &failed, 10).await.unwrap()
 }
 
 async fn pending(db: &DatabaseConnection) -> Vec<jobs::Model> {
@@ -508,7 +508,7 @@ on_both_databases!(
         let took = started.elapsed();
         assert!(took < Duration::from_secs(20), "cancelling took {took:?}");
         // Jobs claimed between the tombstone and their chunk were cancelled at their claim instead.
-        let at_claim = admin::stats(&db, Utc::now().timestamp_millis())
+        let at_claim = inspection::stats(&db, Utc::now().timestamp_millis())
             .await
             .unwrap()
             .cancelled;
@@ -538,7 +538,7 @@ on_both_databases!(
             3
         );
         assert_eq!(*settled.lock().unwrap(), 3);
-        let stats = admin::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
+        let stats = inspection::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
         assert_eq!(stats.cancelled, 10_003);
         engine.stop().await;
     }
@@ -737,7 +737,7 @@ on_both_databases!(
         assert!(pending(&db).await.is_empty(), "nothing of the group is pending");
 
         // Jobs claimed between the tombstone and their chunk were cancelled at their claim instead.
-        let before = admin::stats(&db, Utc::now().timestamp_millis())
+        let before = inspection::stats(&db, Utc::now().timestamp_millis())
             .await
             .unwrap()
             .cancelled;
@@ -748,7 +748,7 @@ on_both_databases!(
             .unwrap();
         let started = Instant::now();
         loop {
-            let stats = admin::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
+            let stats = inspection::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
             if stats.pending == 0 && stats.cancelled == before + 1 {
                 break;
             }
@@ -811,7 +811,7 @@ on_both_databases!(
         let engine = Running::start(&db, config(4, 4), handlers);
         let started = Instant::now();
         loop {
-            let stats = admin::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
+            let stats = inspection::stats(&db, Utc::now().timestamp_millis()).await.unwrap();
             if stats.pending == 0 && stats.failed == 1 {
                 break;
             }

@@ -21,7 +21,7 @@ use sea_orm::{
 use super::{
     gaps,
     provider::{Basis, Context, Decision, HandoffReason, NoTools, Profile, Speaker, Turn},
-    providers::Providers,
+    provider_choice::Providers,
     tools::ToolKit,
 };
 use crate::error::Reason;

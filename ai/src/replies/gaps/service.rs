@@ -19,7 +19,7 @@ use crate::{
     access::AccountId,
     clock::Clock,
     error::{ApiError, ApiResult},
-    requests::account_of,
+    platform_calls::account_of,
     resource_id::{AgentId, GapId},
     store::entities::{gap_questions, knowledge_gaps},
     timestamps,

@@ -141,7 +141,7 @@ mod tests {
     use super::*;
     use crate::{
         agents::fields::BookingSettings,
-        ai::provider::{Passage, Profile},
+        replies::provider::{Passage, Profile},
     };
 
     fn context(question: &str, passages: &[(&str, &str, f64)]) -> Context {

@@ -13,7 +13,7 @@ use crate::{
     clock::Clock,
     error::{ApiError, ApiResult},
     jobs::{self, Wake},
-    requests::account_of,
+    platform_calls::account_of,
     store::{entities::evaluations, to_json_text},
     validate::Violations,
 };

@@ -213,7 +213,7 @@ impl ChatModel for OpenAi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ai::chat::ToolResult;
+    use crate::replies::chat::ToolResult;
 
     #[test]
     fn messages_are_the_documented_shapes() {

@@ -15,16 +15,16 @@ use crate::{
     access::AccountId,
     accounts::holds,
     agents::tier::reply_cost,
-    ai::{
-        passages,
-        provider::{Basis, Context, Decision, ModelProvider, NoTools},
-        providers::Providers,
-        reply::profile,
-    },
     clock::Clock,
     error::{ApiError, ApiResult, Reason},
     jobs::{Class, Handler, Job, JobArgs, NewJob},
     knowledge::retrieval::Retrieval,
+    replies::{
+        passages,
+        provider::{Basis, Context, Decision, ModelProvider, NoTools},
+        provider_choice::Providers,
+        reply::profile,
+    },
     store::{
         entities::{agents, evaluations},
         from_json_text, to_json_text,

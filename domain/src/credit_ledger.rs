@@ -10,7 +10,7 @@ use crate::{
     accounts::credits::to_decimal,
     error::ApiError,
     paging::{self, Page},
-    requests::account_of,
+    platform_calls::account_of,
     store::entities::credit_ledger,
     timestamps,
 };

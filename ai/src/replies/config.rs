@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::{agents::tier::TierModels, knobs::parse_positive_duration};
+use crate::{agents::tier::TierModels, env_values::parse_positive_duration};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ProviderKind {

@@ -15,7 +15,7 @@ use crate::{
     clock::Clock,
     error::ApiError,
     integrations::outbound::OutboundPolicy,
-    requests::{account_of, deleted},
+    platform_calls::{account_of, deleted},
     secrets::Sealer,
     store::entities::model_providers,
     timestamps,

@@ -27,8 +27,8 @@ use crate::{
         inbound::{Arrival, Arrivals},
         receipts::{self, Reports},
     },
+    forwarded_answers,
     jobs::Wake,
-    raw_http,
     store::entities::channels,
 };
 
@@ -92,7 +92,7 @@ fn route_of(provider: &str) -> &'static str {
 
 impl ChannelHooksService {
     async fn handle(&self, r: HttpRequest, request_id: &str) -> Result<HttpResponse, Status> {
-        let not_found = || raw_http::error(404, Reason::NotFound, "no such channel callback", request_id);
+        let not_found = || forwarded_answers::error(404, Reason::NotFound, "no such channel callback", request_id);
         let Some(path) = hook_path(&r.path) else {
             return Ok(not_found());
         };
@@ -117,7 +117,7 @@ impl ChannelHooksService {
             }
             Err(err) => {
                 tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
-                return Ok(raw_http::error(
+                return Ok(forwarded_answers::error(
                     503,
                     Reason::Unavailable,
                     "the channel cannot take callbacks",
@@ -150,7 +150,7 @@ impl ChannelHooksService {
         if let Err(err) = callbacks.verify(&raw) {
             metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "bad_signature").increment(1);
             tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
-            return Ok(raw_http::error(
+            return Ok(forwarded_answers::error(
                 401,
                 Reason::InvalidSignature,
                 "the provider signature is missing or wrong",
@@ -164,7 +164,7 @@ impl ChannelHooksService {
                 return Ok(not_found());
             }
             Err(err) => {
-                return Ok(raw_http::error(
+                return Ok(forwarded_answers::error(
                     400,
                     Reason::InvalidArgument,
                     &err.to_string(),

@@ -1,5 +1,5 @@
 //! The recurring housekeeping job: closes idle conversations (`conversations::idle`), forgets idempotency
-//! keys past their 24 hours (`messaging::idempotency`), agents' tool-write keys past their week (`ai::tools`)
+//! keys past their 24 hours (`messaging::idempotency`), agents' tool-write keys past their week (`replies::tools`)
 //! and credit holds that expired unsettled (`accounts::holds`), on whichever replica claims it, once a minute
 //! (at once again while it finds full batches).
 
@@ -13,7 +13,7 @@ use crate::{
     conversations::idle,
     jobs::{Handler, Job, NewJob, Outcome},
     messaging::idempotency,
-    recurring,
+    recurring_jobs,
 };
 
 pub const KIND: &str = "housekeeping";
@@ -24,7 +24,7 @@ const INTERVAL: Duration = Duration::from_secs(60);
 
 /// The recurring job (`recurring`).
 pub fn job(now: DateTime<Utc>) -> NewJob {
-    recurring::job(KIND, now)
+    recurring_jobs::job(KIND, now)
 }
 
 pub struct Housekeeping {
@@ -50,10 +50,10 @@ impl Handler for Housekeeping {
         let work = async {
             let closed = idle::close_idle(&self.db, self.idle, now, BATCH).await?;
             let forgotten = idempotency::prune(&self.db, now, BATCH).await?;
-            let effects = crate::ai::tools::prune_effects(&self.db, now, BATCH).await?;
+            let effects = crate::replies::tools::prune_effects(&self.db, now, BATCH).await?;
             let holds = crate::accounts::holds::prune(&self.db, now, BATCH).await?;
             Ok::<_, DbErr>([closed, forgotten, effects, holds].contains(&BATCH))
         };
-        recurring::next_turn(now, work.await, INTERVAL)
+        recurring_jobs::next_turn(now, work.await, INTERVAL)
     }
 }

@@ -191,7 +191,7 @@ fn cut(text: &str, room: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ai::provider::{Passage, Profile, Turn};
+    use crate::replies::provider::{Passage, Profile, Turn};
 
     fn turn(speaker: Speaker, text: &str) -> Turn {
         Turn {

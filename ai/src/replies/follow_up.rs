@@ -17,7 +17,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{phrases, providers::Providers, reply};
+use super::{phrases, provider_choice::Providers, reply};
 use crate::{
     access::AccountId,
     accounts::holds,

@@ -228,19 +228,24 @@ impl Admin for AdminService {
             (_, true) => JobStatus::Cancelled,
             _ => JobStatus::Pending,
         };
-        let filter = jobs::admin::Filter {
+        let filter = jobs::inspection::Filter {
             status,
             kind: r.kind,
             account_id: r.account_id,
             lane: r.lane,
             group: r.group,
         };
-        let rows = jobs::admin::list(&self.db, &filter, limit.unsigned_abs().into())
+        let rows = jobs::inspection::list(&self.db, &filter, limit.unsigned_abs().into())
             .await
             .map_err(ApiError::from)?;
-        let stats = jobs::admin::stats(&self.db, now_ms).await.map_err(ApiError::from)?;
+        let stats = jobs::inspection::stats(&self.db, now_ms)
+            .await
+            .map_err(ApiError::from)?;
         Ok(Response::new(JobList {
-            jobs: rows.iter().map(|job| jobs::admin::job_message(job, now_ms)).collect(),
+            jobs: rows
+                .iter()
+                .map(|job| jobs::inspection::job_message(job, now_ms))
+                .collect(),
             pending: stats.pending,
             due: stats.due,
             failed: stats.failed,
@@ -251,7 +256,9 @@ impl Admin for AdminService {
 
     async fn get_backlog(&self, _request: Request<GetBacklogRequest>) -> Result<Response<Backlog>, Status> {
         let now_ms = self.clock.now().timestamp_millis();
-        let backlog = jobs::admin::backlog(&self.db, now_ms).await.map_err(ApiError::from)?;
+        let backlog = jobs::inspection::backlog(&self.db, now_ms)
+            .await
+            .map_err(ApiError::from)?;
         Ok(Response::new(backlog))
     }
 
@@ -275,12 +282,15 @@ impl Admin for AdminService {
 
     async fn retry_job(&self, request: Request<RetryJobRequest>) -> Result<Response<Job>, Status> {
         let now = self.clock.now();
-        let job = jobs::admin::retry(&self.db, &request.into_inner().id, now)
+        let job = jobs::inspection::retry(&self.db, &request.into_inner().id, now)
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| ApiError::not_found("failed or cancelled job"))?;
         tracing::info!(job = job.id, kind = job.kind, "job queued again by an operator");
-        Ok(Response::new(jobs::admin::job_message(&job, now.timestamp_millis())))
+        Ok(Response::new(jobs::inspection::job_message(
+            &job,
+            now.timestamp_millis(),
+        )))
     }
 
     async fn issue_api_key(&self, request: Request<IssueApiKeyRequest>) -> Result<Response<IssuedApiKey>, Status> {

@@ -167,7 +167,7 @@ impl ChatModel for Anthropic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ai::chat::ToolResult;
+    use crate::replies::chat::ToolResult;
 
     #[test]
     fn messages_are_the_documented_blocks() {

@@ -225,7 +225,7 @@ impl Builtins {
     /// The writes of the conversation's replies in the day before `now`, counted under the conversation's
     /// lock (PostgreSQL; SQLite's writer holds the database), so concurrent replies do not both pass the limit.
     async fn written_today(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<u64, sea_orm::DbErr> {
-        crate::ai::reply::locked(txn, &self.conversation).await?;
+        crate::replies::reply::locked(txn, &self.conversation).await?;
         tool_effects::Entity::find()
             .filter(tool_effects::Column::ConversationId.eq(self.conversation.id.as_str()))
             .filter(tool_effects::Column::CreatedAt.gt(now - chrono::Duration::days(1)))
