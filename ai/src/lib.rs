@@ -8,8 +8,8 @@ use frontdesk_domain::{
     access, agents, broadcasts, campaigns, contacts, conversations, deals, knowledge, messaging, platform_calls, tasks,
 };
 use frontdesk_kernel::{
-    accounts, clock, env_values, error, events, ids, integrations, jobs, paging, recurring_jobs, resource_id, retry,
-    secrets, store, timestamps, validate,
+    accounts, clock, env_values, error, events, ids, integrations, jobs, paging, resource_id, retry, secrets, store,
+    timestamps, validate,
 };
 
 pub mod kb_groups;

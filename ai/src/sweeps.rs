@@ -5,15 +5,13 @@
 
 use std::{sync::Arc, time::Duration};
 
-use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::{
     clock::Clock,
     conversations::idle,
-    jobs::{Handler, Job, NewJob, Outcome},
+    jobs::{Handler, Job, Outcome},
     messaging::idempotency,
-    recurring_jobs,
 };
 
 pub const KIND: &str = "housekeeping";
@@ -21,11 +19,6 @@ pub const KIND: &str = "housekeeping";
 const BATCH: u64 = 200;
 /// How often the job runs when it finds nothing more to do.
 const INTERVAL: Duration = Duration::from_secs(60);
-
-/// The recurring job (`recurring`).
-pub fn job(now: DateTime<Utc>) -> NewJob {
-    recurring_jobs::job(KIND, now)
-}
 
 pub struct Housekeeping {
     db: DatabaseConnection,
@@ -54,6 +47,6 @@ impl Handler for Housekeeping {
             let holds = crate::accounts::holds::prune(&self.db, now, BATCH).await?;
             Ok::<_, DbErr>([closed, forgotten, effects, holds].contains(&BATCH))
         };
-        recurring_jobs::next_turn(now, work.await, INTERVAL)
+        crate::jobs::recurring::next_turn(now, work.await, INTERVAL)
     }
 }

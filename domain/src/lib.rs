@@ -5,8 +5,8 @@
 // The rooms of the layers below that this layer's rooms use, named here once so that every room
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
 use frontdesk_kernel::{
-    accounts, clock, env_values, error, events, forwarded_answers, ids, integrations, jobs, paging, plan,
-    recurring_jobs, resource_id, retry, secrets, shutdown, store, tenant, timestamps, validate,
+    accounts, clock, env_values, error, events, forwarded_answers, ids, integrations, jobs, paging, plan, resource_id,
+    retry, secrets, shutdown, store, tenant, timestamps, validate,
 };
 
 pub mod access;

@@ -14,7 +14,6 @@ pub mod jobs;
 pub mod key_counts;
 pub mod paging;
 pub mod plan;
-pub mod recurring_jobs;
 pub mod resource_id;
 pub mod retry;
 pub mod secrets;

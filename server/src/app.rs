@@ -36,7 +36,7 @@ use crate::{
     grpc::{self, Services},
     ids,
     integrations::{
-        http,
+        http::{self, AddressRule},
         outbound::{self, OutboundPolicy},
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
@@ -47,7 +47,7 @@ use crate::{
         embeddings::{self, Embedder},
         import::{
             Import, PageReader,
-            fetch::{AddressRule, FetchLimits, Fetcher},
+            fetch::{FetchLimits, Fetcher},
         },
         retrieval::{
             Retrieval,
@@ -303,11 +303,25 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 wake: wake_jobs.clone(),
                 send_attempts: conversations.send_attempts(),
             }),
+        )
+        .with(
+            webhooks::dispatch::prune::KIND,
+            Arc::new(webhooks::dispatch::prune::Retention::new(
+                db.clone(),
+                clock.clone(),
+                config.webhooks.retention,
+            )),
         );
-    // The recurring housekeeping jobs exist once each, whichever replica starts first.
-    jobs::enqueue(&db, sweeps::job(clock.now()), clock.now()).await?;
-    jobs::enqueue(&db, empty_sessions::job(clock.now()), clock.now()).await?;
-    jobs::enqueue(&db, broadcasts::stats::job(clock.now()), clock.now()).await?;
+    // The recurring jobs exist once each, whichever replica starts first.
+    for kind in [
+        jobs::retention::KIND,
+        webhooks::dispatch::prune::KIND,
+        sweeps::KIND,
+        empty_sessions::KIND,
+        broadcasts::stats::KIND,
+    ] {
+        jobs::enqueue(&db, jobs::recurring::job(kind, clock.now()), clock.now()).await?;
+    }
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(

@@ -17,8 +17,7 @@ use crate::{
     access::AccountId,
     clock::Clock,
     events::{self, EventType},
-    jobs::{Handler, Job, NewJob, Outcome},
-    recurring_jobs,
+    jobs::{Handler, Job, Outcome},
     store::{entities::broadcasts, sql::one_of_text},
 };
 
@@ -178,11 +177,6 @@ async fn complete(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, 
     Ok(done.len())
 }
 
-/// The recurring job (`recurring`).
-pub fn job(now: DateTime<Utc>) -> NewJob {
-    recurring_jobs::job(KIND, now)
-}
-
 /// Folds the counts and completes the broadcasts that are done.
 pub struct Progress {
     pub db: DatabaseConnection,
@@ -199,6 +193,6 @@ impl Handler for Progress {
             complete(&self.db, now).await?;
             Ok::<_, DbErr>(folded == FOLD_BATCH)
         };
-        recurring_jobs::next_turn(now, work.await, INTERVAL)
+        crate::jobs::recurring::next_turn(now, work.await, INTERVAL)
     }
 }

@@ -18,8 +18,7 @@ use crate::{
     access::AccountId,
     clock::Clock,
     contacts::store as contacts,
-    jobs::{Handler, Job, NewJob, Outcome},
-    recurring_jobs,
+    jobs::{Handler, Job, Outcome},
     store::entities::{chat_sessions, contacts as contact_rows, deals, messages},
 };
 
@@ -28,11 +27,6 @@ pub const KIND: &str = "webchat_empty_sessions";
 const BATCH: u64 = 100;
 /// How often the job runs when it finds nothing more to do.
 const INTERVAL: Duration = Duration::from_secs(300);
-
-/// The recurring job (`recurring`).
-pub fn job(now: DateTime<Utc>) -> NewJob {
-    recurring_jobs::job(KIND, now)
-}
 
 pub struct EmptySessions {
     db: DatabaseConnection,
@@ -124,6 +118,6 @@ impl Handler for EmptySessions {
     async fn run(&self, _job: &Job) -> Outcome {
         let now = self.clock.now();
         let turn = self.sweep(now).await.map(|swept| swept == BATCH);
-        recurring_jobs::next_turn(now, turn, INTERVAL)
+        crate::jobs::recurring::next_turn(now, turn, INTERVAL)
     }
 }

@@ -1,16 +1,74 @@
-//! The outbound HTTP client: rustls with the platform's trust store, connection pooling, a time limit per call.
+//! The one way the service builds an outbound HTTP client: rustls with the platform's trust store, pooled
+//! connections, a time limit per call and per connection, and its user agent; and, for URLs a customer
+//! chose, the restrictions such a URL needs (no redirects followed by the client, no proxy from the
+//! environment, and connections only to addresses a rule allows, checked when the name resolves).
 
-use std::time::Duration;
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
-/// Builds a pooled HTTPS-capable client whose every request gives up after `timeout`.
-pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+use reqwest::{
+    ClientBuilder,
+    dns::{Addrs, Name, Resolve, Resolving},
+};
+
+/// Which addresses a client may connect to.
+pub type AddressRule = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
+
+/// A client builder with what every outbound client has: its user agent, a time limit per call (`timeout`)
+/// and per connection (`connect_timeout`). Callers add what their destinations need before `build`.
+pub fn builder(user_agent: &str, timeout: Duration, connect_timeout: Duration) -> ClientBuilder {
     // rustls is built with ring only; make it the process default before the first TLS config is made.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    Ok(reqwest::Client::builder()
+    reqwest::Client::builder()
         .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(5)))
-        .user_agent(concat!("frontdesk/", env!("CARGO_PKG_VERSION")))
-        .build()?)
+        .connect_timeout(connect_timeout)
+        .user_agent(user_agent)
+}
+
+/// `builder` restricted for URLs a customer chose: the client follows no redirect (one could lead
+/// anywhere; a caller that follows them checks each hop), reads no proxy from the environment, and, with a
+/// `rule`, connects only to the addresses it allows. The rule is applied to what the name resolves to at
+/// connection time, so a name that resolved elsewhere when it was checked (DNS rebinding) still cannot reach
+/// a refused address.
+pub fn restricted(builder: ClientBuilder, rule: Option<AddressRule>) -> ClientBuilder {
+    let builder = builder.redirect(reqwest::redirect::Policy::none()).no_proxy();
+    match rule {
+        Some(rule) => builder.dns_resolver(Arc::new(CheckedResolver { rule })),
+        None => builder,
+    }
+}
+
+/// A client for the services the operator configured (channel providers, the server's model provider),
+/// whose every request gives up after `timeout`.
+pub fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    let user_agent = concat!("frontdesk/", env!("CARGO_PKG_VERSION"));
+    Ok(builder(user_agent, timeout, timeout.min(Duration::from_secs(5))).build()?)
+}
+
+/// Resolves with the system resolver and keeps only the addresses the rule allows: the connection is made
+/// to an address that was checked.
+struct CheckedResolver {
+    rule: AddressRule,
+}
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        let rule = self.rule.clone();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .filter(|a| rule(a.ip()))
+                .collect();
+            if addrs.is_empty() {
+                return Err(format!("{host} resolves to no allowed address").into());
+            }
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
 }
 
 /// Why a body was not read whole.

@@ -4,15 +4,14 @@
 //! the client's resolver, so a name that later resolves to a private address (DNS rebinding) is refused too.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
     sync::Arc,
     time::Duration,
 };
 
-use reqwest::{
-    Url,
-    dns::{Addrs, Name, Resolve, Resolving},
-};
+use reqwest::Url;
+
+use super::http;
 
 /// How long a stored URL's host may take to resolve while it is checked.
 const CHECK_RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -67,46 +66,19 @@ impl OutboundPolicy {
         }
     }
 
-    /// A pooled client for calls to customers' URLs: no redirects (a redirect could lead anywhere), no
-    /// proxy from the environment, and unless private targets are allowed, a resolver that drops private
-    /// addresses.
+    /// A pooled client for calls to customers' URLs (`http::restricted`): unless private targets are
+    /// allowed, it connects only to public addresses.
     pub fn client(&self, timeout: Duration) -> anyhow::Result<reqwest::Client> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .pool_idle_timeout(Duration::from_secs(60))
-            .user_agent(concat!("frontdesk-webhooks/", env!("CARGO_PKG_VERSION")));
-        if !self.allow_private {
-            builder = builder.dns_resolver(Arc::new(PublicOnlyResolver));
-        }
-        Ok(builder.build()?)
+        let user_agent = concat!("frontdesk-webhooks/", env!("CARGO_PKG_VERSION"));
+        let builder = http::builder(user_agent, timeout, timeout.min(Duration::from_secs(10)))
+            .pool_idle_timeout(Duration::from_secs(60));
+        let rule = (!self.allow_private).then(|| Arc::new(is_public) as http::AddressRule);
+        Ok(http::restricted(builder, rule).build()?)
     }
 }
 
 const PRIVATE_REFUSAL: &str =
     "must not point at a private, loopback or link-local address (FRONTDESK_ALLOW_PRIVATE_URLS=true allows it)";
-
-/// Resolves with the system resolver and keeps only public addresses.
-struct PublicOnlyResolver;
-
-impl Resolve for PublicOnlyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .filter(|a| is_public(a.ip()))
-                .collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} resolves to no public address").into());
-            }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
-    }
-}
 
 /// Whether `ip` is on the public internet: not loopback, private, carrier-grade NAT, link-local,
 /// unspecified, broadcast, multicast, documentation or unique-local, also when wrapped in IPv6.

@@ -21,7 +21,8 @@ pub mod inspection;
 mod lease;
 pub mod queue;
 mod ready;
-mod retention;
+pub mod recurring;
+pub mod retention;
 mod runner;
 mod running;
 #[cfg(test)]

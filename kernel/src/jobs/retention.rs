@@ -5,51 +5,43 @@
 
 use std::{sync::Arc, time::Duration};
 
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
 
-use super::engine::sleep_or_stop;
-use crate::{clock::Clock, shutdown::Shutdown, store::leader::Leader};
+use super::{Handler, Job, Outcome, recurring};
+use crate::clock::Clock;
+
+/// The recurring job that applies the retention.
+pub const KIND: &str = "job_retention";
 
 /// Rows deleted per statement at most.
 const BATCH: u64 = 1_000;
 
-/// Deletes what the retention no longer keeps, a batch at a time, on the housekeeping leader: at once again
-/// after a full batch, else after a minute (or half the retention, when shorter).
-pub async fn prune_loop(
-    db: DatabaseConnection,
-    clock: Arc<dyn Clock>,
-    retention: Duration,
-    leader: Leader,
-    shutdown: Shutdown,
-) {
-    let idle = (retention / 2).min(Duration::from_secs(60));
-    let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-    while !shutdown.is_stopping() {
-        if !leader.leads() {
-            sleep_or_stop(idle, &shutdown).await;
-            continue;
-        }
-        let now = clock.now();
+/// Deletes what the retention no longer keeps, a batch a turn: at once again after a full batch, else
+/// after a minute (or half the retention, when shorter).
+pub struct Retention {
+    pub db: DatabaseConnection,
+    pub clock: Arc<dyn Clock>,
+    pub retention: Duration,
+}
+
+#[async_trait::async_trait]
+impl Handler for Retention {
+    async fn run(&self, _job: &Job) -> Outcome {
+        let now = self.clock.now();
+        let kept = chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
         // A retention reaching back before 1970 keeps every settled job.
-        let cutoff = now.checked_sub_signed(retention).filter(|c| *c > DateTime::UNIX_EPOCH);
-        match prune(&db, cutoff, now.timestamp_millis()).await {
-            Ok(deleted) => {
-                metrics::counter!("frontdesk_jobs_pruned_total").increment(deleted);
-                if deleted < BATCH {
-                    sleep_or_stop(idle, &shutdown).await;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "job retention failed; retrying");
-                sleep_or_stop(idle.max(Duration::from_secs(1)), &shutdown).await;
-            }
-        }
+        let cutoff = now.checked_sub_signed(kept).filter(|c| *c > DateTime::UNIX_EPOCH);
+        let turn = prune(&self.db, cutoff, now.timestamp_millis()).await.map(|deleted| {
+            metrics::counter!("frontdesk_jobs_pruned_total").increment(deleted);
+            deleted >= BATCH
+        });
+        recurring::next_turn(now, turn, (self.retention / 2).min(Duration::from_secs(60)))
     }
 }
 
 /// Deletes a batch of jobs settled before `cutoff` and of dedup keys past `now_ms`; the larger count.
-pub async fn prune(db: &DatabaseConnection, cutoff: Option<DateTime<chrono::Utc>>, now_ms: i64) -> Result<u64, DbErr> {
+pub async fn prune(db: &DatabaseConnection, cutoff: Option<DateTime<Utc>>, now_ms: i64) -> Result<u64, DbErr> {
     let backend = db.get_database_backend();
     let mut jobs = 0;
     if let Some(cutoff) = cutoff {

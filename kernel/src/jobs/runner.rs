@@ -67,19 +67,12 @@ impl JobEngine {
         }
     }
 
-    /// Starts the workers, the gauges and the retention; the handle resolves once shutdown began and the
+    /// Starts the workers (its own retention job among the kinds they run) and the gauges; the handle resolves once shutdown began and the
     /// running jobs were recorded, or stopped and released for the next worker.
     pub fn spawn(self, shutdown: Shutdown) -> anyhow::Result<JoinHandle<()>> {
         tokio::spawn(gauge_loop(
             self.db.clone(),
             self.clock.clone(),
-            self.leader.clone(),
-            shutdown.clone(),
-        ));
-        tokio::spawn(retention::prune_loop(
-            self.db.clone(),
-            self.clock.clone(),
-            self.config.retention,
             self.leader.clone(),
             shutdown.clone(),
         ));
@@ -100,12 +93,17 @@ impl JobEngine {
             // An eighth: sends are short, and a claim for a few waits little.
             claim_when_free: 8,
         };
+        let retention = retention::Retention {
+            db: self.db.clone(),
+            clock: self.clock.clone(),
+            retention: self.config.retention,
+        };
         Engine {
             db: self.db,
             clock: self.clock.clone(),
             config,
             work: Arc::new(JobWork {
-                handlers: self.handlers,
+                handlers: self.handlers.with(retention::KIND, Arc::new(retention)),
                 clock: self.clock.clone(),
                 max_crashes: self.config.max_crashes,
             }),

@@ -9,25 +9,21 @@
 
 use std::{
     collections::HashMap,
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use reqwest::{
     Url,
-    dns::{Addrs, Name, Resolve, Resolving},
     header::{CONTENT_TYPE, LOCATION},
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::integrations::http::{BodyError, read_limited};
+use crate::integrations::http::{self, AddressRule, BodyError, read_limited};
 
 /// The user agent of every request, and the one `robots.txt` rules are read for.
 pub const BOT_NAME: &str = "FrontDeskBot";
-
-/// Which addresses may be connected to (the outbound private-address policy).
-pub type AddressRule = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
 
 #[derive(Clone, Copy, Debug)]
 pub struct FetchLimits {
@@ -71,16 +67,11 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(rule: AddressRule, limits: FetchLimits) -> anyhow::Result<Self> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .timeout(limits.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
+        let user_agent = concat!("FrontDeskBot/", env!("CARGO_PKG_VERSION"));
+        let builder = http::builder(user_agent, limits.timeout, limits.timeout)
             .gzip(true)
-            .brotli(true)
-            .user_agent(concat!("FrontDeskBot/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(CheckedResolver { rule: rule.clone() }))
-            .build()?;
+            .brotli(true);
+        let client = http::restricted(builder, Some(rule.clone())).build()?;
         Ok(Self {
             client,
             rule,
@@ -211,29 +202,6 @@ fn transport(error: &reqwest::Error, timeout: Duration) -> PageError {
         source = cause.source();
     }
     PageError::new("unreachable", message)
-}
-
-/// Resolves with the system resolver and keeps only the addresses the rule allows: the connection is made
-/// to an address that was checked.
-struct CheckedResolver {
-    rule: AddressRule,
-}
-
-impl Resolve for CheckedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_owned();
-        let rule = self.rule.clone();
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .filter(|a| rule(a.ip()))
-                .collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} resolves to no allowed address").into());
-            }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
-    }
 }
 
 /// A few fetch slots per server (by address), so an import never hammers one site. A server's slots are

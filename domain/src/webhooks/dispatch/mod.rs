@@ -11,15 +11,11 @@ mod attempt;
 mod claimed;
 mod complete;
 mod fanout;
-mod prune;
+pub mod prune;
 mod work;
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
-use chrono::DateTime;
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use tokio::{sync::Notify, task::JoinHandle};
 
@@ -45,12 +41,6 @@ use crate::{
 const FAN_OUT_BATCH: u64 = 500;
 /// How often the queue gauges are refreshed.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
-/// Deliveries, and events, deleted per retention transaction at most.
-const PRUNE_BATCH: u64 = 1_000;
-/// How often the scan for events without deliveries starts over from the oldest event, to find those it
-/// passed while a delivery still referred to them and whose deliveries then went another way (a deleted
-/// subscription, two replicas deleting an event's last two deliveries at once).
-const SCAN_RESTART: Duration = Duration::from_secs(24 * 3600);
 /// Wait before retrying after a database error.
 const ERROR_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -126,13 +116,6 @@ impl Dispatcher {
         let wakeups = self.committed.wakeups().clone();
         wakeups.forward(Topic::Deliveries, self.wake.clone());
         tokio::spawn(gauge_loop(self.db.clone(), self.leader.clone(), shutdown.clone()));
-        tokio::spawn(prune_loop(
-            self.db.clone(),
-            self.clock.clone(),
-            self.config.retention,
-            self.leader.clone(),
-            shutdown.clone(),
-        ));
         // An attempt ends within its timeout; the deadline and the shutdown grace leave room to record it.
         let settle = self.config.timeout + Duration::from_secs(5);
         let endpoint = self.config.endpoint_concurrency.min(self.config.concurrency).max(1);
@@ -200,52 +183,6 @@ async fn fan_out_loop(
             Err(err) => {
                 tracing::warn!(error = %err, "webhook fan-out failed; retrying");
                 sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
-            }
-        }
-    }
-}
-
-/// Applies the retention, on the housekeeping leader. While whole batches are deleted it goes on, pausing
-/// between batches as long as the last one took (on SQLite the other writers get the lock half the time);
-/// otherwise it waits half the retention, and at least once a minute looks again.
-async fn prune_loop(
-    db: DatabaseConnection,
-    clock: Arc<dyn Clock>,
-    retention: Duration,
-    leader: Leader,
-    shutdown: Shutdown,
-) {
-    let idle = (retention / 2).min(Duration::from_secs(60));
-    let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-    let (mut mark, mut scan_started) = (None, Instant::now());
-    while !shutdown.is_stopping() {
-        if !leader.leads() {
-            sleep_or_stop(idle, &shutdown).await;
-            continue;
-        }
-        // A retention reaching back before 1970 keeps everything.
-        let cutoff = clock
-            .now()
-            .checked_sub_signed(retention)
-            .filter(|c| *c > DateTime::UNIX_EPOCH);
-        let Some(cutoff) = cutoff else {
-            sleep_or_stop(idle, &shutdown).await;
-            continue;
-        };
-        if scan_started.elapsed() > SCAN_RESTART {
-            (mark, scan_started) = (None, Instant::now());
-        }
-        let started = Instant::now();
-        match prune::prune(&db, cutoff, PRUNE_BATCH, &mut mark).await {
-            Ok(pruned) => {
-                metrics::counter!("frontdesk_webhook_pruned_total", "what" => "deliveries")
-                    .increment(pruned.deliveries);
-                metrics::counter!("frontdesk_webhook_pruned_total", "what" => "events").increment(pruned.events);
-                sleep_or_stop(if pruned.more { started.elapsed() } else { idle }, &shutdown).await;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "webhook retention failed; retrying");
-                sleep_or_stop(ERROR_BACKOFF.max(idle), &shutdown).await;
             }
         }
     }

@@ -5,10 +5,87 @@
 //! is its event, which its next attempt still reads; nor is any delivery of a disabled subscription, which a
 //! re-enable may queue again, however long it stayed disabled.
 
-use std::collections::BTreeSet;
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+
+use crate::{
+    clock::Clock,
+    jobs::{Handler, Job, Outcome, recurring},
+};
+
+/// The recurring job that applies the retention.
+pub const KIND: &str = "webhook_retention";
+
+/// Deliveries deleted, and old events scanned, per turn at most.
+const BATCH: u64 = 1_000;
+
+/// How often the scan for events without deliveries starts over from the oldest event, to find those it
+/// passed while a delivery still referred to them and whose deliveries then went another way (a deleted
+/// subscription, two replicas deleting an event's last two deliveries at once).
+const SCAN_RESTART: Duration = Duration::from_secs(24 * 3600);
+
+/// Applies the retention a batch a turn. While whole batches are deleted it goes on, pausing between
+/// batches as long as the last one took (on SQLite the other writers get the lock half the time);
+/// otherwise it waits half the retention, and at least once a minute looks again.
+pub struct Retention {
+    pub db: DatabaseConnection,
+    pub clock: Arc<dyn Clock>,
+    pub retention: Duration,
+    /// Where this process's scan got to, and when it started (a turn on another replica starts its own).
+    scan: Mutex<(ScanMark, Instant)>,
+}
+
+impl Retention {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, retention: Duration) -> Self {
+        Self {
+            db,
+            clock,
+            retention,
+            scan: Mutex::new((None, Instant::now())),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Retention {
+    async fn run(&self, _job: &Job) -> Outcome {
+        let now = self.clock.now();
+        let idle = (self.retention / 2).min(Duration::from_secs(60));
+        let kept = chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
+        // A retention reaching back before 1970 keeps everything.
+        let Some(cutoff) = now.checked_sub_signed(kept).filter(|c| *c > DateTime::UNIX_EPOCH) else {
+            return recurring::next_turn(now, Ok(false), idle);
+        };
+        let mut mark = {
+            let mut scan = self.scan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if scan.1.elapsed() > SCAN_RESTART {
+                *scan = (None, Instant::now());
+            }
+            scan.0
+        };
+        let started = Instant::now();
+        let turn = prune(&self.db, cutoff, BATCH, &mut mark).await;
+        self.scan.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = mark;
+        match turn {
+            Ok(pruned) => {
+                metrics::counter!("frontdesk_webhook_pruned_total", "what" => "deliveries")
+                    .increment(pruned.deliveries);
+                metrics::counter!("frontdesk_webhook_pruned_total", "what" => "events").increment(pruned.events);
+                let wait = if pruned.more { started.elapsed() } else { idle };
+                Outcome::Defer {
+                    until_ms: now.timestamp_millis() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 4),
+                }
+            }
+            Err(err) => recurring::next_turn(now, Err(err), idle),
+        }
+    }
+}
 
 /// How far the scan for events without deliveries has got: (`created_at`, `seq`) of the last event it read.
 /// An event it passed while a delivery still referred to it goes with that delivery; one left behind by a

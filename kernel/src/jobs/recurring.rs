@@ -1,4 +1,5 @@
-//! Recurring housekeeping jobs (closing idle conversations, expiring empty web chat sessions): each kind is
+//! Recurring jobs (the engine's retention, closing idle conversations, expiring empty web chat sessions,
+//! pruning webhook deliveries, broadcasts' progress): each kind is
 //! one durable job, enqueued by every replica at start-up and stored once (its kind is its unique key),
 //! which runs, works through a batch, and puts itself off to its next turn: at once while it finds full
 //! batches, else after its interval; a failed turn is tried again after the interval.
@@ -8,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::DbErr;
 
-use crate::jobs::{NewJob, Outcome};
+use super::{Class, NewJob, Outcome};
 
 /// The job of `kind`, due `now`.
 pub fn job(kind: &'static str, now: DateTime<Utc>) -> NewJob {
@@ -20,7 +21,7 @@ pub fn job(kind: &'static str, now: DateTime<Utc>) -> NewJob {
         run_at_ms: now.timestamp_millis(),
         max_attempts: i32::MAX,
         unique_key: Some(kind.to_owned()),
-        class: crate::jobs::Class::Bulk,
+        class: Class::Bulk,
         ..NewJob::default()
     }
 }
