@@ -207,6 +207,9 @@ impl Admin for AdminService {
         })?;
         clock.set(timestamps::from_proto("now", request.into_inner().now)?);
         tracing::warn!(offset_ms = clock.offset().num_milliseconds(), "test clock moved");
+        jobs::recurring::due_now(&self.db, clock.now().timestamp_millis())
+            .await
+            .map_err(crate::error::ApiError::from)?;
         Ok(Response::new(TestClock {
             now: Some(timestamps::to_proto(clock.now())),
             offset_ms: clock.offset().num_milliseconds(),

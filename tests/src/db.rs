@@ -213,6 +213,29 @@ impl Db {
             .expect("connect to the test database")
     }
 
+    /// Waits until the recurring job `kind` has run a whole turn that began after this call. Its row gets a
+    /// new `updated_at` as each turn ends (and is claimed meanwhile), so the second ended turn seen began
+    /// after the first one ended, hence after the call.
+    pub async fn recurring_turn(&self, kind: &str) {
+        const ENDED_TURN: &str =
+            "SELECT CASE WHEN claim_token IS NULL THEN CAST(updated_at AS TEXT) ELSE '' END FROM jobs WHERE kind = $1";
+        let started = std::time::Instant::now();
+        let mut last = self.scalar(ENDED_TURN, kind).await;
+        let mut ended = 0;
+        while ended < 2 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "{kind} ran no turn"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let now = self.scalar(ENDED_TURN, kind).await;
+            if now != last && now.as_deref().is_some_and(|at| !at.is_empty()) {
+                ended += 1;
+            }
+            last = now;
+        }
+    }
+
     /// One column of one row, as text (`None` when no row matches). `$1` binds `arg`.
     pub async fn scalar(&self, sql: &str, arg: &str) -> Option<String> {
         let conn = self.connect().await;

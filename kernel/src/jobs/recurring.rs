@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sea_orm::DbErr;
+use sea_orm::{ConnectionTrait, DbErr, Statement};
 
 use super::{Class, NewJob, Outcome};
 
@@ -40,4 +40,14 @@ pub fn next_turn(now: DateTime<Utc>, turn: Result<bool, DbErr>, interval: Durati
             after: interval,
         },
     }
+}
+
+/// Makes every recurring job waiting for its next turn due at `now_ms`: when the service's clock is
+/// steered (a test clock), the next turns were timed on the clock as it was, and one moved back would hold
+/// them off for as long. The number of jobs made due.
+pub async fn due_now(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
+    let sql = "UPDATE jobs SET run_at_ms = $1 WHERE account_id = '' AND unique_key = kind \
+               AND status = 'pending' AND claim_token IS NULL AND run_at_ms > $1";
+    let statement = Statement::from_sql_and_values(db.get_database_backend(), sql, [now_ms.into()]);
+    Ok(db.execute_raw(statement).await?.rows_affected())
 }

@@ -124,7 +124,7 @@ async fn an_unknown_stage_is_named_once_in_the_message() {
 }
 
 on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| async move {
-    let server = Server::start(&db, &[]).await;
+    let server = Server::start(&db, &[("FRONTDESK_TEST_CLOCK", "true")]).await;
     let api = api(&server).await;
     let a = api
         .create(json!({"title": "A", "stage": "new", "value": 100, "tags": ["vip"], "priority": "high"}))
@@ -179,8 +179,15 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
         (Value::Null, json!([]))
     );
 
-    // Moves keep positions dense and ordered; stage_entered_at changes only with the stage.
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // Moves keep positions dense and ordered; stage_entered_at changes only with the stage (a minute later
+    // on the service's clock, so the new time differs from the first).
+    let later = prost_types::Timestamp {
+        seconds: chrono::Utc::now().timestamp() + 60,
+        nanos: 0,
+    };
+    admin::set_test_clock(&server, Some(later))
+        .await
+        .expect("the clock moves");
     let moved = api
         .send(
             "POST",
