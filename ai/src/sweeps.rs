@@ -10,11 +10,10 @@ use sea_orm::{DatabaseConnection, DbErr};
 use crate::{
     clock::Clock,
     conversations::idle,
-    jobs::{Handler, Job, Outcome},
+    jobs::{Handler, Job, Outcome, recurring::Recurring},
     messaging::idempotency,
 };
 
-pub const KIND: &str = "housekeeping";
 /// Conversations closed, and keys forgotten, per transaction.
 const BATCH: u64 = 200;
 /// How often the job runs when it finds nothing more to do.
@@ -34,6 +33,10 @@ impl Housekeeping {
             idle: chrono::Duration::hours(i64::from(idle_hours)),
         }
     }
+}
+
+impl Recurring for Housekeeping {
+    const KIND: &'static str = "housekeeping";
 }
 
 #[async_trait::async_trait]

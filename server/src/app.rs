@@ -40,7 +40,10 @@ use crate::{
         outbound::{self, OutboundPolicy},
         payments::{LocalProvider, PaymentProvider, RazorpayProvider},
     },
-    jobs::{self, Handlers, JobEngine, Wake},
+    jobs::{
+        self, Handlers, JobEngine, Wake,
+        recurring::{self, Turn},
+    },
     kb_groups::KbGroupsService,
     knowledge::{
         self,
@@ -79,11 +82,11 @@ use crate::{
     store,
     store::{leader::Leader, wakeups::Wakeups},
     summaries::service::SummariesService,
-    sweeps::{self, Housekeeping},
+    sweeps::Housekeeping,
     tasks::service::TasksService,
     webchat::{
         self, WebChat,
-        empty_sessions::{self, EmptySessions},
+        empty_sessions::EmptySessions,
         live::Live,
         pushes::Pushes,
         service::{ChatSessionsService, WebChatService},
@@ -197,50 +200,36 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         conversations.provider_timeout,
     ));
     let handlers = Handlers::default()
-        .with(deliver::KIND, deliver)
-        .with(
-            broadcasts::sending::START,
-            Arc::new(broadcasts::sending::Start {
-                db: db.clone(),
-                clock: clock.clone(),
-                wake: wake_jobs.clone(),
-                send_attempts: conversations.send_attempts(),
-            }),
-        )
-        .with(
-            broadcasts::stats::KIND,
-            Arc::new(broadcasts::stats::Progress {
-                db: db.clone(),
-                clock: clock.clone(),
-            }),
-        )
-        .with(
-            crate::channels::signals::KIND,
-            Arc::new(crate::messaging::signals::Signals {
-                db: db.clone(),
-                adapters: adapters.clone(),
-                schedule: RetrySchedule::new(send_schedule),
-            }),
-        )
-        .with(
-            sweeps::KIND,
-            Arc::new(Housekeeping::new(db.clone(), clock.clone(), conversations.idle_hours)),
-        )
-        .with(
-            empty_sessions::KIND,
-            Arc::new(EmptySessions::new(
-                db.clone(),
-                clock.clone(),
-                config.webchat.empty_session_ttl,
-            )?),
-        )
-        .with(
-            receipts::LATE_KIND,
-            Arc::new(LateReceipts {
-                db: db.clone(),
-                clock: clock.clone(),
-            }),
-        );
+        .with::<deliver::DeliverArgs>(deliver)
+        .with::<broadcasts::sending::StartArgs>(Arc::new(broadcasts::sending::Start {
+            db: db.clone(),
+            clock: clock.clone(),
+            wake: wake_jobs.clone(),
+            send_attempts: conversations.send_attempts(),
+        }))
+        .with::<Turn<broadcasts::stats::Progress>>(Arc::new(broadcasts::stats::Progress {
+            db: db.clone(),
+            clock: clock.clone(),
+        }))
+        .with::<crate::channels::signals::SignalJob>(Arc::new(crate::messaging::signals::Signals {
+            db: db.clone(),
+            adapters: adapters.clone(),
+            schedule: RetrySchedule::new(send_schedule),
+        }))
+        .with::<Turn<Housekeeping>>(Arc::new(Housekeeping::new(
+            db.clone(),
+            clock.clone(),
+            conversations.idle_hours,
+        )))
+        .with::<Turn<EmptySessions>>(Arc::new(EmptySessions::new(
+            db.clone(),
+            clock.clone(),
+            config.webchat.empty_session_ttl,
+        )?))
+        .with::<receipts::LateReport>(Arc::new(LateReceipts {
+            db: db.clone(),
+            clock: clock.clone(),
+        }));
     let fetcher = Arc::new(knowledge_fetcher(policy, &config.imports)?);
     let retrieval = Arc::new(Retrieval::new(
         embedder(&config.retrieval, &config.database_url)?,
@@ -256,71 +245,53 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         &policy,
     )?);
     let handlers = handlers
-        .with(
-            knowledge::import::KIND,
-            Arc::new(Import::new(
-                db.clone(),
-                clock.clone(),
-                fetcher.clone(),
-                embedder.clone(),
-                providers.clone(),
-            )),
-        )
-        .with(
-            vectors::KIND,
-            Arc::new(EmbedJob {
-                db: db.clone(),
-                embedder,
-            }),
-        )
-        .with(
-            crate::conversations::replies::KIND,
-            Arc::new(AgentReply {
-                db: db.clone(),
-                clock: clock.clone(),
-                retrieval: retrieval.clone(),
-                providers: providers.clone(),
-                tools: Arc::new(ToolKit::new(db.clone(), clock.clone(), sealer.clone(), policy)?),
-                wake: wake_jobs.clone(),
-                send_attempts: conversations.send_attempts(),
-            }),
-        )
-        .with(
-            crate::replies::evaluations::run::KIND,
-            Arc::new(Evaluate {
-                db: db.clone(),
-                clock: clock.clone(),
-                retrieval: retrieval.clone(),
-                providers: providers.clone(),
-            }),
-        )
-        .with(
-            crate::replies::follow_up::KIND,
-            Arc::new(FollowUp {
-                db: db.clone(),
-                clock: clock.clone(),
-                providers: providers.clone(),
-                wake: wake_jobs.clone(),
-                send_attempts: conversations.send_attempts(),
-            }),
-        )
-        .with(
-            webhooks::dispatch::prune::KIND,
-            Arc::new(webhooks::dispatch::prune::Retention::new(
-                db.clone(),
-                clock.clone(),
-                config.webhooks.retention,
-            )),
-        );
+        .with::<knowledge::import::ImportArgs>(Arc::new(Import::new(
+            db.clone(),
+            clock.clone(),
+            fetcher.clone(),
+            embedder.clone(),
+            providers.clone(),
+        )))
+        .with::<vectors::EmbedArgs>(Arc::new(EmbedJob {
+            db: db.clone(),
+            embedder,
+        }))
+        .with::<crate::conversations::replies::ReplyArgs>(Arc::new(AgentReply {
+            db: db.clone(),
+            clock: clock.clone(),
+            retrieval: retrieval.clone(),
+            providers: providers.clone(),
+            tools: Arc::new(ToolKit::new(db.clone(), clock.clone(), sealer.clone(), policy)?),
+            wake: wake_jobs.clone(),
+            send_attempts: conversations.send_attempts(),
+        }))
+        .with::<crate::replies::evaluations::run::EvaluationArgs>(Arc::new(Evaluate {
+            db: db.clone(),
+            clock: clock.clone(),
+            retrieval: retrieval.clone(),
+            providers: providers.clone(),
+        }))
+        .with::<crate::replies::follow_up::FollowUpArgs>(Arc::new(FollowUp {
+            db: db.clone(),
+            clock: clock.clone(),
+            providers: providers.clone(),
+            wake: wake_jobs.clone(),
+            send_attempts: conversations.send_attempts(),
+        }))
+        .with::<Turn<webhooks::dispatch::prune::Retention>>(Arc::new(webhooks::dispatch::prune::Retention::new(
+            db.clone(),
+            clock.clone(),
+            config.webhooks.retention,
+        )));
     // The recurring jobs exist once each, whichever replica starts first.
-    for kind in [
-        jobs::retention::KIND,
-        webhooks::dispatch::prune::KIND,
-        sweeps::KIND,
-        empty_sessions::KIND,
-        broadcasts::stats::KIND,
+    for job in [
+        recurring::job::<jobs::retention::Retention>(clock.now()),
+        recurring::job::<webhooks::dispatch::prune::Retention>(clock.now()),
+        recurring::job::<Housekeeping>(clock.now()),
+        recurring::job::<EmptySessions>(clock.now()),
+        recurring::job::<broadcasts::stats::Progress>(clock.now()),
     ] {
-        jobs::enqueue(&db, jobs::recurring::job(kind, clock.now()), clock.now()).await?;
+        jobs::enqueue(&db, job, clock.now()).await?;
     }
     let services = Services {
         health: HealthService::new(db.clone()),

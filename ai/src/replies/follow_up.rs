@@ -25,7 +25,7 @@ use crate::{
     clock::Clock,
     conversations::replies,
     error::{ApiResult, Reason},
-    jobs::{self, Class, Handler, Job, JobArgs, NewJob, OnConflict, Outcome, Wake},
+    jobs::{self, Handler, Job, JobArgs, NewJob, OnConflict, Outcome, Wake},
     store::{
         self,
         entities::{agents, conversations, messages},
@@ -34,15 +34,14 @@ use crate::{
 };
 
 pub const KIND: &str = "agent_follow_up";
-const MAX_ATTEMPTS: i32 = 5;
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 #[derive(Serialize, Deserialize)]
-pub struct Payload {
+pub struct FollowUpArgs {
     pub conversation_id: String,
 }
 
-impl JobArgs for Payload {
+impl JobArgs for FollowUpArgs {
     const KIND: &'static str = KIND;
 }
 
@@ -53,14 +52,12 @@ pub fn settings(agent: &agents::Model) -> Option<FollowUpSettings> {
 
 /// The conversation's next follow-up, `settings.delay_minutes` after `now`.
 pub fn job(conversation: &conversations::Model, settings: &FollowUpSettings, now: DateTime<Utc>) -> NewJob {
-    let args = Payload {
+    let args = FollowUpArgs {
         conversation_id: conversation.id.clone(),
     };
     NewJob {
-        class: Class::Interactive,
         lane: replies::LANE.to_owned(),
         run_at_ms: now.timestamp_millis() + i64::from(settings.delay_minutes.max(1)) * 60_000,
-        max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("follow_up:{}", conversation.id)),
         on_conflict: OnConflict::Reschedule,
         ..NewJob::new(&AccountId::of_row(&conversation.account_id), &args)
@@ -118,7 +115,7 @@ async fn agent_spoke_last(db: &impl ConnectionTrait, conversation: &conversation
 #[async_trait::async_trait]
 impl Handler for FollowUp {
     async fn run(&self, job: &Job) -> Outcome {
-        let payload: Payload = match job.args() {
+        let payload: FollowUpArgs = match job.args() {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };

@@ -33,7 +33,7 @@ use crate::{
     conversations::{
         new_message::{self, NewMessage},
         render::StoredAttachment,
-        replies::{self, Payload},
+        replies::{self, ReplyArgs},
         state::{self, Change},
     },
     error::{ApiError, ApiResult},
@@ -104,7 +104,7 @@ struct Read {
 #[async_trait::async_trait]
 impl Handler for AgentReply {
     async fn run(&self, job: &Job) -> Outcome {
-        let payload: Payload = match job.args() {
+        let payload: ReplyArgs = match job.args() {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };

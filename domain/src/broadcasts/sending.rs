@@ -56,12 +56,14 @@ const TURN: Duration = Duration::from_secs(1);
 const DATABASE_RETRY: Duration = Duration::from_secs(5);
 
 #[derive(Serialize, Deserialize)]
-struct StartArgs {
+pub struct StartArgs {
     broadcast_id: String,
 }
 
 impl JobArgs for StartArgs {
     const KIND: &'static str = START;
+    const CLASS: Class = Class::Bulk;
+    const MAX_ATTEMPTS: i32 = 20;
 }
 
 /// The job that starts sending `broadcast` at its `send_at`, written with the broadcast; `None` for a
@@ -73,10 +75,8 @@ pub fn start_job(broadcast: &broadcasts::Model) -> Option<NewJob> {
     };
     Some(NewJob {
         run_at_ms: send_at.timestamp_millis(),
-        max_attempts: 20,
         unique_key: Some(format!("{START}:{}", broadcast.id)),
         on_conflict: OnConflict::Reschedule,
-        class: Class::Bulk,
         group: Some(broadcast.id.clone()),
         ..NewJob::new(&AccountId::of_row(&broadcast.account_id), &args)
     })

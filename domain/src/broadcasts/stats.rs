@@ -17,11 +17,10 @@ use crate::{
     access::AccountId,
     clock::Clock,
     events::{self, EventType},
-    jobs::{Handler, Job, Outcome},
+    jobs::{Handler, Job, Outcome, recurring::Recurring},
     store::{entities::broadcasts, sql::one_of_text},
 };
 
-pub const KIND: &str = "broadcast_progress";
 /// Difference rows folded per statement.
 const FOLD_BATCH: i64 = 10_000;
 /// How often the job runs when it finds nothing more to do: how late a completion may be noticed.
@@ -181,6 +180,10 @@ async fn complete(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, 
 pub struct Progress {
     pub db: DatabaseConnection,
     pub clock: Arc<dyn Clock>,
+}
+
+impl Recurring for Progress {
+    const KIND: &'static str = "broadcast_progress";
 }
 
 #[async_trait::async_trait]

@@ -18,9 +18,6 @@ use crate::{
 
 pub const KIND: &str = "provider_signal";
 
-/// Tries of one signal: a receipt that cannot get through within minutes is not worth more.
-const MAX_ATTEMPTS: i32 = 5;
-
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalJob {
     /// The message the signal is about: the contact's latest read one, or the one reacted to.
@@ -38,6 +35,8 @@ pub enum Action {
 
 impl JobArgs for SignalJob {
     const KIND: &'static str = KIND;
+    /// Tries of one signal: a receipt that cannot get through within minutes is not worth more.
+    const MAX_ATTEMPTS: i32 = 5;
 }
 
 /// Whether a channel type's provider takes signals: WhatsApp's mark-as-read and reactions, Messenger's and
@@ -61,7 +60,6 @@ pub fn job(message: &messages::Model, action: Action, now: DateTime<Utc>) -> New
     NewJob {
         lane: message.channel_id.clone(),
         run_at_ms: now.timestamp_millis(),
-        max_attempts: MAX_ATTEMPTS,
         unique_key: Some(key),
         on_conflict: OnConflict::Reschedule,
         ..NewJob::new(&AccountId::of_row(&message.account_id), &args)

@@ -209,7 +209,7 @@ const LATE_WAITS: [std::time::Duration; 5] = [
 ];
 
 #[derive(serde::Serialize, serde::Deserialize)]
-struct LateReport {
+pub struct LateReport {
     channel_id: String,
     provider_message_id: String,
     status: String,
@@ -219,6 +219,7 @@ struct LateReport {
 
 impl crate::jobs::JobArgs for LateReport {
     const KIND: &'static str = LATE_KIND;
+    const MAX_ATTEMPTS: i32 = LATE_WAITS.len() as i32 + 1;
 }
 
 impl LateReport {
@@ -260,7 +261,6 @@ impl LateReport {
 pub fn late_job(channel: &channels::Model, update: &StatusUpdate, now: DateTime<Utc>) -> crate::jobs::NewJob {
     crate::jobs::NewJob {
         run_at_ms: now.timestamp_millis() + 1_000,
-        max_attempts: i32::try_from(LATE_WAITS.len()).unwrap_or(1) + 1,
         ..crate::jobs::NewJob::new(
             &AccountId::of_row(&channel.account_id),
             &LateReport::new(&channel.id, update),

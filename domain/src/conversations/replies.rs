@@ -12,23 +12,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     access::AccountId,
-    jobs::{Class, JobArgs, NewJob, OnConflict},
+    jobs::{JobArgs, NewJob, OnConflict},
     store::entities::conversations,
 };
 
 pub const KIND: &str = "agent_reply";
 /// The lane of an account's replies: capped apart from its sends and imports.
 pub const LANE: &str = "ai";
-/// Runs before the reply fails for good (a database that stays unreachable).
-const MAX_ATTEMPTS: i32 = 5;
 
 #[derive(Serialize, Deserialize)]
-pub struct Payload {
+pub struct ReplyArgs {
     pub conversation_id: String,
 }
 
-impl JobArgs for Payload {
+impl JobArgs for ReplyArgs {
     const KIND: &'static str = KIND;
+    /// Runs before the reply fails for good (a database that stays unreachable).
+    const MAX_ATTEMPTS: i32 = 5;
 }
 
 /// When a reply follows a contact's message.
@@ -46,14 +46,12 @@ pub fn answers(conversation: &conversations::Model) -> bool {
 /// The conversation's reply job, due a debounce after `now`.
 pub fn job(conversation: &conversations::Model, policy: ReplyPolicy, now: DateTime<Utc>) -> NewJob {
     let debounce = i64::try_from(policy.debounce.as_millis()).unwrap_or(i64::MAX / 4);
-    let args = Payload {
+    let args = ReplyArgs {
         conversation_id: conversation.id.clone(),
     };
     NewJob {
-        class: Class::Interactive,
         lane: LANE.to_owned(),
         run_at_ms: now.timestamp_millis() + debounce,
-        max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("reply:{}", conversation.id)),
         on_conflict: OnConflict::Reschedule,
         ..NewJob::new(&AccountId::of_row(&conversation.account_id), &args)

@@ -38,18 +38,18 @@ pub const KIND: &str = "deliver_message";
 const WINDOW_HOURS: i64 = 24;
 
 #[derive(Serialize, Deserialize)]
-struct Payload {
+pub struct DeliverArgs {
     message_id: String,
 }
 
-impl JobArgs for Payload {
+impl JobArgs for DeliverArgs {
     const KIND: &'static str = KIND;
 }
 
 /// The job that delivers `message` (for its account) on the channel `channel_id` (its lane, so one channel's
 /// provider holds only its lane's share of the workers).
 pub fn job(message: &messages::Model, channel_id: &str, max_attempts: i32, now: DateTime<Utc>) -> NewJob {
-    let args = Payload {
+    let args = DeliverArgs {
         message_id: message.id.clone(),
     };
     NewJob {
@@ -239,14 +239,14 @@ impl Handler for Deliver {
     ) -> Result<(), DbErr> {
         let ids: Vec<String> = payloads
             .iter()
-            .filter_map(|p| serde_json::from_str::<Payload>(p).ok())
+            .filter_map(|p| serde_json::from_str::<DeliverArgs>(p).ok())
             .map(|p| p.message_id)
             .collect();
         fail_queued(txn, ids, why, now).await
     }
 
     async fn run(&self, job: &Job) -> Outcome {
-        let payload: Payload = match job.args() {
+        let payload: DeliverArgs = match job.args() {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };

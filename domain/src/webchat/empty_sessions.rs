@@ -18,11 +18,10 @@ use crate::{
     access::AccountId,
     clock::Clock,
     contacts::store as contacts,
-    jobs::{Handler, Job, Outcome},
+    jobs::{Handler, Job, Outcome, recurring::Recurring},
     store::entities::{chat_sessions, contacts as contact_rows, deals, messages},
 };
 
-pub const KIND: &str = "webchat_empty_sessions";
 /// Sessions looked at per run.
 const BATCH: u64 = 100;
 /// How often the job runs when it finds nothing more to do.
@@ -111,6 +110,10 @@ async fn untouched(db: &impl ConnectionTrait, session: &chat_sessions::Model) ->
 fn is_plain(contact: &contact_rows::Model) -> bool {
     let empty = |json: &str| matches!(json.trim(), "" | "[]" | "{}" | "null");
     empty(&contact.tags) && empty(&contact.attributes)
+}
+
+impl Recurring for EmptySessions {
+    const KIND: &'static str = "webchat_empty_sessions";
 }
 
 #[async_trait::async_trait]

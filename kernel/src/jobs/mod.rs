@@ -124,19 +124,31 @@ pub struct NewJob {
     pub dedup: Option<Dedup>,
 }
 
-/// A job's arguments, typed: the kind they belong to, written as the job's JSON payload by `NewJob::new`
-/// and read back by its handler with `Job::args`.
+/// A job's arguments, typed: the kind they belong to and the options every job of the kind is written
+/// with. `NewJob::new` writes them as the job's JSON payload, `Handlers::with` registers the kind's handler
+/// by this type, and the handler reads them back with `Job::args`.
 pub trait JobArgs: serde::Serialize + serde::de::DeserializeOwned {
     const KIND: &'static str;
+    /// The pool its jobs run in.
+    const CLASS: Class = Class::Interactive;
+    /// Runs before a job fails for good.
+    const MAX_ATTEMPTS: i32 = 5;
 }
 
 impl NewJob {
-    /// A job of `A::KIND` for `account_id` carrying `args`, due now (`run_at_ms` 0: the past); the other
-    /// fields at their defaults.
+    /// A job of `A::KIND` for `account_id` carrying `args`, with the kind's class and tries, due now
+    /// (`run_at_ms` 0: the past); the other fields at their defaults.
     pub fn new<A: JobArgs>(account_id: &AccountId, args: &A) -> Self {
+        Self::of_account(account_id.as_str().to_owned(), args)
+    }
+
+    /// `new` for any account column: "" for the service's own jobs (`recurring`).
+    fn of_account<A: JobArgs>(account_id: String, args: &A) -> Self {
         Self {
-            account_id: account_id.as_str().to_owned(),
+            account_id,
             kind: A::KIND,
+            class: A::CLASS,
+            max_attempts: A::MAX_ATTEMPTS,
             payload: serde_json::to_value(args).unwrap_or_default(),
             ..Self::default()
         }
@@ -288,8 +300,9 @@ impl Abandoned {
 pub struct Handlers(HashMap<&'static str, Arc<dyn Handler>>);
 
 impl Handlers {
-    pub fn with(mut self, kind: &'static str, handler: Arc<dyn Handler>) -> Self {
-        self.0.insert(kind, handler);
+    /// Registers the handler of the jobs whose arguments are `A`.
+    pub fn with<A: JobArgs>(mut self, handler: Arc<dyn Handler>) -> Self {
+        self.0.insert(A::KIND, handler);
         self
     }
 

@@ -4,25 +4,40 @@
 //! which runs, works through a batch, and puts itself off to its next turn: at once while it finds full
 //! batches, else after its interval; a failed turn is tried again after the interval.
 
-use std::time::Duration;
+use std::{marker::PhantomData, time::Duration};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr, Statement};
 
-use super::{Class, NewJob, Outcome};
+use super::{Class, JobArgs, NewJob, Outcome};
 
-/// The job of `kind`, due `now`.
-pub fn job(kind: &'static str, now: DateTime<Utc>) -> NewJob {
+/// A recurring kind, named by the handler that runs its turns.
+pub trait Recurring {
+    const KIND: &'static str;
+}
+
+/// The arguments of a recurring kind's one job: none. Its handler is registered as
+/// `Handlers::with::<Turn<H>>`.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(bound = "")]
+pub struct Turn<H> {
+    #[serde(skip)]
+    kind: PhantomData<H>,
+}
+
+impl<H: Recurring> JobArgs for Turn<H> {
+    const KIND: &'static str = H::KIND;
+    const CLASS: Class = Class::Bulk;
+    /// A failed turn is tried again after the interval, for as long as the service runs.
+    const MAX_ATTEMPTS: i32 = i32::MAX;
+}
+
+/// The job of the recurring kind `H`, due `now`.
+pub fn job<H: Recurring>(now: DateTime<Utc>) -> NewJob {
     NewJob {
-        account_id: String::new(),
-        kind,
-        lane: String::new(),
-        payload: serde_json::json!({}),
         run_at_ms: now.timestamp_millis(),
-        max_attempts: i32::MAX,
-        unique_key: Some(kind.to_owned()),
-        class: Class::Bulk,
-        ..NewJob::default()
+        unique_key: Some(H::KIND.to_owned()),
+        ..NewJob::of_account(String::new(), &Turn::<H> { kind: PhantomData })
     }
 }
 

@@ -8,11 +8,11 @@ use std::{sync::Arc, time::Duration};
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
 
-use super::{Handler, Job, Outcome, recurring};
+use super::{
+    Handler, Job, Outcome,
+    recurring::{self, Recurring},
+};
 use crate::clock::Clock;
-
-/// The recurring job that applies the retention.
-pub const KIND: &str = "job_retention";
 
 /// Rows deleted per statement at most.
 const BATCH: u64 = 1_000;
@@ -23,6 +23,10 @@ pub struct Retention {
     pub db: DatabaseConnection,
     pub clock: Arc<dyn Clock>,
     pub retention: Duration,
+}
+
+impl Recurring for Retention {
+    const KIND: &'static str = "job_retention";
 }
 
 #[async_trait::async_trait]

@@ -15,7 +15,8 @@ use super::{
     fair::Caps,
     inspection,
     queue::{QueueKey, Table},
-    retention,
+    recurring::Turn,
+    retention::Retention,
     running::Lease,
 };
 use crate::{clock::Clock, jobs::JobConfig, shutdown::Shutdown, store::leader::Leader};
@@ -93,7 +94,7 @@ impl JobEngine {
             // An eighth: sends are short, and a claim for a few waits little.
             claim_when_free: 8,
         };
-        let retention = retention::Retention {
+        let retention = Retention {
             db: self.db.clone(),
             clock: self.clock.clone(),
             retention: self.config.retention,
@@ -103,7 +104,7 @@ impl JobEngine {
             clock: self.clock.clone(),
             config,
             work: Arc::new(JobWork {
-                handlers: self.handlers.with(retention::KIND, Arc::new(retention)),
+                handlers: self.handlers.with::<Turn<Retention>>(Arc::new(retention)),
                 clock: self.clock.clone(),
                 max_crashes: self.config.max_crashes,
             }),

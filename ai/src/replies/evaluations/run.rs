@@ -32,28 +32,27 @@ use crate::{
 };
 
 pub const KIND: &str = "agent_evaluation";
-const MAX_ATTEMPTS: i32 = 10;
 /// Free cases decided between two stores of the results.
 const BATCH: usize = 25;
 
 #[derive(Serialize, Deserialize)]
-struct Payload {
+pub struct EvaluationArgs {
     evaluation_id: String,
 }
 
-impl JobArgs for Payload {
+impl JobArgs for EvaluationArgs {
     const KIND: &'static str = KIND;
+    const CLASS: Class = Class::Bulk;
+    const MAX_ATTEMPTS: i32 = 10;
 }
 
 pub fn job(account_id: &AccountId, evaluation_id: &str, now: chrono::DateTime<Utc>) -> NewJob {
-    let args = Payload {
+    let args = EvaluationArgs {
         evaluation_id: evaluation_id.to_owned(),
     };
     NewJob {
         run_at_ms: now.timestamp_millis(),
-        max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("{KIND}:{evaluation_id}")),
-        class: Class::Bulk,
         ..NewJob::new(account_id, &args)
     }
 }
@@ -87,7 +86,7 @@ impl Handler for Evaluate {
     }
 
     async fn run(&self, job: &Job) -> crate::jobs::Outcome {
-        let payload: Payload = match job.args() {
+        let payload: EvaluationArgs = match job.args() {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };

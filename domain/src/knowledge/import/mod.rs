@@ -48,29 +48,28 @@ use crate::{
 pub const KIND: &str = "kb_import";
 /// Pages of a bulk import, and of a sitemap's import.
 pub const MAX_PAGES: usize = 100;
-/// Runs of an import that keep failing on the database before it is given up.
-const MAX_ATTEMPTS: i32 = 10;
 /// A sitemap is read up to this size.
 const MAX_SITEMAP_BYTES: usize = 5 * 1024 * 1024;
 
 #[derive(Serialize, Deserialize)]
-struct Payload {
+pub struct ImportArgs {
     source_id: String,
 }
 
-impl crate::jobs::JobArgs for Payload {
+impl crate::jobs::JobArgs for ImportArgs {
     const KIND: &'static str = KIND;
+    const CLASS: crate::jobs::Class = crate::jobs::Class::Bulk;
+    /// Runs of an import that keep failing on the database before it is given up.
+    const MAX_ATTEMPTS: i32 = 10;
 }
 
 pub fn job(account_id: &AccountId, source_id: &str, now: DateTime<Utc>) -> NewJob {
-    let args = Payload {
+    let args = ImportArgs {
         source_id: source_id.to_owned(),
     };
     NewJob {
         run_at_ms: now.timestamp_millis(),
-        max_attempts: MAX_ATTEMPTS,
         unique_key: Some(format!("{KIND}:{source_id}")),
-        class: crate::jobs::Class::Bulk,
         ..NewJob::new(account_id, &args)
     }
 }
@@ -308,7 +307,7 @@ impl Handler for Import {
     }
 
     async fn run(&self, job: &Job) -> Outcome {
-        let payload: Payload = match job.args() {
+        let payload: ImportArgs = match job.args() {
             Ok(payload) => payload,
             Err(unreadable) => return unreadable,
         };

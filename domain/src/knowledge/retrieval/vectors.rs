@@ -32,7 +32,6 @@ pub const KIND: &str = "faq_embed";
 const EMBED_BATCH: usize = 16;
 /// Texts in one padded batch of the model (of similar length: they pad little).
 const EMBED_TEXTS: usize = 16;
-const MAX_ATTEMPTS: i32 = 5;
 
 /// A FAQ version to embed.
 pub struct Pending {
@@ -194,13 +193,14 @@ pub async fn embed_owner(
 }
 
 #[derive(Serialize, Deserialize)]
-struct Payload {
+pub struct EmbedArgs {
     agent_id: Option<String>,
     source_id: Option<String>,
 }
 
-impl crate::jobs::JobArgs for Payload {
+impl crate::jobs::JobArgs for EmbedArgs {
     const KIND: &'static str = KIND;
+    const CLASS: crate::jobs::Class = crate::jobs::Class::Bulk;
 }
 
 /// The job that embeds an owner's FAQs lacking a vector (one pending job per owner).
@@ -212,12 +212,10 @@ pub fn job(account_id: &AccountId, owner: &Owner, now: DateTime<Utc>) -> NewJob 
     };
     NewJob {
         run_at_ms: now.timestamp_millis(),
-        max_attempts: MAX_ATTEMPTS,
         unique_key: Some(key),
         // Vectors written while a run embeds the owner's others are embedded by a run after it.
         on_conflict: crate::jobs::OnConflict::Reschedule,
-        class: crate::jobs::Class::Bulk,
-        ..NewJob::new(account_id, &Payload { agent_id, source_id })
+        ..NewJob::new(account_id, &EmbedArgs { agent_id, source_id })
     }
 }
 
@@ -234,11 +232,11 @@ impl Handler for EmbedJob {
     }
 
     async fn run(&self, job: &Job) -> Outcome {
-        let owner = match job.args::<Payload>() {
-            Ok(Payload {
+        let owner = match job.args::<EmbedArgs>() {
+            Ok(EmbedArgs {
                 agent_id: Some(agent), ..
             }) => Owner::Agent(agent),
-            Ok(Payload {
+            Ok(EmbedArgs {
                 source_id: Some(source),
                 ..
             }) => Owner::Source(source),

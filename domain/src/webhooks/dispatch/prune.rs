@@ -16,11 +16,11 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
 use crate::{
     clock::Clock,
-    jobs::{Handler, Job, Outcome, recurring},
+    jobs::{
+        Handler, Job, Outcome,
+        recurring::{self, Recurring},
+    },
 };
-
-/// The recurring job that applies the retention.
-pub const KIND: &str = "webhook_retention";
 
 /// Deliveries deleted, and old events scanned, per turn at most.
 const BATCH: u64 = 1_000;
@@ -39,6 +39,10 @@ pub struct Retention {
     pub retention: Duration,
     /// Where this process's scan got to, and when it started (a turn on another replica starts its own).
     scan: Mutex<(ScanMark, Instant)>,
+}
+
+impl Recurring for Retention {
+    const KIND: &'static str = "webhook_retention";
 }
 
 impl Retention {

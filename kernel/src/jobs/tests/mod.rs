@@ -27,6 +27,38 @@ use crate::{
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The kinds these tests run, as argument types (handlers are registered by them); the jobs themselves are
+/// written with `job(kind, ...)` and carry whatever payload a test gives them.
+macro_rules! test_kinds {
+    ($($args:ident = $kind:literal),* $(,)?) => {
+        $(
+            #[derive(serde::Serialize, serde::Deserialize)]
+            struct $args {}
+
+            impl JobArgs for $args {
+                const KIND: &'static str = $kind;
+            }
+        )*
+    };
+}
+
+test_kinds! {
+    BroadcastSendJob = "broadcast_send",
+    DailyJob = "daily",
+    FollowUpJob = "follow_up",
+    FreshJob = "fresh",
+    ImportJob = "import",
+    LaterJob = "later",
+    OtherSendJob = "other_send",
+    PanicsJob = "panics",
+    ReplyJob = "reply",
+    SendJob = "send",
+    SlowSendJob = "slow_send",
+    StuckJob = "stuck",
+    SucceedsJob = "succeeds",
+    WorkJob = "work",
+}
+
 macro_rules! on_both_databases {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -268,8 +300,8 @@ on_both_databases!(
             }
         }
         let handlers = Handlers::default()
-            .with("follow_up", Arc::new(Scripted::new(&seen, later)))
-            .with("send", Arc::new(Scripted::new(&seen, done)));
+            .with::<FollowUpJob>(Arc::new(Scripted::new(&seen, later)))
+            .with::<SendJob>(Arc::new(Scripted::new(&seen, done)));
         let engine = Running::start(&db, config(8, 4), handlers);
         enqueue(&db, job("follow_up", "ch_1", serde_json::json!({})), Utc::now())
             .await
@@ -360,7 +392,11 @@ on_both_databases!(
     |db: DatabaseConnection| async move {
         let seen = Seen::default();
         let handler = Scripted::new(&seen, done).taking(Duration::from_millis(10), Duration::from_millis(60));
-        let engine = Running::start(&db, config(8, 8), Handlers::default().with("reply", Arc::new(handler)));
+        let engine = Running::start(
+            &db,
+            config(8, 8),
+            Handlers::default().with::<ReplyJob>(Arc::new(handler)),
+        );
         let mut committed = Vec::new();
         for n in 0..150 {
             enqueue(&db, keyed(Duration::ZERO, n), Utc::now()).await.unwrap();
@@ -399,7 +435,7 @@ on_both_databases!(a_dedup_key_holds_for_its_window, |db: DatabaseConnection| as
     let engine = Running::start(
         &db,
         config(8, 8),
-        Handlers::default().with("daily", Arc::new(Scripted::new(&seen, done))),
+        Handlers::default().with::<DailyJob>(Arc::new(Scripted::new(&seen, done))),
     );
     let window_ends = Utc::now().timestamp_millis() + 2_000;
     let daily = || NewJob {
@@ -471,8 +507,8 @@ on_both_databases!(
         let settled = Arc::new(Mutex::new(0));
         let blocking = Scripted::new(&seen, done).taking(Duration::from_secs(600), Duration::ZERO);
         let handlers = Handlers::default()
-            .with("broadcast_send", Arc::new(blocking))
-            .with("other_send", Arc::new(CancelCounter(settled.clone())));
+            .with::<BroadcastSendJob>(Arc::new(blocking))
+            .with::<OtherSendJob>(Arc::new(CancelCounter(settled.clone())));
         let in_group = |n: usize, kind: &'static str| NewJob {
             group: Some("bc_1".into()),
             class: Class::Bulk,
@@ -527,7 +563,7 @@ on_both_databases!(
         assert_eq!(left.len(), 1, "only the job outside the group is pending");
         assert_eq!(left[0].payload, r#"{"outside":true}"#);
         // Cancelled jobs release their keys and show as such; a handler settles what its jobs stood for.
-        let handlers = Handlers::default().with("other_send", Arc::new(CancelCounter(settled.clone())));
+        let handlers = Handlers::default().with::<OtherSendJob>(Arc::new(CancelCounter(settled.clone())));
         let again = (0..3).map(|n| in_group(n, "other_send")).collect();
         enqueue_all(&db, again, Utc::now() + chrono::Duration::hours(1))
             .await
@@ -551,8 +587,8 @@ on_both_databases!(
         let mut stuck = Scripted::new(&seen, done).taking(Duration::from_secs(600), Duration::ZERO);
         stuck.deadline = Duration::from_millis(500);
         let handlers = Handlers::default()
-            .with("stuck", Arc::new(stuck))
-            .with("send", Arc::new(Scripted::new(&seen, done)));
+            .with::<StuckJob>(Arc::new(stuck))
+            .with::<SendJob>(Arc::new(Scripted::new(&seen, done)));
         // One slot in the lane: the stuck run holds it until its deadline.
         let engine = Running::start(&db, config(8, 1), handlers);
         let once = NewJob {
@@ -591,7 +627,7 @@ on_both_databases!(
         let engine = Running::start(
             &db,
             config(8, 8),
-            Handlers::default().with("import", Arc::new(Scripted::new(&seen, refuse))),
+            Handlers::default().with::<ImportJob>(Arc::new(Scripted::new(&seen, refuse))),
         );
         let keyed = || NewJob {
             unique_key: Some("import:src_1".into()),
@@ -625,7 +661,7 @@ on_both_databases!(
         .await
         .unwrap();
         // The engine's own recurring retention job deletes it, in a process that runs no other kind.
-        enqueue(&db, recurring::job(retention::KIND, Utc::now()), Utc::now())
+        enqueue(&db, recurring::job::<retention::Retention>(Utc::now()), Utc::now())
             .await
             .unwrap();
         let engine = Running::start(&db, config(8, 8), Handlers::default());
@@ -643,8 +679,11 @@ on_both_databases!(
         let pending = pending(&db).await;
         kinds.extend(pending.iter().map(|job| job.kind.as_str()));
         kinds.sort_unstable();
-        assert_eq!(kinds, ["import", retention::KIND]);
-        let turn = pending.iter().find(|job| job.kind == retention::KIND).unwrap();
+        assert_eq!(kinds, ["import", <retention::Retention as recurring::Recurring>::KIND]);
+        let turn = pending
+            .iter()
+            .find(|job| job.kind == <retention::Retention as recurring::Recurring>::KIND)
+            .unwrap();
         assert!(turn.run_at_ms > Utc::now().timestamp_millis(), "its next turn is later");
     }
 );
@@ -665,8 +704,8 @@ on_both_databases!(
     |db: DatabaseConnection| async move {
         let seen = Seen::default();
         let handlers = Handlers::default()
-            .with("panics", Arc::new(Panics))
-            .with("succeeds", Arc::new(Scripted::new(&seen, done)));
+            .with::<PanicsJob>(Arc::new(Panics))
+            .with::<SucceedsJob>(Arc::new(Scripted::new(&seen, done)));
         let once = |kind| NewJob {
             max_attempts: 1,
             ..job(kind, "one-lane", serde_json::json!({"kind": kind}))
@@ -710,8 +749,8 @@ on_both_databases!(
             .taking(Duration::from_secs(5), Duration::ZERO)
             .with_effect(Duration::ZERO);
         let handlers = Handlers::default()
-            .with("broadcast_send", Arc::new(busy))
-            .with("slow_send", Arc::new(slow));
+            .with::<BroadcastSendJob>(Arc::new(busy))
+            .with::<SlowSendJob>(Arc::new(slow));
         let in_group = |n: usize, kind: &'static str| NewJob {
             group: Some("bc_busy".into()),
             class: Class::Bulk,
@@ -733,7 +772,7 @@ on_both_databases!(
         })
         .await;
 
-        let settling = Handlers::default().with("broadcast_send", Arc::new(CancelCounter(settled.clone())));
+        let settling = Handlers::default().with::<BroadcastSendJob>(Arc::new(CancelCounter(settled.clone())));
         let which = cancel::Selector::Group("bc_busy".into());
         let cancelled = cancel::cancel(&db, &settling, &which, Some("acc_a"), Utc::now())
             .await
@@ -806,7 +845,7 @@ on_both_databases!(
     a_job_whose_runs_keep_crashing_fails_as_crashed,
     |db: DatabaseConnection| async move {
         let why = Arc::new(Mutex::new(Vec::new()));
-        let handlers = Handlers::default().with("send", Arc::new(Settles(why.clone())));
+        let handlers = Handlers::default().with::<SendJob>(Arc::new(Settles(why.clone())));
         let crashed = enqueue(&db, job("send", "ch_1", serde_json::json!({"n": 1})), Utc::now())
             .await
             .unwrap();
@@ -857,7 +896,7 @@ on_both_databases!(
         let late = Scripted::new(&seen, done)
             .taking(Duration::from_millis(9_800), Duration::ZERO)
             .with_effect(Duration::from_secs(1));
-        let engine = Running::start(&db, config(4, 4), Handlers::default().with("send", Arc::new(late)));
+        let engine = Running::start(&db, config(4, 4), Handlers::default().with::<SendJob>(Arc::new(late)));
         enqueue(&db, job("send", "ch_1", serde_json::json!({})), Utc::now())
             .await
             .unwrap();
@@ -875,7 +914,7 @@ on_both_databases!(
         );
 
         let quick = Scripted::new(&seen, done).with_effect(Duration::ZERO);
-        let next = Running::start(&db, config(4, 4), Handlers::default().with("send", Arc::new(quick)));
+        let next = Running::start(&db, config(4, 4), Handlers::default().with::<SendJob>(Arc::new(quick)));
         let started = Instant::now();
         while !pending(&db).await.is_empty() {
             assert!(started.elapsed() < WAIT);

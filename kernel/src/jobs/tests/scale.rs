@@ -103,8 +103,8 @@ on_both_databases!(
     |db: DatabaseConnection| async move {
         let starts = Arc::new(Starts::default());
         let handlers = Handlers::default()
-            .with("fresh", starts.clone())
-            .with("later", starts.clone());
+            .with::<FreshJob>(starts.clone())
+            .with::<LaterJob>(starts.clone());
         let engine = Running::start(&db, config(8, 8), handlers);
         let alone = fresh_latencies(&db, &engine, &starts, "alone", 10).await;
         let in_an_hour = Utc::now().timestamp_millis() + 3_600_000;
@@ -134,7 +134,7 @@ on_both_databases!(
             .collect();
         enqueue_in_chunks(&db, unknown).await;
         let starts = Arc::new(Starts::default());
-        let engine = Running::start(&db, config(8, 8), Handlers::default().with("fresh", starts.clone()));
+        let engine = Running::start(&db, config(8, 8), Handlers::default().with::<FreshJob>(starts.clone()));
         let latencies = fresh_latencies(&db, &engine, &starts, "known", 3).await;
         let slowest = latencies.iter().max().unwrap();
         assert!(
@@ -179,7 +179,7 @@ on_both_databases!(
         rand::seq::SliceRandom::shuffle(jobs.as_mut_slice(), &mut rand::rng());
         enqueue_in_chunks(&db, jobs).await;
         let starts = Arc::new(Starts::default());
-        let engine = Running::start(&db, config(16, 64), Handlers::default().with("work", starts.clone()));
+        let engine = Running::start(&db, config(16, 64), Handlers::default().with::<WorkJob>(starts.clone()));
         // The one-job accounts (1,800 runs) and about eight turns of each busy account.
         let since = Instant::now();
         while starts.count() < 3_400 {
