@@ -237,6 +237,47 @@ pub async fn agency_and_child(server: &Server) -> (Platform<'_>, Platform<'_>) {
     )
 }
 
+/// A 400 `invalid_argument` naming a field under `prefix` (`booking`, `follow_ups.delay_minutes`, ...).
+pub fn assert_invalid_under(answer: &Answer, prefix: &str, case: &str) {
+    assert_eq!(
+        (answer.status, answer.code()),
+        (400, "invalid_argument"),
+        "{case}: {}",
+        answer.body
+    );
+    assert!(
+        answer.fields().iter().any(|f| f.starts_with(prefix)),
+        "{case}: expected a field under {prefix}: {}",
+        answer.body
+    );
+}
+
+/// A JSON object as a `google.protobuf.Struct`.
+pub fn to_struct(value: Value) -> prost_types::Struct {
+    match to_prost(value).kind {
+        Some(prost_types::value::Kind::StructValue(fields)) => fields,
+        other => panic!("not an object: {other:?}"),
+    }
+}
+
+/// A JSON value as a `google.protobuf.Value`.
+pub fn to_prost(value: Value) -> prost_types::Value {
+    use prost_types::value::Kind;
+    let kind = match value {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap()),
+        Value::String(s) => Kind::StringValue(s),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.into_iter().map(to_prost).collect(),
+        }),
+        Value::Object(fields) => Kind::StructValue(prost_types::Struct {
+            fields: fields.into_iter().map(|(k, v)| (k, to_prost(v))).collect(),
+        }),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
 /// Declares `struct $name<'a>(Platform<'a>)`, which derefs to the kit's client and has `new`, so a test
 /// file can add helpers of its own.
 #[macro_export]

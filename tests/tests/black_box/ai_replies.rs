@@ -47,7 +47,14 @@ async fn start(db: &Db, twilio: &FakeTwilio) -> Server {
 /// Waits past the reply debounce of `start` (300 ms), then until the service is quiet: a reply that was
 /// going to come has come.
 async fn settle(server: &Server) {
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    settle_past(server, Duration::from_millis(300)).await;
+}
+
+/// Waits until a reply debounced by `debounce` from now is due, then until the service is quiet: a reply
+/// that was going to come has come (quiet means nothing due or running; a reply still waiting for its
+/// debounce is neither).
+async fn settle_past(server: &Server, debounce: Duration) {
+    tokio::time::sleep(debounce + Duration::from_millis(100)).await;
     frontdesk_tests::admin::quiesce(server).await;
 }
 
@@ -164,7 +171,7 @@ on_both_databases!(
         let body = json!({"phone": "+15556000004", "text": "Hi! We open at nine."});
         let answer = desk.platform.send("POST", "/v1/contacts/send", Some(body)).await;
         assert_eq!(answer.status, 202, "{}", answer.body);
-        tokio::time::sleep(Duration::from_secs(4)).await;
+        settle_past(&server, Duration::from_secs(2)).await;
         let sent = twilio.sent_to("+15556000004");
         assert_eq!(sent.len(), 1, "the person's answer, no AI reply: {sent:?}");
         assert_eq!(sent[0].body(), "Hi! We open at nine.");
@@ -181,7 +188,7 @@ on_both_databases!(
         desk.channel
             .inbound(&new_message_sid(), "+15556000004", "Do you have parking?")
             .await;
-        tokio::time::sleep(Duration::from_secs(4)).await;
+        settle_past(&server, Duration::from_secs(2)).await;
         assert_eq!(twilio.sent_to("+15556000004").len(), 1, "handed off: silent");
         desk.platform
             .ok("POST", &format!("/v1/conversations/{id}/resume"), Some(json!({})))
@@ -195,7 +202,7 @@ on_both_databases!(
             HOURS,
             "resumed: the AI answers the next message, not the older ones"
         );
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        settle_past(&server, Duration::from_secs(2)).await;
         assert_eq!(twilio.sent_to("+15556000004").len(), 2);
     }
 );
@@ -385,7 +392,7 @@ on_both_databases!(a_paused_or_deleted_agent_answers_nothing, |db: Db| async mov
         .ok("DELETE", &format!("/v1/agents/{}", desk.agent), None)
         .await;
     desk.channel.inbound(&new_message_sid(), "+15556050001", "Hello?").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    settle(&server).await;
     assert_eq!(twilio.sent_to("+15556050001").len(), 1, "deleted: silent");
 });
 
@@ -431,7 +438,7 @@ on_both_databases!(a_sigkill_around_the_reply_leaves_one_reply, |db: Db| async m
         channel = channel.at(&server);
         let platform = Platform::of(&server, &account_id, &key);
         twilio.wait_for_sent(&phone, 1).await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        settle(&server).await;
         let thread = platform.conversation_with(&phone).await;
         let replies: Vec<&Value> = thread["messages"]
             .as_array()

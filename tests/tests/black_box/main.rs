@@ -2,6 +2,8 @@
 //! SQLite and PostgreSQL. One test binary with a module per resource, so the whole stack is linked once
 //! (`cargo test -p frontdesk-tests --test black_box MODULE::` runs one resource's tests).
 
+mod agent_knowledge;
+mod agent_tools;
 mod agents;
 mod ai_replies;
 mod bench_smoke;
@@ -16,6 +18,7 @@ mod evaluations;
 mod job_engine;
 mod jobs;
 mod kb_files;
+mod kb_groups;
 mod kb_imports;
 mod knowledge_gaps;
 mod messaging;

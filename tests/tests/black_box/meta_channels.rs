@@ -157,7 +157,7 @@ on_both_databases!(whatsapp_checks_receives_and_sends, |db: Db| async move {
         message["delivered_at"].is_string() && message["read_at"].is_string(),
         "{message}"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin::quiesce(&server).await;
     assert_eq!(
         platform.get(&format!("/v1/messages/{sent}")).await["message"]["status"],
         "read"
@@ -204,7 +204,7 @@ on_both_databases!(statuses_emit_each_event_once_in_order, |db: Db| async move {
     let failed = sms::message_when(&platform, &second, |m| m["status"] == "failed").await;
     assert_eq!(failed["error"]["code"], "131026", "{failed}");
     receiver.wait_until(Duration::from_secs(30), |d| d.len() >= 3).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    admin::quiesce(&server).await;
     // Each state once, with the message as it stood at that state (deliveries may arrive in any order).
     let mut events: Vec<(String, String, String)> = receiver
         .deliveries()
@@ -461,7 +461,7 @@ on_both_databases!(reactions_and_read_marks_go_both_ways, |db: Db| async move {
             || reactions == [taken_back],
         "{reactions:?}"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    admin::quiesce(&server).await;
     let reads = graph.calls().iter().filter(|c| c.body["status"] == "read").count();
     assert_eq!(reads, 1, "one read mark however often the conversation is marked read");
 
@@ -700,7 +700,9 @@ on_both_databases!(entry_points_follow_refs_and_ai_replies_answer, |db: Db| asyn
     assert_eq!(reply.body["text"]["body"], "Twenty percent off every plant until May.");
     let sticker = fixture("whatsapp_sticker");
     whatsapp.post(&sticker).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Past the 200 ms debounce a reply would have waited for, then quiet: none came.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin::quiesce(&server).await;
     assert_eq!(
         graph.calls().iter().filter(|c| c.is_message()).count(),
         2,

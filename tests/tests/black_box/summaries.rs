@@ -370,9 +370,12 @@ on_both_databases!(
             };
             (reply, Duration::ZERO)
         });
+        // Conversations stay open past the script's two days (the idle sweep runs whenever the clock is
+        // moved, and a conversation idle a whole day at 18:40 on the 20th would close on the edge of it).
         let env = [
             ("FRONTDESK_REPLY_DEBOUNCE_MS", "0"),
             ("FRONTDESK_TEST_CLOCK", "true"),
+            ("FRONTDESK_CONVERSATION_IDLE_HOURS", "72"),
             ("FRONTDESK_MODEL_PROVIDER", "openai"),
             ("OPENAI_BASE_URL", &model.openai_base_url()),
             ("OPENAI_API_KEY", "sk-openai-server"),
