@@ -274,7 +274,6 @@ mod tests {
         };
         let conversation = conversations::Model {
             agent_id: "agt_1".into(),
-            status: "open".into(),
             inbound_seq: 3,
             follow_up_seq: 3,
             follow_ups_sent: 1,

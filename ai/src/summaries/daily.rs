@@ -207,7 +207,7 @@ pub async fn summary(
     let stats = stats(db, account_id, day).await?;
     let open_tasks = tasks::Entity::find()
         .filter(tasks::Column::AccountId.eq(account_id))
-        .filter(tasks::Column::Status.eq("open"));
+        .filter(tasks::Column::Status.eq(tasks::TaskStatus::Open));
     let open_of_kind = |kind: &str| open_tasks.clone().filter(tasks::Column::Kind.eq(kind));
     let newest = |select: Select<tasks::Entity>, limit: u64| {
         select

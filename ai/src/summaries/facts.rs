@@ -69,7 +69,7 @@ pub async fn gather(db: &DatabaseConnection, conversation: &conversations::Model
     Ok(Facts {
         language: language.to_owned(),
         channel: conversation.channel.clone(),
-        closed: conversation.status == "closed",
+        closed: conversation.status == conversations::ConversationStatus::Closed,
         started_at: conversation.created_at,
         last_message_at: conversation.last_message_at,
         digest,
@@ -99,13 +99,13 @@ pub async fn gather(db: &DatabaseConnection, conversation: &conversations::Model
             .map(|t| Handoff {
                 reason: t.reason.clone(),
                 at: t.created_at,
-                done: t.status == "done",
+                done: t.status == tasks::TaskStatus::Done,
             })
             .collect(),
         open_tasks: tasks
             .iter()
             .rev()
-            .filter(|t| t.kind == FROM_TOOL && t.status == "open")
+            .filter(|t| t.kind == FROM_TOOL && t.status == tasks::TaskStatus::Open)
             .map(|t| t.title.clone())
             .collect(),
         awaiting_answer: conversation.inbound_seq > conversation.ai_answered_seq,

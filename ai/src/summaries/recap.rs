@@ -124,7 +124,7 @@ impl Recaps {
         let summary = Summary {
             contact_id: contact.id.clone(),
             conversation_id: conversation.id.clone(),
-            conversation_status: conversation.status.clone(),
+            conversation_status: conversation.status.as_str().to_owned(),
             recap,
             generated_at: Some(timestamps::to_proto(now)),
             credits_used: cost as f64 / 1_000.0,
@@ -158,7 +158,7 @@ impl Recaps {
                 .filter(conversations::Column::AccountId.eq(contact.account_id.as_str()))
         };
         let closed = of_contact()
-            .filter(conversations::Column::Status.eq("closed"))
+            .filter(conversations::Column::Status.eq(conversations::ConversationStatus::Closed))
             .order_by_desc(conversations::Column::ClosedAt)
             .order_by_desc(conversations::Column::CreatedAt)
             .one(&self.db)
@@ -167,7 +167,7 @@ impl Recaps {
             return Ok(closed);
         }
         Ok(of_contact()
-            .filter(conversations::Column::Status.eq("open"))
+            .filter(conversations::Column::Status.eq(conversations::ConversationStatus::Open))
             .order_by_desc(conversations::Column::LastMessageAt)
             .one(&self.db)
             .await?)

@@ -23,7 +23,7 @@ pub async fn close_idle(
     let ids: Vec<String> = conversations::Entity::find()
         .select_only()
         .column(conversations::Column::Id)
-        .filter(conversations::Column::Status.eq("open"))
+        .filter(conversations::Column::Status.eq(conversations::ConversationStatus::Open))
         // The window bounds the index scan; the exact time decides within the cutoff's window.
         .filter(conversations::Column::ActivityBucket.lte(activity::bucket(cutoff)))
         .filter(conversations::Column::LastMessageAt.lt(cutoff))

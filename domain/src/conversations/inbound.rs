@@ -458,7 +458,7 @@ async fn known(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<Known
     }
     for open in conversations::Entity::find()
         .filter(conversations::Column::ContactId.is_in(ids))
-        .filter(conversations::Column::Status.eq("open"))
+        .filter(conversations::Column::Status.eq(conversations::ConversationStatus::Open))
         .all(txn)
         .await?
     {

@@ -92,7 +92,7 @@ pub fn conversation(c: &conversations::Model) -> Conversation {
         channel: c.channel.clone(),
         channel_type: c.channel_type.clone(),
         agent_id: c.agent_id.clone(),
-        status: c.status.clone(),
+        status: c.status.as_str().to_owned(),
         handoff: c.handoff,
         handoff_reason: c.handoff_reason.clone(),
         unread_count: c.unread_count,

@@ -40,7 +40,9 @@ pub struct ReplyPolicy {
 
 /// Whether a message from the contact in `conversation` is for the AI to answer.
 pub fn answers(conversation: &conversations::Model) -> bool {
-    !conversation.agent_id.is_empty() && !conversation.handoff && conversation.status == "open"
+    !conversation.agent_id.is_empty()
+        && !conversation.handoff
+        && conversation.status == conversations::ConversationStatus::Open
 }
 
 /// The conversation's reply job, due a debounce after `now`.

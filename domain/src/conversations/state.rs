@@ -16,7 +16,7 @@ use crate::{
     channels::signals,
     events::{self, EventType},
     store::entities::{
-        conversations::{self, Column},
+        conversations::{self, Column, ConversationStatus},
         messages,
     },
 };
@@ -50,8 +50,8 @@ impl Change {
     /// `closed` (`conversation.closed`); the contact's next message opens a new conversation.
     pub fn close() -> Self {
         Self {
-            due: Condition::all().add(Column::Status.eq("open")),
-            set: vec![(Column::Status, "closed".into())],
+            due: Condition::all().add(Column::Status.eq(ConversationStatus::Open)),
+            set: vec![(Column::Status, ConversationStatus::Closed.into())],
             derived: Vec::new(),
             stamp: Some(Column::ClosedAt),
             event: Some(EventType::ConversationClosed),

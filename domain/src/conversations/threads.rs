@@ -34,7 +34,7 @@ pub async fn open_on(
         .filter(conversations::Column::AccountId.eq(account_id))
         .filter(conversations::Column::ContactId.eq(contact_id))
         .filter(conversations::Column::Channel.eq(channel))
-        .filter(conversations::Column::Status.eq("open"))
+        .filter(conversations::Column::Status.eq(conversations::ConversationStatus::Open))
         .one(db)
         .await
 }
@@ -99,7 +99,7 @@ fn new_row(
         channel_id: channel.id.clone(),
         channel_type: channel.kind.clone(),
         agent_id: agent.as_str().to_owned(),
-        status: "open".to_owned(),
+        status: conversations::ConversationStatus::Open,
         handoff: false,
         handoff_reason: String::new(),
         unread_count: 0,
@@ -130,7 +130,7 @@ pub async fn open_or_start_all(
         conversations::Entity::find()
             .filter(conversations::Column::AccountId.eq(account_id))
             .filter(conversations::Column::Channel.eq(&channel.name))
-            .filter(conversations::Column::Status.eq("open"))
+            .filter(conversations::Column::Status.eq(conversations::ConversationStatus::Open))
             .filter(one_of(
                 db.get_database_backend(),
                 (conversations::Entity, conversations::Column::ContactId),

@@ -151,7 +151,11 @@ impl Facts {
                 (conversations::Entity, conversations::Column::ContactId),
                 contact_ids.iter().cloned(),
             ))
-            .filter(conversations::Column::Status.eq("open").or(latest))
+            .filter(
+                conversations::Column::Status
+                    .eq(conversations::ConversationStatus::Open)
+                    .or(latest),
+            )
             .order_by_asc(conversations::Column::CreatedAt)
             .order_by_asc(conversations::Column::Id)
             .all(db)
@@ -159,7 +163,7 @@ impl Facts {
         for row in rows {
             // Oldest first, so the last one noted is the latest.
             self.latest_channel.insert(row.contact_id.clone(), row.channel.clone());
-            if row.status == "open" {
+            if row.status == conversations::ConversationStatus::Open {
                 self.open.insert((row.contact_id.clone(), row.channel.clone()), row);
             }
         }

@@ -29,7 +29,7 @@ pub fn row(new: NewTask<'_>, now: DateTime<Utc>) -> tasks::Model {
         account_id: new.conversation.account_id.clone(),
         title: new.title,
         due: new.due,
-        status: "open".into(),
+        status: tasks::TaskStatus::Open,
         kind: new.kind.to_owned(),
         reason: new.reason,
         contact_id: new.conversation.contact_id.clone(),
@@ -79,11 +79,11 @@ pub async fn close_for_resumed(
         return Ok(());
     }
     tasks::Entity::update_many()
-        .col_expr(tasks::Column::Status, Expr::value("done"))
+        .col_expr(tasks::Column::Status, Expr::value(tasks::TaskStatus::Done))
         .col_expr(tasks::Column::UpdatedAt, Expr::value(now))
         .filter(tasks::Column::ConversationId.is_in(resumed.iter().map(|c| c.id.as_str())))
         .filter(tasks::Column::Kind.eq(FROM_HANDOFF))
-        .filter(tasks::Column::Status.eq("open"))
+        .filter(tasks::Column::Status.eq(tasks::TaskStatus::Open))
         .exec(db)
         .await?;
     Ok(())

@@ -54,7 +54,11 @@ impl TasksService {
         let done = r
             .done
             .ok_or_else(|| ApiError::field("done", "is required: true or false"))?;
-        let status = if done { "done" } else { "open" };
+        let status = if done {
+            tasks::TaskStatus::Done
+        } else {
+            tasks::TaskStatus::Open
+        };
         let now = self.clock.now();
         // One statement: a concurrent update of the same task ends in one of the two states, never half.
         let changed = tasks::Entity::update_many()
@@ -76,7 +80,7 @@ pub fn task_message(t: tasks::Model) -> Task {
     Task {
         id: t.id,
         title: t.title,
-        status: t.status,
+        status: t.status.as_str().to_owned(),
         kind: t.kind,
         reason: t.reason,
         contact_id: t.contact_id,

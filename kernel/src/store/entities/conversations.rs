@@ -16,8 +16,7 @@ pub struct Model {
     pub channel_id: String,
     pub channel_type: String,
     pub agent_id: String,
-    /// `open` or `closed`.
-    pub status: String,
+    pub status: ConversationStatus,
     pub handoff: bool,
     pub handoff_reason: String,
     pub unread_count: i32,
@@ -37,6 +36,26 @@ pub struct Model {
     pub follow_ups_sent: i32,
 }
 
+/// Whether a conversation is open (at most one per contact and channel) or closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum ConversationStatus {
+    #[sea_orm(string_value = "open")]
+    Open,
+    #[sea_orm(string_value = "closed")]
+    Closed,
+}
+
+impl ConversationStatus {
+    /// As the API and the stored row spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+        }
+    }
+}
+
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 
@@ -54,7 +73,7 @@ pub fn sample() -> Model {
         channel_id: "ch_1".into(),
         channel_type: "sms".into(),
         agent_id: String::new(),
-        status: "open".into(),
+        status: ConversationStatus::Open,
         handoff: false,
         handoff_reason: String::new(),
         unread_count: 0,

@@ -11,8 +11,7 @@ pub struct Model {
     pub account_id: String,
     pub title: String,
     pub due: Option<DateTimeUtc>,
-    /// `open` or `done`.
-    pub status: String,
+    pub status: TaskStatus,
     /// What made it: `tool` (an agent's `create_task`) or `handoff` (a person is to answer the contact).
     pub kind: String,
     /// A handoff's reason; "" for an agent's task.
@@ -22,6 +21,26 @@ pub struct Model {
     pub agent_id: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Whether the team still has a task to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum TaskStatus {
+    #[sea_orm(string_value = "open")]
+    Open,
+    #[sea_orm(string_value = "done")]
+    Done,
+}
+
+impl TaskStatus {
+    /// As the API and the stored row spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Done => "done",
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
