@@ -167,17 +167,18 @@ pub fn authed<T>(key: &str, message: T) -> tonic::Request<T> {
 
 /// A 400 `invalid_argument` naming `field`.
 pub fn assert_invalid(answer: &Answer, field: &str, case: &str) {
+    assert_invalid_where(answer, |f| f == field, &format!("{case}: expected field {field}"));
+}
+
+/// A 400 `invalid_argument` naming a field `wanted` accepts; `expected` says which, for the failure.
+fn assert_invalid_where(answer: &Answer, wanted: impl Fn(&str) -> bool, expected: &str) {
     assert_eq!(
         (answer.status, answer.code()),
         (400, "invalid_argument"),
-        "{case}: {}",
+        "{expected}: {}",
         answer.body
     );
-    assert!(
-        answer.fields().iter().any(|f| f == field),
-        "{case}: expected field {field}: {}",
-        answer.body
-    );
+    assert!(answer.fields().iter().any(|f| wanted(f)), "{expected}: {}", answer.body);
 }
 
 pub fn assert_not_found(answer: &Answer, case: &str) {
@@ -239,16 +240,10 @@ pub async fn agency_and_child(server: &Server) -> (Platform<'_>, Platform<'_>) {
 
 /// A 400 `invalid_argument` naming a field under `prefix` (`booking`, `follow_ups.delay_minutes`, ...).
 pub fn assert_invalid_under(answer: &Answer, prefix: &str, case: &str) {
-    assert_eq!(
-        (answer.status, answer.code()),
-        (400, "invalid_argument"),
-        "{case}: {}",
-        answer.body
-    );
-    assert!(
-        answer.fields().iter().any(|f| f.starts_with(prefix)),
-        "{case}: expected a field under {prefix}: {}",
-        answer.body
+    assert_invalid_where(
+        answer,
+        |f| f.starts_with(prefix),
+        &format!("{case}: expected a field under {prefix}"),
     );
 }
 
