@@ -130,7 +130,7 @@ impl KbGroupsService {
         v.finish()?;
         let now = self.clock.now();
         let row = kb_groups::Model {
-            id: format!("kbg_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::KbGroup),
             account_id: account_id.to_string(),
             name: r.name.trim().to_owned(),
             description: r.description,
@@ -264,7 +264,7 @@ impl KbGroups for KbGroupsService {
     async fn list_kb_groups(&self, request: Request<ListKbGroupsRequest>) -> Result<Response<KbGroupList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "kbg_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::KbGroup.prefix())?;
         let select = kb_groups::Entity::find().filter(kb_groups::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(
             &self.db,

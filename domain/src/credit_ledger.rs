@@ -40,7 +40,7 @@ impl credits_server::Credits for CreditsService {
     async fn get_credits(&self, request: Request<GetCreditsRequest>) -> Result<Response<CreditsAnswer>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "led_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::LedgerEntry.prefix())?;
         let account = crate::accounts::store::find_live(&self.db, account_id.as_str()).await?;
         let select = credit_ledger::Entity::find().filter(credit_ledger::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(

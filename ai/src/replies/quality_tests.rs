@@ -396,7 +396,7 @@ async fn agent_with(
         name: Some(collection.set.chars().take(80).collect()),
         ..AgentFields::default()
     };
-    let agent = fields.into_new(format!("agt_{}", crate::ids::base62(16)), account, now);
+    let agent = fields.into_new(crate::ids::new_id(crate::ids::Kind::Agent), account, now);
     agents::Entity::insert(agents::ActiveModel::from(agent.clone()))
         .exec_without_returning(db)
         .await

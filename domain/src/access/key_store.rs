@@ -22,7 +22,7 @@ pub async fn issue(
 ) -> Result<(ApiKey, api_keys::Model), DbErr> {
     let key = ApiKey::generate();
     let row = api_keys::Model {
-        id: format!("key_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::ApiKey),
         account_id: account_id.as_str().to_owned(),
         key_hash: key.hash(),
         masked: key.masked(),

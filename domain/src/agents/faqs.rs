@@ -43,7 +43,7 @@ pub fn new_faq(
     now: DateTime<Utc>,
 ) -> agent_faqs::Model {
     agent_faqs::Model {
-        id: format!("faq_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Faq),
         account_id: account_id.to_string(),
         agent_id: agent_id.to_owned(),
         question: question.trim().to_owned(),
@@ -67,7 +67,7 @@ async fn find_faq(
 }
 
 pub async fn list(db: &impl ConnectionTrait, account_id: &AccountId, r: ListFaqsRequest) -> ApiResult<FaqList> {
-    let page = Page::checked(r.limit, &r.cursor, "faq_")?;
+    let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Faq.prefix())?;
     let agent = find(db, account_id, &r.agent_id).await?;
     let select = agent_faqs::Entity::find().filter(agent_faqs::Column::AgentId.eq(&agent.id));
     let (rows, more) = paging::fetch(db, select, &page, agent_faqs::Column::CreatedAt, agent_faqs::Column::Id).await?;

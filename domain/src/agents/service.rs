@@ -79,7 +79,7 @@ pub async fn create(
     now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<agents::Model> {
     fields.validate(true)?;
-    let agent = fields.into_new(format!("agt_{}", crate::ids::base62(16)), account_id, now);
+    let agent = fields.into_new(crate::ids::new_id(crate::ids::Kind::Agent), account_id, now);
     agents::Entity::insert(agents::ActiveModel::from(agent.clone()).reset_all())
         .exec_without_returning(db)
         .await?;
@@ -187,7 +187,7 @@ impl Agents for AgentsService {
     async fn list_agents(&self, request: Request<ListAgentsRequest>) -> Result<Response<AgentList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "agt_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Agent.prefix())?;
         let select = agents::Entity::find().filter(agents::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(&self.db, select, &page, agents::Column::CreatedAt, agents::Column::Id)
             .await

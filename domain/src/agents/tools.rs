@@ -190,7 +190,7 @@ pub async fn list_functions(
     account_id: &AccountId,
     r: ListCustomFunctionsRequest,
 ) -> ApiResult<CustomFunctionList> {
-    let page = Page::checked(r.limit, &r.cursor, "fn_")?;
+    let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::CustomFunction.prefix())?;
     let agent = find(&service.db, account_id, &r.agent_id).await?;
     let select = custom_functions::Entity::find().filter(custom_functions::Column::AgentId.eq(&agent.id));
     let (rows, more) = paging::fetch(
@@ -242,7 +242,7 @@ pub async fn create_function(
     let columns = [custom_functions::Column::AgentId, custom_functions::Column::Name];
     let limits = (r.name.as_str(), MAX_FUNCTIONS, "custom function");
     let agent = admit_tool::<custom_functions::Entity>(&txn, account_id, &r.agent_id, columns, limits).await?;
-    let id = format!("fn_{}", crate::ids::base62(16));
+    let id = crate::ids::new_id(crate::ids::Kind::CustomFunction);
     let row = custom_functions::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
         id,
@@ -270,7 +270,7 @@ pub async fn list_servers(
     account_id: &AccountId,
     r: ListMcpServersRequest,
 ) -> ApiResult<McpServerList> {
-    let page = Page::checked(r.limit, &r.cursor, "mcp_")?;
+    let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::McpServer.prefix())?;
     let agent = find(&service.db, account_id, &r.agent_id).await?;
     let select = mcp_servers::Entity::find().filter(mcp_servers::Column::AgentId.eq(&agent.id));
     let (rows, more) = paging::fetch(
@@ -323,7 +323,7 @@ pub async fn create_server(
     let columns = [mcp_servers::Column::AgentId, mcp_servers::Column::Name];
     let limits = (r.name.as_str(), MAX_SERVERS, "MCP server");
     let agent = admit_tool::<mcp_servers::Entity>(&txn, account_id, &r.agent_id, columns, limits).await?;
-    let id = format!("mcp_{}", crate::ids::base62(16));
+    let id = crate::ids::new_id(crate::ids::Kind::McpServer);
     let row = mcp_servers::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
         id,

@@ -275,7 +275,7 @@ pub async fn create(
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
     let mut row = broadcasts::Model {
-        id: format!("brd_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Broadcast),
         account_id: account_id.to_string(),
         name: String::new(),
         agent_id: String::new(),
@@ -485,7 +485,7 @@ impl Broadcasts for BroadcastsService {
     ) -> Result<Response<BroadcastList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "brd_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Broadcast.prefix())?;
         let mut select = broadcasts::Entity::find().filter(broadcasts::Column::AccountId.eq(&account_id));
         if !r.status.is_empty() {
             let mut v = Violations::new();

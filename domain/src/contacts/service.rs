@@ -228,7 +228,7 @@ impl Contacts for ContactsService {
     async fn list_contacts(&self, request: Request<ListContactsRequest>) -> Result<Response<ContactList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "ct_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Contact.prefix())?;
         let filters = Filters { q: r.q, tag: r.tag };
         let (rows, more) = store::list(&self.db, &account_id, &filters, &page)
             .await

@@ -227,7 +227,7 @@ pub async fn create(
     let keys = unique_keys(new.phone.as_ref(), new.email.as_ref(), &new.identities);
     for _ in 0..CREATE_ATTEMPTS {
         let contact = contacts::Model {
-            id: format!("ct_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::Contact),
             account_id: account_id.to_string(),
             name: new.name.clone(),
             phone: new.phone.as_ref().map(|p| p.as_str().to_owned()),

@@ -37,7 +37,7 @@ impl Filters {
             v.one_of("status", &r.status, STATUSES);
         }
         let mut paging = Vec::new();
-        let page = Page::parse(r.limit, &r.cursor, "cv_", &mut paging);
+        let page = Page::parse(r.limit, &r.cursor, crate::ids::Kind::Conversation.prefix(), &mut paging);
         paging.into_iter().for_each(|violation| v.push(violation));
         v.finish()?;
         let filters = Self {

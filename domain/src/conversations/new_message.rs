@@ -38,7 +38,7 @@ pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
     let conversation = new.conversation;
     messages::Model {
         seq: 0,
-        id: format!("msg_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Message),
         account_id: conversation.account_id.clone(),
         conversation_id: conversation.id.clone(),
         contact_id: conversation.contact_id.clone(),

@@ -92,7 +92,7 @@ fn new_row(
     now: DateTime<Utc>,
 ) -> conversations::Model {
     conversations::Model {
-        id: format!("cv_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Conversation),
         account_id: account_id.to_string(),
         contact_id: contact_id.to_owned(),
         channel: channel.name.clone(),

@@ -46,7 +46,7 @@ pub async fn create_in(
     let stage = existing_stage(txn, account_id, &stage_id).await?;
     let position = store::stage_size(txn, account_id, &stage.id).await?;
     let deal = deals::Model {
-        id: format!("deal_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Deal),
         account_id: account_id.to_string(),
         title: fields.title.unwrap_or_default().trim().to_owned(),
         description: fields.description.unwrap_or_default(),
@@ -295,7 +295,7 @@ fn list_filters(r: &ListDealsRequest) -> ApiResult<(Filters, Page)> {
     .into_iter()
     .filter_map(Result::err)
     .collect();
-    let page = Page::parse(r.limit, &r.cursor, "deal_", &mut violations);
+    let page = Page::parse(r.limit, &r.cursor, crate::ids::Kind::Deal.prefix(), &mut violations);
     let created_after = timestamps::from_proto_noting("created_after", r.created_after, &mut violations);
     let created_before = timestamps::from_proto_noting("created_before", r.created_before, &mut violations);
     if !violations.is_empty() {

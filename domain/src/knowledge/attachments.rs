@@ -41,7 +41,7 @@ pub async fn list(
     account_id: &AccountId,
     r: ListAgentKbSourcesRequest,
 ) -> ApiResult<AgentKbSourceList> {
-    let page = Page::checked(r.limit, &r.cursor, "aks_")?;
+    let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::AgentSource.prefix())?;
     let agent = find(db, account_id, &r.agent_id).await?;
     let select = agent_kb_sources::Entity::find().filter(agent_kb_sources::Column::AgentId.eq(&agent.id));
     let (links, more) = paging::fetch(
@@ -87,7 +87,7 @@ pub async fn attach(
         .ok_or_else(|| ApiError::not_found("knowledge source"))?;
     // Insert unless attached already (also when a concurrent attach of the pair wins), then read the pair.
     let link = agent_kb_sources::Model {
-        id: format!("aks_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::AgentSource),
         account_id: account_id.to_string(),
         agent_id: agent.id.clone(),
         source_id: source.id.clone(),

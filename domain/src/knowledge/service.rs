@@ -256,7 +256,7 @@ impl KbSources for KbSourcesService {
     async fn list_kb_sources(&self, request: Request<ListKbSourcesRequest>) -> Result<Response<KbSourceList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, sources::ID_PREFIX)?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::KnowledgeSource.prefix())?;
         let select = kb_sources::Entity::find().filter(kb_sources::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(
             &self.db,
@@ -317,7 +317,7 @@ impl KbSources for KbSourcesService {
     ) -> Result<Response<KbSourceFaqList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "faq_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Faq.prefix())?;
         let source = sources::find(&self.db, &account_id, &r.source_id).await?;
         // Section order: by (position, id), after the cursor. The list's cursor is the usual one, whose
         // instant carries the last FAQ's position (in microseconds since the epoch).

@@ -18,8 +18,6 @@ use crate::{
     timestamps,
 };
 
-pub const ID_PREFIX: &str = "kbs_";
-
 /// An uploaded document, checked.
 pub struct NewFile {
     pub file_name: String,
@@ -55,7 +53,7 @@ pub async fn create(
     new: NewSource,
     now: DateTime<Utc>,
 ) -> ApiResult<String> {
-    let id = format!("{ID_PREFIX}{}", crate::ids::base62(16));
+    let id = crate::ids::new_id(crate::ids::Kind::KnowledgeSource);
     let source = kb_sources::Model {
         id: id.clone(),
         account_id: account_id.to_string(),
@@ -112,7 +110,7 @@ pub async fn add_pages(
     }
     let rows = urls.iter().enumerate().map(|(position, url)| {
         kb_source_pages::ActiveModel::from(kb_source_pages::Model {
-            id: format!("kbp_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::KnowledgePage),
             source_id: source_id.to_owned(),
             position: i32::try_from(position).unwrap_or(i32::MAX),
             url: url.clone(),

@@ -217,7 +217,7 @@ impl ChannelsService {
                 r.name
             )));
         }
-        let id = format!("ch_{}", crate::ids::base62(20));
+        let id = crate::ids::new_id(crate::ids::Kind::Channel);
         let config: std::collections::BTreeMap<&String, &String> = r.config.iter().collect();
         // Meta verifies a callback URL with a token the business types into its console.
         let verify_token = match provider.as_str() {
@@ -230,7 +230,7 @@ impl ChannelsService {
             _ => String::new(),
         };
         // The widget's script tag names a web chat channel by a key of its own, public by nature.
-        let widget_key = (provider == "builtin").then(|| format!("wk_{}", crate::ids::base62(24)));
+        let widget_key = (provider == "builtin").then(|| crate::ids::new_id(crate::ids::Kind::WidgetKey));
         let row = channels::Model {
             verify_token,
             widget_key,
@@ -278,7 +278,7 @@ impl Channels for ChannelsService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         // `ch_` ids, and `chn_` ones of channels connected before the ids grew.
-        let page = Page::checked(r.limit, &r.cursor, "ch")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Channel.prefix())?;
         let select = channels::Entity::find().filter(channels::Column::AccountId.eq(&account_id));
         let (rows, more) = paging::fetch(
             &self.db,

@@ -115,7 +115,7 @@ pub async fn set_default(
     require_connected(db, account_id, channel, "channel").await?;
     agents::require(db, account_id, agent_id, "agent_id").await?;
     let row = channel_defaults::Model {
-        id: format!("cd_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::ChannelDefault),
         account_id: account_id.to_string(),
         channel: channel.to_owned(),
         agent_id: agent_id.to_owned(),
@@ -206,7 +206,7 @@ impl EntryPointsService {
         require_connected(&txn, account_id, &r.channel, "channel").await?;
         let agent = agents::find(&txn, account_id, &r.agent_id).await?;
         let row = entry_points::Model {
-            id: format!("ep_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::EntryPoint),
             account_id: account_id.to_string(),
             agent_id: agent.id,
             channel: r.channel,
@@ -294,7 +294,7 @@ impl EntryPoints for EntryPointsService {
     ) -> Result<Response<EntryPointList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, "ep_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::EntryPoint.prefix())?;
         let mut select = entry_points::Entity::find().filter(entry_points::Column::AccountId.eq(&account_id));
         if !r.agent_id.is_empty() {
             // Another account's agent is as unknown as a missing one, under /v1/agents/{id} and as a filter.

@@ -53,7 +53,7 @@ impl PaymentsService {
         let request = OrderRequest {
             amount,
             currency: checkout.currency.as_str(),
-            receipt: format!("rcpt_{}", crate::ids::base62(20)),
+            receipt: crate::ids::new_id(crate::ids::Kind::Receipt),
             notes: vec![
                 ("plan", checkout.plan.as_str().to_owned()),
                 ("phone", checkout.phone.as_str().to_owned()),

@@ -25,7 +25,7 @@ pub struct NewTask<'a> {
 
 pub fn row(new: NewTask<'_>, now: DateTime<Utc>) -> tasks::Model {
     tasks::Model {
-        id: format!("task_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Task),
         account_id: new.conversation.account_id.clone(),
         title: new.title,
         due: new.due,

@@ -36,7 +36,7 @@ impl TasksService {
             v.one_of("status", &r.status, STATUSES);
         }
         v.finish()?;
-        let page = Page::checked(r.limit, &r.cursor, "task_")?;
+        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Task.prefix())?;
         let mut select = tasks::Entity::find().filter(tasks::Column::AccountId.eq(account_id));
         if !r.status.is_empty() {
             select = select.filter(tasks::Column::Status.eq(&r.status));

@@ -84,7 +84,7 @@ pub async fn start(
     lifetime: Duration,
     now: DateTime<Utc>,
 ) -> ApiResult<(Visitor, String)> {
-    let id = format!("cs_{}", crate::ids::base62(16));
+    let id = crate::ids::new_id(crate::ids::Kind::ChatSession);
     let (token, token_hash) = token::issue();
     let txn = crate::store::begin_write(db).await?;
     let identity = NewIdentity {

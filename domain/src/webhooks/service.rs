@@ -212,7 +212,7 @@ impl WebhooksService {
             return Err(conflict(name));
         }
         let secret = signing::new_secret();
-        let id = format!("wh_{}", crate::ids::base62(16));
+        let id = crate::ids::new_id(crate::ids::Kind::Webhook);
         let row = webhooks::Model {
             secret: super::secret::seal(&self.sealer, &id, &secret),
             id,
@@ -399,7 +399,12 @@ impl WebhooksService {
         if !r.status.is_empty() && !DELIVERY_STATUSES.contains(&r.status.as_str()) {
             violations.push(FieldViolation::new("status", "must be pending, succeeded or failed"));
         }
-        let page = Page::parse(r.limit, &r.cursor, DELIVERY_PREFIX, &mut violations);
+        let page = Page::parse(
+            r.limit,
+            &r.cursor,
+            crate::ids::Kind::WebhookDelivery.prefix(),
+            &mut violations,
+        );
         if !violations.is_empty() {
             return Err(ApiError::invalid(violations));
         }
@@ -422,10 +427,8 @@ impl WebhooksService {
     }
 }
 
-const DELIVERY_PREFIX: &str = "dlv_";
-
 pub fn new_delivery_id() -> String {
-    format!("{DELIVERY_PREFIX}{}", crate::ids::base62(20))
+    crate::ids::new_id(crate::ids::Kind::WebhookDelivery)
 }
 
 #[tonic::async_trait]

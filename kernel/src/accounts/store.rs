@@ -39,7 +39,7 @@ pub async fn insert(txn: &DatabaseTransaction, new: NewAccount, now: DateTime<Ut
         }
     }
     let account = accounts::Model {
-        id: format!("acc_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::Account),
         name: new.name,
         plan: new.plan.as_str().to_owned(),
         api_access: new.plan.includes_api_access(),
@@ -193,7 +193,7 @@ async fn write_ledger(
     conversation_id: Option<&str>,
     now: DateTime<Utc>,
 ) -> ApiResult<String> {
-    let id = format!("led_{}", crate::ids::base62(16));
+    let id = crate::ids::new_id(crate::ids::Kind::LedgerEntry);
     credit_ledger::Entity::insert(credit_ledger::ActiveModel {
         id: Set(id.clone()),
         account_id: Set(account_id.as_str().to_owned()),

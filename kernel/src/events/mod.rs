@@ -199,7 +199,7 @@ async fn insert(
 }
 
 fn new_id() -> String {
-    format!("evt_{}", crate::ids::base62(20))
+    crate::ids::new_id(crate::ids::Kind::Event)
 }
 
 fn row(

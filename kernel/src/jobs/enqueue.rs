@@ -97,7 +97,7 @@ pub async fn enqueue_all(db: &impl ConnectionTrait, jobs: Vec<NewJob>, now: Date
 }
 
 fn new_id() -> String {
-    format!("job_{}", crate::ids::base62(16))
+    crate::ids::new_id(crate::ids::Kind::Job)
 }
 
 /// Takes the dedup key until `until_ms`, unless it is held past `now_ms`; whether it was taken.

@@ -39,7 +39,7 @@ impl EvaluationsService {
         let agent = crate::agents::find(&self.db, account_id, &r.agent_id).await?;
         let now = self.clock.now();
         let row = evaluations::Model {
-            id: format!("ev_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::Evaluation),
             account_id: account_id.to_string(),
             agent_id: agent.id,
             status: "queued".to_owned(),

@@ -259,7 +259,7 @@ async fn start(
     now: DateTime<Utc>,
 ) -> Result<String, DbErr> {
     let gap = knowledge_gaps::Model {
-        id: format!("gap_{}", crate::ids::base62(16)),
+        id: crate::ids::new_id(crate::ids::Kind::KnowledgeGap),
         account_id: conversation.account_id.clone(),
         agent_id: conversation.agent_id.clone(),
         question: question.to_owned(),

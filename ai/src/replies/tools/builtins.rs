@@ -271,7 +271,7 @@ impl Builtins {
             ));
         }
         let row = appointments::Model {
-            id: format!("apt_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::Appointment),
             account_id: self.conversation.account_id.clone(),
             contact_id: self.conversation.contact_id.clone(),
             conversation_id: self.conversation.id.clone(),

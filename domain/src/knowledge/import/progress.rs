@@ -69,7 +69,7 @@ pub async fn page_read(
     let first_position = page.position.saturating_mul(1000);
     let rows = extracted.sections.into_iter().enumerate().map(|(n, section)| {
         source_faqs::ActiveModel::from(source_faqs::Model {
-            id: format!("faq_{}", crate::ids::base62(16)),
+            id: crate::ids::new_id(crate::ids::Kind::Faq),
             account_id: source.account_id.clone(),
             source_id: source.id.clone(),
             position: first_position.saturating_add(i32::try_from(n).unwrap_or(i32::MAX)),

@@ -139,7 +139,7 @@ async fn claim_events(db: &impl ConnectionTrait, batch: u64, now: DateTime<Utc>)
 /// ids are random, so each account is as likely as any to be read first): one probe of the accounts'
 /// index per account.
 async fn waiting_accounts(db: &impl ConnectionTrait, limit: usize) -> Result<Vec<String>, DbErr> {
-    let start = format!("acc_{}", crate::ids::base62(16));
+    let start = crate::ids::new_id(crate::ids::Kind::Account);
     let mut accounts = accounts_after(db, &start, limit).await?;
     if accounts.len() < limit {
         for account in accounts_after(db, "", limit - accounts.len()).await? {

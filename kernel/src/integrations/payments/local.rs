@@ -37,6 +37,6 @@ impl PaymentProvider for LocalProvider {
     }
 
     async fn create_order(&self, _order: &OrderRequest) -> Result<String, ProviderError> {
-        Ok(format!("order_{}", crate::ids::base62(14)))
+        Ok(crate::ids::new_id(crate::ids::Kind::Order))
     }
 }
