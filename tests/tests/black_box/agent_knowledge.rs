@@ -5,16 +5,14 @@ use frontdesk_tests::{
     Db, Server,
     knowledge::seed_kb_source,
     on_both_databases,
-    platform::{assert_id, assert_invalid, assert_not_found, assert_timestamp},
+    platform::{Platform, assert_id, assert_invalid, assert_not_found, assert_timestamp},
 };
 use serde_json::{Value, json};
 
-frontdesk_tests::platform_client!(Api);
-
 on_both_databases!(faqs_and_knowledge_sources_of_an_agent, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
-    let other = Api::new(&server).await;
+    let api = Platform::new(&server).await;
+    let other = Platform::new(&server).await;
     let id = api.agent("Knowledgeable").await;
     let faqs = format!("/v1/agents/{id}/faqs");
 

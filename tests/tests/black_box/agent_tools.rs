@@ -4,18 +4,16 @@
 use frontdesk_api::v1::{CreateCustomFunctionRequest, agents_client::AgentsClient};
 use frontdesk_tests::{
     Db, Server, on_both_databases,
-    platform::{assert_id, assert_invalid, assert_not_found, assert_timestamp, to_struct},
+    platform::{Platform, assert_id, assert_invalid, assert_not_found, assert_timestamp, to_struct},
 };
 use serde_json::{Value, json};
 use tonic::Code;
-
-frontdesk_tests::platform_client!(Api);
 
 on_both_databases!(
     custom_functions_and_mcp_servers_keep_their_secrets,
     |db: Db| async move {
         let server = Server::start(&db, &[("FRONTDESK_ALLOW_PRIVATE_URLS", "true")]).await;
-        let api = Api::new(&server).await;
+        let api = Platform::new(&server).await;
         let id = api.agent("Toolful").await;
         let functions = format!("/v1/agents/{id}/custom-functions");
         let mut bodies = Vec::new();
@@ -342,7 +340,7 @@ fn depth(value: &Value) -> usize {
 async fn over_deep_json_in_a_struct_field_is_a_400() {
     let db = Db::sqlite();
     let server = Server::start(&db, &[("FRONTDESK_ALLOW_PRIVATE_URLS", "true")]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let id = api.agent("Deep").await;
     let functions = format!("/v1/agents/{id}/custom-functions");
     let body = |name: &str, parameters: Value| json!({"name": name, "description": "Deep", "url": "https://api.example.com/hook", "parameters": parameters});

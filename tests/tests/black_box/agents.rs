@@ -12,18 +12,16 @@ use frontdesk_api::v1::{
 use frontdesk_tests::{
     Db, Server, admin, call_with, on_both_databases,
     platform::{
-        agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_invalid_under, assert_not_found,
-        assert_timestamp, authed, to_struct,
+        Platform, agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_invalid_under,
+        assert_not_found, assert_timestamp, authed, to_struct,
     },
 };
 use serde_json::{Value, json};
 use tonic::Code;
 
-frontdesk_tests::platform_client!(Api);
-
 on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
 
     // Only the name is required; every field comes back, defaults included.
     let created = api.ok("POST", "/v1/agents", Some(json!({"name": "Front desk"}))).await;
@@ -331,7 +329,7 @@ on_both_databases!(agents_are_created_read_updated_and_deleted, |db: Db| async m
 on_both_databases!(bad_agent_faq_and_tool_input_is_a_precise_400, |db: Db| async move {
     // No FRONTDESK_ALLOW_PRIVATE_URLS: tools must point at public hosts.
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     for (body, field) in [
         (json!({}), "name"),
         (json!({"name": ""}), "name"),
@@ -683,8 +681,8 @@ on_both_databases!(
     agents_are_isolated_and_agencies_act_on_sub_accounts,
     |db: Db| async move {
         let server = Server::start(&db, &[]).await;
-        let a = Api::new(&server).await;
-        let b = Api::new(&server).await;
+        let a = Platform::new(&server).await;
+        let b = Platform::new(&server).await;
         let agent = a.agent("A's agent").await;
         let faq = a
             .ok(
@@ -760,7 +758,6 @@ on_both_databases!(
         // An agency acts on its own sub-accounts only.
         let (agency, child) = agency_and_child(&server).await;
         let child_id = child.account_id.clone();
-        let (agency, child) = (Api(agency), Api(child));
         let by_query = agency
             .ok(
                 "POST",
@@ -841,7 +838,7 @@ on_both_databases!(
 async fn pages_of_large_agents_are_cut_by_size_and_page_through_completely() {
     let db = Db::sqlite();
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let wide = |chars: usize| "😀".repeat(chars);
     let mut created = std::collections::BTreeSet::new();
     for n in 0..30 {

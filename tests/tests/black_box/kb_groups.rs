@@ -5,15 +5,13 @@ use std::collections::HashMap;
 
 use frontdesk_tests::{
     Db, Server, on_both_databases,
-    platform::{assert_id, assert_invalid_under, assert_not_found, assert_timestamp},
+    platform::{Platform, assert_id, assert_invalid_under, assert_not_found, assert_timestamp},
 };
 use serde_json::{Value, json};
 
-frontdesk_tests::platform_client!(Api);
-
 on_both_databases!(knowledge_groups_apply_idempotently, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
 
     let group = api
         .ok(
@@ -210,7 +208,7 @@ on_both_databases!(knowledge_groups_apply_idempotently, |db: Db| async move {
         .await,
         "apply an unknown group",
     );
-    let other = Api::new(&server).await;
+    let other = Platform::new(&server).await;
     let foreign_agent = other.agent("Not yours").await;
     assert_not_found(
         &api.send("POST", &apply, Some(json!({"agent_id": foreign_agent}))).await,
