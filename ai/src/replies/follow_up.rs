@@ -144,7 +144,7 @@ impl FollowUp {
         let agent =
             store::owned::<agents::Entity>(&self.db, agents::Column::AccountId, account_id, &conversation.agent_id)
                 .await?
-                .filter(|agent| agent.status == "active");
+                .filter(|agent| agent.status == agents::AgentStatus::Active);
         let Some((agent, settings)) = agent.and_then(|agent| settings(&agent).map(|s| (agent, s))) else {
             return Ok(());
         };

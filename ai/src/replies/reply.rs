@@ -212,7 +212,7 @@ impl AgentReply {
         let agent =
             store::owned::<agents::Entity>(&self.db, agents::Column::AccountId, account_id, &conversation.agent_id)
                 .await?
-                .filter(|agent| agent.status == "active");
+                .filter(|agent| agent.status == agents::AgentStatus::Active);
         Ok(agent.map(|agent| Read { conversation, agent }))
     }
 

@@ -16,7 +16,6 @@ use crate::{
     validate::{Violations, is_language_tag},
 };
 
-pub const STATUSES: &[&str] = &["active", "paused"];
 const DEFAULT_LANGUAGE: &str = "en";
 const DEFAULT_DELAY_MINUTES: i32 = 60;
 const MAX_DELAY_MINUTES: i32 = 7 * 24 * 60;
@@ -143,7 +142,7 @@ impl AgentFields {
             v.one_of("ai_tier", tier, AI_TIERS);
         }
         if let Some(status) = &self.status {
-            v.one_of("status", status, STATUSES);
+            v.one_of("status", status, agents::AgentStatus::NAMES);
         }
         if let Some(model) = &self.anthropic_model {
             v.check(
@@ -200,7 +199,10 @@ impl AgentFields {
         set(&mut agent.anthropic_model, self.anthropic_model);
         set(&mut agent.booking, self.booking.map(|b| to_json_text(&b)));
         set(&mut agent.follow_ups, self.follow_ups.map(|f| to_json_text(&f)));
-        set(&mut agent.status, self.status);
+        // Validated before: a status given is one of the API's words.
+        if let Some(status) = self.status.as_deref().and_then(agents::AgentStatus::parse) {
+            agent.status = status;
+        }
     }
 
     /// A new agent's fields: what `self` sets, defaults for the rest.
@@ -218,7 +220,7 @@ impl AgentFields {
             anthropic_model: String::new(),
             booking: to_json_text(&BookingSettings::default()),
             follow_ups: to_json_text(&FollowUpSettings::default()),
-            status: "active".to_owned(),
+            status: agents::AgentStatus::Active,
             created_at: now,
             updated_at: now,
         };
@@ -318,7 +320,7 @@ pub fn agent_message(m: &agents::Model) -> Agent {
             max_count: follow_ups.max_count,
             message: follow_ups.message,
         }),
-        status: m.status.clone(),
+        status: m.status.as_str().to_owned(),
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
     }

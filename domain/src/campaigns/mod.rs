@@ -194,7 +194,7 @@ fn render(p: Parts) -> Campaign {
     let outgoing = p.kind == "Outgoing";
     let (name, channel, status) = match (&p.broadcast, &p.agent) {
         (Some(b), _) if outgoing => (b.name.clone(), b.channel.clone(), b.status.clone()),
-        (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.clone()),
+        (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.as_str().to_owned()),
         (Some(b), None) => (String::new(), String::new(), b.status.clone()),
         (None, None) => Default::default(),
     };

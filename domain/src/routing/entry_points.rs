@@ -169,7 +169,7 @@ pub async fn route(
     let active: Vec<String> = agent_rows::Entity::find()
         .filter(agent_rows::Column::AccountId.eq(account_id))
         .filter(agent_rows::Column::Id.is_in(agent_ids))
-        .filter(agent_rows::Column::Status.eq("active"))
+        .filter(agent_rows::Column::Status.eq(agent_rows::AgentStatus::Active))
         .all(db)
         .await?
         .into_iter()

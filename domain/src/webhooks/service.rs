@@ -73,7 +73,7 @@ fn webhook_message(position: usize, m: &webhooks::Model) -> Webhook {
         url: m.url.clone(),
         description: m.description.clone(),
         events: subscription::parse_events(&m.events),
-        status: m.status.clone(),
+        status: m.status.as_str().to_owned(),
         disabled_reason: m.disabled_reason.clone(),
         disabled_at: m.disabled_at.map(timestamps::to_proto),
         created_at: Some(timestamps::to_proto(m.created_at)),
@@ -221,7 +221,7 @@ impl WebhooksService {
             url: fields.url.unwrap_or_default(),
             description: fields.description.unwrap_or_default(),
             events: serde_json::to_string(&fields.events.unwrap_or_default()).unwrap_or_else(|_| "[]".into()),
-            status: "active".to_owned(),
+            status: webhooks::WebhookStatus::Active,
             disabled_reason: None,
             disabled_at: None,
             consecutive_failures: 0,
@@ -307,7 +307,7 @@ impl WebhooksService {
         let (position, webhook) = store::find(&txn, account_id, reference)
             .await?
             .ok_or_else(|| not_found(reference))?;
-        if webhook.status != "active" {
+        if webhook.status != webhooks::WebhookStatus::Active {
             return Err(ApiError::failed_precondition(
                 "the subscription is disabled; re-enable it first",
             ));
@@ -346,7 +346,7 @@ impl WebhooksService {
         let since = self.clock.now() - ChronoDuration::hours(24);
         let (attempts, succeeded) = store::attempts_since(&self.db, &w.id, since).await?;
         Ok(WebhookHealth {
-            status: w.status,
+            status: w.status.as_str().to_owned(),
             disabled_reason: w.disabled_reason,
             disabled_at: w.disabled_at.map(timestamps::to_proto),
             consecutive_failures: w.consecutive_failures,
@@ -370,7 +370,7 @@ impl WebhooksService {
             .ok_or_else(|| not_found(&r.webhook_id))?;
         let since = since.or(current.failing_since).or(current.disabled_at);
         let mut active = current.into_active_model();
-        active.status = Set("active".to_owned());
+        active.status = Set(webhooks::WebhookStatus::Active);
         active.disabled_reason = Set(None);
         active.disabled_at = Set(None);
         active.consecutive_failures = Set(0);

@@ -56,7 +56,7 @@ pub async fn record(
     }
     let open = knowledge_gaps::Entity::find()
         .filter(knowledge_gaps::Column::AgentId.eq(conversation.agent_id.as_str()))
-        .filter(knowledge_gaps::Column::Status.eq("open"))
+        .filter(knowledge_gaps::Column::Status.eq(knowledge_gaps::GapStatus::Open))
         .order_by_desc(knowledge_gaps::Column::UpdatedAt)
         .limit(CANDIDATES)
         .all(txn)
@@ -122,7 +122,7 @@ pub async fn largest(
         .column(knowledge_gaps::Column::Id)
         .from(knowledge_gaps::Entity)
         .and_where(gap_owner.eq(owner.as_str()))
-        .and_where(knowledge_gaps::Column::Status.eq("open"))
+        .and_where(knowledge_gaps::Column::Status.eq(knowledge_gaps::GapStatus::Open))
         .to_owned();
     let rows: Vec<(String, i64, DateTime<Utc>, DateTime<Utc>)> = gap_questions::Entity::find()
         .select_only()
@@ -267,7 +267,7 @@ async fn start(
         question_vector: asked.vector.as_deref().map(embeddings::to_bytes),
         members: 1,
         terms: to_json_text(&asked.terms),
-        status: "open".to_owned(),
+        status: knowledge_gaps::GapStatus::Open,
         faq_id: String::new(),
         created_at: now,
         updated_at: now,

@@ -70,7 +70,7 @@ impl KnowledgeGapsService {
         knowledge_gaps::Entity::find_by_id(gap.as_str().to_owned())
             .filter(knowledge_gaps::Column::AccountId.eq(account_id))
             .filter(knowledge_gaps::Column::AgentId.eq(agent.as_str()))
-            .filter(knowledge_gaps::Column::Status.eq("open"))
+            .filter(knowledge_gaps::Column::Status.eq(knowledge_gaps::GapStatus::Open))
             .one(db)
             .await?
             .ok_or_else(|| ApiError::not_found("open knowledge gap"))
@@ -99,7 +99,7 @@ impl KnowledgeGapsService {
         )
         .await?;
         let faq_id = faq.faq.as_ref().map(|f| f.id.clone()).unwrap_or_default();
-        close(&txn, &gap, "resolved", &faq_id, now).await?;
+        close(&txn, &gap, knowledge_gaps::GapStatus::Resolved, &faq_id, now).await?;
         txn.commit().await?;
         Ok(faq)
     }
@@ -110,7 +110,7 @@ impl KnowledgeGapsService {
         let gap = self
             .open_gap(&txn, account_id, &AgentId::new(&r.agent_id), &GapId::new(&r.gap_id))
             .await?;
-        close(&txn, &gap, "dismissed", "", now).await?;
+        close(&txn, &gap, knowledge_gaps::GapStatus::Dismissed, "", now).await?;
         // All its questions: none is older than the gap.
         use sea_orm::sea_query::ExprTrait;
         let since = gap.created_at;
@@ -140,7 +140,7 @@ impl KnowledgeGapsService {
 async fn close(
     db: &impl ConnectionTrait,
     gap: &knowledge_gaps::Model,
-    status: &str,
+    status: knowledge_gaps::GapStatus,
     faq_id: &str,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {

@@ -16,7 +16,11 @@ use sea_orm::{
 };
 
 use super::attempt::{AttemptResult, Outcome};
-use crate::{retry::RetrySchedule, store::entities::webhook_attempts, webhooks::store};
+use crate::{
+    retry::RetrySchedule,
+    store::entities::{webhook_attempts, webhooks::WebhookStatus},
+    webhooks::store,
+};
 
 /// Rows per batched UPDATE or INSERT.
 const CHUNK: usize = 500;
@@ -194,9 +198,9 @@ async fn update_health(
     let Some(row) = row else {
         return Ok(None);
     };
-    let status: String = row.try_get_by_index(0)?;
+    let status: WebhookStatus = row.try_get_by_index(0)?;
     let failing_since: Option<DateTime<Utc>> = row.try_get_by_index(1)?;
-    if status != "active" {
+    if status != WebhookStatus::Active {
         return Ok(None);
     }
     let failing_too_long =

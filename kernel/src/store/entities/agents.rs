@@ -18,9 +18,40 @@ pub struct Model {
     pub anthropic_model: String,
     pub booking: String,
     pub follow_ups: String,
-    pub status: String,
+    pub status: AgentStatus,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Whether an agent answers: a paused one keeps its settings and answers nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum AgentStatus {
+    #[sea_orm(string_value = "active")]
+    Active,
+    #[sea_orm(string_value = "paused")]
+    Paused,
+}
+
+impl AgentStatus {
+    /// The words the API takes and answers.
+    pub const NAMES: &[&str] = &["active", "paused"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Paused => "paused",
+        }
+    }
+
+    /// The status a word of the API names, if any.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "active" => Some(Self::Active),
+            "paused" => Some(Self::Paused),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -18,10 +18,23 @@ pub struct Model {
     pub members: i32,
     /// Its questions' subject terms, JSON.
     pub terms: String,
-    pub status: String,
+    pub status: GapStatus,
     pub faq_id: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Where a gap stands: open while questions gather in it, resolved with an FAQ that answers them, or
+/// dismissed by a person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum GapStatus {
+    #[sea_orm(string_value = "open")]
+    Open,
+    #[sea_orm(string_value = "resolved")]
+    Resolved,
+    #[sea_orm(string_value = "dismissed")]
+    Dismissed,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -15,8 +15,7 @@ pub struct Model {
     pub description: String,
     pub events: String,
     pub secret: String,
-    /// `active` or `disabled`.
-    pub status: String,
+    pub status: WebhookStatus,
     pub disabled_reason: Option<String>,
     pub disabled_at: Option<DateTimeUtc>,
     pub consecutive_failures: i32,
@@ -26,6 +25,27 @@ pub struct Model {
     pub last_error: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Whether a subscription gets deliveries: a disabled one (by hand, or after failing too long) keeps what
+/// was parked for it until it is enabled again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum WebhookStatus {
+    #[sea_orm(string_value = "active")]
+    Active,
+    #[sea_orm(string_value = "disabled")]
+    Disabled,
+}
+
+impl WebhookStatus {
+    /// As the API and the stored row spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Disabled => "disabled",
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
