@@ -119,7 +119,8 @@ impl Kind {
         }
     }
 
-    /// Random characters after the prefix: 16 (95 bits), 20 where ids are made in bulk or must not be guessed.
+    /// Random characters after the prefix: 16 (95 bits) for most kinds; more where ids are made in bulk or
+    /// must not be guessed (events, deliveries, widget keys), fewer for the local payment provider's orders.
     fn random_len(self) -> usize {
         match self {
             Self::Order => 14,

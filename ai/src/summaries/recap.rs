@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use frontdesk_api::v1::Summary;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, sea_query::Expr};
+use sea_orm::{ActiveEnum, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, sea_query::Expr};
 
 use super::facts;
 use crate::{
@@ -124,7 +124,7 @@ impl Recaps {
         let summary = Summary {
             contact_id: contact.id.clone(),
             conversation_id: conversation.id.clone(),
-            conversation_status: conversation.status.as_str().to_owned(),
+            conversation_status: conversation.status.to_value(),
             recap,
             generated_at: Some(timestamps::to_proto(now)),
             credits_used: cost as f64 / 1_000.0,

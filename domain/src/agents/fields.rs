@@ -4,9 +4,11 @@
 use frontdesk_api::v1::{
     Agent, Booking, BotConfig, CreateAgentRequest, FollowUps, UpdateAgentRequest, UpdateBotConfigRequest,
 };
+use sea_orm::ActiveEnum;
 use serde::{Deserialize, Serialize};
 
 use super::tier::{AI_TIERS, DEFAULT_TIER, is_model_name};
+
 use crate::{
     access::AccountId,
     error::ApiResult,
@@ -200,7 +202,10 @@ impl AgentFields {
         set(&mut agent.booking, self.booking.map(|b| to_json_text(&b)));
         set(&mut agent.follow_ups, self.follow_ups.map(|f| to_json_text(&f)));
         // Validated before: a status given is one of the API's words.
-        if let Some(status) = self.status.as_deref().and_then(agents::AgentStatus::parse) {
+        if let Some(status) = self
+            .status
+            .and_then(|word| agents::AgentStatus::try_from_value(&word).ok())
+        {
             agent.status = status;
         }
     }
@@ -320,7 +325,7 @@ pub fn agent_message(m: &agents::Model) -> Agent {
             max_count: follow_ups.max_count,
             message: follow_ups.message,
         }),
-        status: m.status.as_str().to_owned(),
+        status: m.status.to_value(),
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
     }

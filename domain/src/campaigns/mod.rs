@@ -12,7 +12,8 @@ use frontdesk_api::v1::{
     UpdateCampaignRequest, campaigns_server::Campaigns,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder,
 };
 use tonic::{Request, Response, Status};
 
@@ -194,7 +195,7 @@ fn render(p: Parts) -> Campaign {
     let outgoing = p.kind == "Outgoing";
     let (name, channel, status) = match (&p.broadcast, &p.agent) {
         (Some(b), _) if outgoing => (b.name.clone(), b.channel.clone(), b.status.clone()),
-        (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.as_str().to_owned()),
+        (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.to_value()),
         (Some(b), None) => (String::new(), String::new(), b.status.clone()),
         (None, None) => Default::default(),
     };

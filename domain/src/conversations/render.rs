@@ -1,6 +1,7 @@
 //! Rows -> the API's shapes (also the `data` of their events).
 
 use frontdesk_api::v1::{Attachment, Conversation, Edit, Message, MessageError, Reaction};
+use sea_orm::ActiveEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -92,7 +93,7 @@ pub fn conversation(c: &conversations::Model) -> Conversation {
         channel: c.channel.clone(),
         channel_type: c.channel_type.clone(),
         agent_id: c.agent_id.clone(),
-        status: c.status.as_str().to_owned(),
+        status: c.status.to_value(),
         handoff: c.handoff,
         handoff_reason: c.handoff_reason.clone(),
         unread_count: c.unread_count,

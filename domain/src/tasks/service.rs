@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use frontdesk_api::v1::{ListTasksRequest, Task, TaskAnswer, TaskList, UpdateTaskRequest, tasks_server::Tasks};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr};
+use sea_orm::{ActiveEnum, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr};
 use tonic::{Request, Response, Status};
 
 use crate::{
@@ -80,7 +80,7 @@ pub fn task_message(t: tasks::Model) -> Task {
     Task {
         id: t.id,
         title: t.title,
-        status: t.status.as_str().to_owned(),
+        status: t.status.to_value(),
         kind: t.kind,
         reason: t.reason,
         contact_id: t.contact_id,

@@ -10,7 +10,7 @@ use frontdesk_api::v1::{
     UpdateWebhookRequest, Webhook, WebhookAnswer, WebhookAttempt, WebhookDelivery, WebhookDeliveryAnswer,
     WebhookDeliveryList, WebhookHealth, WebhookHealthAnswer, WebhookList, webhooks_server::Webhooks,
 };
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, DatabaseConnection, EntityTrait, IntoActiveModel};
+use sea_orm::{ActiveEnum, ActiveModelTrait, ActiveValue::Set, DatabaseConnection, EntityTrait, IntoActiveModel};
 use tokio::sync::Notify;
 use tonic::{Code, Request, Response, Status};
 
@@ -73,7 +73,7 @@ fn webhook_message(position: usize, m: &webhooks::Model) -> Webhook {
         url: m.url.clone(),
         description: m.description.clone(),
         events: subscription::parse_events(&m.events),
-        status: m.status.as_str().to_owned(),
+        status: m.status.to_value(),
         disabled_reason: m.disabled_reason.clone(),
         disabled_at: m.disabled_at.map(timestamps::to_proto),
         created_at: Some(timestamps::to_proto(m.created_at)),
@@ -346,7 +346,7 @@ impl WebhooksService {
         let since = self.clock.now() - ChronoDuration::hours(24);
         let (attempts, succeeded) = store::attempts_since(&self.db, &w.id, since).await?;
         Ok(WebhookHealth {
-            status: w.status.as_str().to_owned(),
+            status: w.status.to_value(),
             disabled_reason: w.disabled_reason,
             disabled_at: w.disabled_at.map(timestamps::to_proto),
             consecutive_failures: w.consecutive_failures,

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{LAYERS, code_of, library_sources, rooms_of, workspace};
+use super::{LAYERS, Source, code_of, library_sources, rooms_of, workspace};
 
 /// The top-level modules `code` uses: `crate::NAME` paths, and the first names inside `use crate::{...}`.
 fn used_rooms(code: &str) -> BTreeSet<String> {
@@ -43,10 +43,10 @@ fn used_rooms(code: &str) -> BTreeSet<String> {
 }
 
 /// The room graph of one layer: room -> (used room of the same layer -> files that use it).
-fn graph(layer: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+fn graph(sources: &[Source], layer: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let rooms: BTreeSet<String> = rooms_of(layer).into_iter().collect();
     let mut graph: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for source in library_sources().into_iter().filter(|source| source.layer == layer) {
+    for source in sources.iter().filter(|source| source.layer == layer) {
         let entry = graph.entry(source.room.clone()).or_default();
         for used in used_rooms(&source.code) {
             if used != source.room && rooms.contains(&used) {
@@ -106,8 +106,9 @@ fn cycle(graph: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>) -> Option
 
 #[test]
 fn rooms_use_one_another_without_a_cycle() {
+    let sources = library_sources();
     for layer in LAYERS {
-        let graph = graph(layer);
+        let graph = graph(&sources, layer);
         if let Some(found) = cycle(&graph) {
             let steps: Vec<String> = found
                 .windows(2)

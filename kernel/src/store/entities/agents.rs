@@ -34,24 +34,8 @@ pub enum AgentStatus {
 }
 
 impl AgentStatus {
-    /// The words the API takes and answers.
+    /// The words the API takes and answers (the stored values).
     pub const NAMES: &[&str] = &["active", "paused"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Paused => "paused",
-        }
-    }
-
-    /// The status a word of the API names, if any.
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "active" => Some(Self::Active),
-            "paused" => Some(Self::Paused),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

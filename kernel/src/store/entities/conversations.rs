@@ -46,16 +46,6 @@ pub enum ConversationStatus {
     Closed,
 }
 
-impl ConversationStatus {
-    /// As the API and the stored row spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Open => "open",
-            Self::Closed => "closed",
-        }
-    }
-}
-
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 

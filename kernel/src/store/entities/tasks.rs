@@ -33,16 +33,6 @@ pub enum TaskStatus {
     Done,
 }
 
-impl TaskStatus {
-    /// As the API and the stored row spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Open => "open",
-            Self::Done => "done",
-        }
-    }
-}
-
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 

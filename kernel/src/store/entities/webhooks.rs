@@ -38,16 +38,6 @@ pub enum WebhookStatus {
     Disabled,
 }
 
-impl WebhookStatus {
-    /// As the API and the stored row spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Disabled => "disabled",
-        }
-    }
-}
-
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 
