@@ -130,7 +130,7 @@ async fn decision(setup: &Setup, args: &AnswersArgs) -> anyhow::Result<()> {
         let context = Context {
             agent: profile.clone(),
             question: question.clone(),
-            passages: found,
+            passages: found.passages,
             semantic: true,
             ..Context::default()
         };

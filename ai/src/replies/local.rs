@@ -1,7 +1,8 @@
 //! The local provider: no network, no GPU, the same answer for the same context. It answers a greeting or
 //! a thank-you alone, offers the booking link on a booking request when booking is on, answers with the best
 //! FAQ's answer (the part of it that answers the question: `retrieval::excerpt`) when retrieval is
-//! confident, and otherwise hands off in one sentence of the agent's language.
+//! confident, and otherwise hands off in one sentence of the agent's language. A burst of messages that
+//! asks several things gets each message's answer when every one of them has a confident one.
 //!
 //! Confident means the best FAQ scored at least `confident` (`confident_words` when the passages were ranked
 //! by their words alone, without a sentence-embedding model), says what the question is about (its subject
@@ -14,7 +15,7 @@
 use super::{
     intent,
     phrases::{self, booking_offer},
-    provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Toolbox, without_text},
+    provider::{Basis, Context, Decision, HandoffReason, ModelProvider, Passage, Toolbox, without_text},
 };
 
 /// The best FAQ's least fused score for an answer (the retrieval index's handoff threshold).
@@ -65,16 +66,58 @@ impl ModelProvider for LocalModel {
 impl LocalModel {
     /// The decision, computed at once (no await inside).
     pub fn decide_now(&self, context: &Context) -> Decision {
+        if let Some(decision) = without_text(context) {
+            return decision;
+        }
+        self.answer_each(context)
+            .unwrap_or_else(|| self.decide_text(context, &context.question, &context.passages))
+    }
+
+    /// A burst that asks several things ("When are you open?" / "Can I park?"), each message decided alone:
+    /// the answers of their FAQs in the order asked, greetings and thanks among them passed over. `None` when
+    /// a message has no confident FAQ answer of its own ("I have a question", a request for a person): the
+    /// burst is then decided as a whole.
+    fn answer_each(&self, context: &Context) -> Option<Decision> {
+        let mut faqs: Vec<String> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        for question in &context.questions {
+            match self.decide_text(context, &question.text, &question.passages) {
+                Decision::Answer {
+                    text,
+                    basis: Basis::Faq(faq),
+                } => {
+                    if !faqs.contains(&faq) {
+                        faqs.push(faq);
+                        texts.push(text);
+                    }
+                }
+                Decision::Answer {
+                    basis: Basis::Greeting | Basis::Thanks,
+                    ..
+                } => {}
+                _ => return None,
+            }
+        }
+        let basis = match faqs.len() {
+            0 => return None,
+            1 => Basis::Faq(faqs.remove(0)),
+            _ => Basis::Faqs(faqs),
+        };
+        Some(Decision::Answer {
+            text: texts.join("\n\n"),
+            basis,
+        })
+    }
+
+    /// The decision for one question with the passages found for it.
+    fn decide_text(&self, context: &Context, question: &str, passages: &[Passage]) -> Decision {
         let language = &context.agent.language;
         let sentences = phrases::of(language);
         let handoff = |reason| Decision::Handoff {
             text: sentences.handoff.to_owned(),
             reason,
         };
-        if let Some(decision) = without_text(context) {
-            return decision;
-        }
-        let reading = intent::read(&context.question);
+        let reading = intent::read(question);
         if reading.person {
             return handoff(HandoffReason::AskedForPerson);
         }
@@ -91,7 +134,7 @@ impl LocalModel {
         if reading.thanks_only {
             return answer(sentences.thanks, Basis::Thanks);
         }
-        match self.confident_passage(context) {
+        match self.confident_passage(passages, context.semantic) {
             Some(best) => Decision::Answer {
                 text: best.excerpt.clone(),
                 basis: Basis::Faq(best.faq_id.clone()),
@@ -101,9 +144,9 @@ impl LocalModel {
     }
 
     /// The best passage when it is a confident answer.
-    fn confident_passage<'a>(&self, context: &'a Context) -> Option<&'a super::provider::Passage> {
-        let best = context.passages.first()?;
-        let (least, margin) = if context.semantic {
+    fn confident_passage<'a>(&self, passages: &'a [Passage], semantic: bool) -> Option<&'a Passage> {
+        let best = passages.first()?;
+        let (least, margin) = if semantic {
             (self.confident, self.margin)
         } else {
             (self.confident_words, self.margin_words)
@@ -111,7 +154,7 @@ impl LocalModel {
         if best.score < least || !says_the_subject(best) {
             return None;
         }
-        let lead = match context.passages.get(1) {
+        let lead = match passages.get(1) {
             Some(runner) if runner.answer.trim() != best.answer.trim() => best.score - runner.score,
             _ => f64::INFINITY,
         };
@@ -123,7 +166,7 @@ impl LocalModel {
 /// go unsaid by it, and one more when its meaning is close to the question's as a whole. A score carried by
 /// words the question shares with a FAQ ("clinic", "how much ... cost") while its subject ("dog", "root
 /// canal") is in no FAQ is no answer, however high; nor is a FAQ without a price for a question that asks one.
-fn says_the_subject(passage: &super::provider::Passage) -> bool {
+fn says_the_subject(passage: &Passage) -> bool {
     let coverage = passage.coverage;
     let close = passage.cosine.is_some_and(|c| c >= CLOSE);
     !coverage.price_unstated && coverage.unsaid <= coverage.subject / 3 + usize::from(close)
@@ -141,10 +184,25 @@ mod tests {
     use super::*;
     use crate::{
         agents::fields::BookingSettings,
-        replies::provider::{Passage, Profile},
+        replies::provider::{Profile, Question},
     };
 
-    fn context(question: &str, passages: &[(&str, &str, f64)]) -> Context {
+    fn passages(found: &[(&str, &str, f64)]) -> Vec<Passage> {
+        found
+            .iter()
+            .map(|(id, answer, score)| Passage {
+                faq_id: (*id).into(),
+                question: String::new(),
+                answer: (*answer).into(),
+                score: *score,
+                cosine: None,
+                coverage: Default::default(),
+                excerpt: (*answer).into(),
+            })
+            .collect()
+    }
+
+    fn context(question: &str, found: &[(&str, &str, f64)]) -> Context {
         Context {
             agent: Profile {
                 language: "en".into(),
@@ -152,20 +210,62 @@ mod tests {
             },
             question: question.into(),
             semantic: true,
-            passages: passages
-                .iter()
-                .map(|(id, answer, score)| Passage {
-                    faq_id: (*id).into(),
-                    question: String::new(),
-                    answer: (*answer).into(),
-                    score: *score,
-                    cosine: None,
-                    coverage: Default::default(),
-                    excerpt: (*answer).into(),
-                })
-                .collect(),
+            passages: passages(found),
             ..Context::default()
         }
+    }
+
+    #[test]
+    fn a_burst_of_two_questions_gets_both_answers_or_a_person() {
+        let local = LocalModel::default();
+        let hours = ("faq_1", "Nine to five.", 0.9);
+        let parking = ("faq_2", "Yes, parking is free.", 0.9);
+        let mut burst = context("Hi\nWhen are you open?\nCan I park?", &[hours, parking]);
+        burst.questions = vec![
+            Question {
+                text: "Hi".into(),
+                passages: Vec::new(),
+            },
+            Question {
+                text: "When are you open?".into(),
+                passages: passages(&[hours, ("faq_2", "Yes, parking is free.", 0.2)]),
+            },
+            Question {
+                text: "Can I park?".into(),
+                passages: passages(&[parking, ("faq_1", "Nine to five.", 0.1)]),
+            },
+        ];
+        // The two FAQs tie for the burst as a whole, by meaning and words or by words alone; each message
+        // has its own.
+        for semantic in [true, false] {
+            burst.semantic = semantic;
+            assert_eq!(
+                local.decide_now(&burst),
+                Decision::Answer {
+                    text: "Nine to five.\n\nYes, parking is free.".into(),
+                    basis: Basis::Faqs(vec!["faq_1".into(), "faq_2".into()]),
+                },
+            );
+        }
+        burst.questions[2].passages = passages(&[("faq_1", "Nine to five.", 0.1)]);
+        assert!(
+            matches!(
+                local.decide_now(&burst),
+                Decision::Handoff {
+                    reason: HandoffReason::NoConfidentAnswer,
+                    ..
+                }
+            ),
+            "a question without an answer of its own leaves the burst to its whole: two FAQs close for it"
+        );
+        burst.questions.remove(2);
+        assert_eq!(
+            local.decide_now(&burst),
+            Decision::Answer {
+                text: "Nine to five.".into(),
+                basis: Basis::Faq("faq_1".into()),
+            }
+        );
     }
 
     #[test]

@@ -52,6 +52,13 @@ pub struct Passage {
     pub excerpt: String,
 }
 
+/// One message of a burst with the FAQs found for it alone, best first.
+#[derive(Clone, Debug, Default)]
+pub struct Question {
+    pub text: String,
+    pub passages: Vec<Passage>,
+}
+
 /// What a provider decides from.
 #[derive(Clone, Debug, Default)]
 pub struct Context {
@@ -64,6 +71,9 @@ pub struct Context {
     pub attachments_only: bool,
     /// The FAQs found for the question, best first.
     pub passages: Vec<Passage>,
+    /// The latest unanswered messages when there are several, oldest first, each with the FAQs found for
+    /// it alone (empty for one message).
+    pub questions: Vec<Question>,
     /// The passages were ranked by meaning and words (a sentence-embedding model is installed); without it
     /// their scores are their words' alone.
     pub semantic: bool,
@@ -112,6 +122,8 @@ impl HandoffReason {
 pub enum Basis {
     /// A FAQ's answer.
     Faq(String),
+    /// The answers of several FAQs, one for each question of a burst, in the order they were asked.
+    Faqs(Vec<String>),
     Greeting,
     Thanks,
     Booking,

@@ -309,7 +309,8 @@ async fn run(
         for case in &collection.cases {
             let found = passages::for_messages(&retrieval, db, &agent, &[case.question.as_str()])
                 .await
-                .unwrap();
+                .unwrap()
+                .passages;
             let is_right = |p: &Passage| case.right.iter().any(|&i| ids[i] == p.faq_id);
             let context = Context {
                 agent: profile(&agent),

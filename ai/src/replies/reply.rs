@@ -246,13 +246,14 @@ impl AgentReply {
                 .iter()
                 .any(|m| !from_json_text::<Vec<StoredAttachment>>(&m.attachments).is_empty());
         let semantic = self.retrieval.embedder().is_some();
-        let passages = super::passages::for_messages(&self.retrieval, &self.db, agent, &texts).await?;
+        let found = super::passages::for_messages(&self.retrieval, &self.db, agent, &texts).await?;
         Ok(Context {
             agent: profile(agent),
             history,
             question,
             attachments_only,
-            passages,
+            passages: found.passages,
+            questions: found.questions,
             semantic,
         })
     }
@@ -420,6 +421,7 @@ pub(super) async fn charge(
 ) -> ApiResult<bool> {
     let reason = match basis {
         Basis::Faq(faq) => format!("ai_reply: faq {faq}"),
+        Basis::Faqs(faqs) => format!("ai_reply: faqs {}", faqs.join(" ")),
         Basis::Greeting => "ai_reply: greeting".to_owned(),
         Basis::Thanks => "ai_reply: thanks".to_owned(),
         Basis::Booking => "ai_reply: booking".to_owned(),

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 const HOURS: &str = "We are open from nine to five, Monday to Friday.";
+const PARKING: &str = "Yes, parking behind the shop is free for customers.";
 const HANDOFF: &str = "Thanks for your message. A member of our team will get back to you shortly.";
 
 /// An sms channel whose default agent has two FAQs.
@@ -31,11 +32,7 @@ async fn desk<'a>(server: &'a Server, twilio: &FakeTwilio) -> Desk<'a> {
     )
     .await;
     desk.platform
-        .faq(
-            &desk.agent,
-            "Do you offer free parking?",
-            "Yes, parking behind the shop is free for customers.",
-        )
+        .faq(&desk.agent, "Do you offer free parking?", PARKING)
         .await;
     desk
 }
@@ -156,6 +153,24 @@ on_both_databases!(a_burst_is_answered_once, |db: Db| async move {
     assert_eq!(reply[0].body(), HOURS, "the burst's question is answered");
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15556000003").len(), 1, "one reply for the burst");
+
+    // A burst that asks two things gets both answers in one reply, in the order asked.
+    for text in ["Hello", "When are you open?", "Do you offer free parking?"] {
+        desk.channel.inbound(&new_message_sid(), "+15556000013", text).await;
+    }
+    let reply = twilio.wait_for_sent("+15556000013", 1).await;
+    assert_eq!(reply[0].body(), format!("{HOURS}\n\n{PARKING}"));
+    frontdesk_tests::admin::quiesce(&server).await;
+    assert_eq!(twilio.sent_to("+15556000013").len(), 1, "one reply for the burst");
+    let charges = credits(&desk.platform).await["entries"].clone();
+    let reasons: Vec<&str> = charges
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .filter(|r| r.starts_with("ai_reply: faqs "))
+        .collect();
+    assert_eq!(reasons.len(), 1, "one charge names both FAQs: {charges}");
 });
 
 on_both_databases!(
@@ -312,8 +327,8 @@ on_both_databases!(
     }
 );
 
-// Whatever the gap between two questions, each is followed by a reply that answers it: the second arrives
-// before, while or after the first's reply is written.
+// Whatever the gap between two questions, the second is answered by the last reply: it arrives before the
+// first's reply starts (one reply answers both), while it is written or after.
 on_both_databases!(a_question_during_a_reply_gets_its_own_answer, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     let server = sms::start(&db, &twilio, &[("FRONTDESK_REPLY_DEBOUNCE_MS", "0")]).await;
@@ -330,7 +345,7 @@ on_both_databases!(a_question_during_a_reply_gets_its_own_answer, |db: Db| async
         let started = Instant::now();
         loop {
             let sent = twilio.sent_to(&phone);
-            if sent.last().is_some_and(|m| m.body().starts_with("Yes, parking")) {
+            if sent.last().is_some_and(|m| m.body().ends_with(PARKING)) {
                 break;
             }
             assert!(

@@ -184,7 +184,9 @@ impl Evaluate {
         agent: &agents::Model,
         case: &Case,
     ) -> ApiResult<(Outcome, bool)> {
-        let passages = passages::for_messages(&self.retrieval, &self.db, agent, &[case.question.as_str()]).await?;
+        let passages = passages::for_messages(&self.retrieval, &self.db, agent, &[case.question.as_str()])
+            .await?
+            .passages;
         let score = passages.first().map_or(0.0, |p| p.score);
         let context = Context {
             agent: profile(agent),
