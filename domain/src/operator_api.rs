@@ -125,6 +125,18 @@ fn rate_limit(value: i32) -> ApiResult<u32> {
     }
 }
 
+/// Fails the account's pending webhook deliveries with the change that stops its webhooks, so no attempt
+/// starts after the call returns (an attempt already claimed is refused by the claim guard).
+async fn stop_deliveries(
+    txn: &sea_orm::DatabaseTransaction,
+    account: &accounts::Model,
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<()> {
+    let account_id = AccountId::of_row(&account.id);
+    crate::webhooks::store::fail_pending(txn, crate::webhooks::store::Pending::OfAccount(&account_id), now).await?;
+    Ok(())
+}
+
 pub fn account_message(a: accounts::Model) -> Account {
     Account {
         id: a.id,
@@ -178,13 +190,24 @@ impl Admin for AdminService {
             webhooks_enabled: r.webhooks_enabled,
             rate_limit: r.rate_limit.map(rate_limit).transpose()?,
         };
-        let account = store::update(&self.db, &r.account_id, changes, self.clock.now()).await?;
+        let webhooks_off = changes.webhooks_enabled == Some(false);
+        let now = self.clock.now();
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
+        let account = store::update(&txn, &r.account_id, changes, now).await?;
+        if webhooks_off {
+            stop_deliveries(&txn, &account, now).await?;
+        }
+        txn.commit().await.map_err(ApiError::from)?;
         tracing::info!(account_id = account.id, "account updated");
         Ok(Response::new(account_message(account)))
     }
 
     async fn delete_account(&self, request: Request<DeleteAccountRequest>) -> Result<Response<Account>, Status> {
-        let account = store::delete(&self.db, &request.into_inner().account_id, self.clock.now()).await?;
+        let now = self.clock.now();
+        let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
+        let account = store::delete(&txn, &request.into_inner().account_id, now).await?;
+        stop_deliveries(&txn, &account, now).await?;
+        txn.commit().await.map_err(ApiError::from)?;
         tracing::info!(account_id = account.id, "account deleted");
         Ok(Response::new(account_message(account)))
     }

@@ -104,17 +104,33 @@ pub async fn attempts_of(
     Ok(by_delivery)
 }
 
-/// Marks every pending delivery of the subscription failed (it was disabled), so none is attempted and
-/// re-enable can queue them again. One whose attempt is running keeps its lease's end, so a re-enable does
-/// not send it again while that attempt may still succeed.
-pub async fn fail_pending(db: &impl ConnectionTrait, webhook_id: &str, now: DateTime<Utc>) -> Result<u64, DbErr> {
+/// Whose pending deliveries stop.
+#[derive(Clone, Copy)]
+pub enum Pending<'a> {
+    /// A subscription's: it was disabled.
+    OfWebhook(&'a str),
+    /// An account's: its webhooks were turned off or it was deleted.
+    OfAccount(&'a AccountId),
+}
+
+/// Marks every pending delivery of `whose` failed, so none is attempted (an attempt already claimed is
+/// refused by the claim guard, which finds its row no longer pending) and re-enable can queue them again.
+/// One whose attempt is running keeps its lease's end, so a re-enable does not send it again while that
+/// attempt may still succeed.
+pub async fn fail_pending(db: &impl ConnectionTrait, whose: Pending<'_>, now: DateTime<Utc>) -> Result<u64, DbErr> {
+    let (column, id) = match whose {
+        Pending::OfWebhook(id) => ("webhook_id", id),
+        Pending::OfAccount(id) => ("account_id", id.as_str()),
+    };
     let result = db
         .execute_raw(Statement::from_sql_and_values(
             db.get_database_backend(),
-            "UPDATE webhook_deliveries SET status = 'failed', settled_at = $2, \
-             next_attempt_ms = CASE WHEN claim_token IS NULL THEN NULL ELSE next_attempt_ms END \
-             WHERE webhook_id = $1 AND status = 'pending'",
-            [webhook_id.into(), now.into()],
+            format!(
+                "UPDATE webhook_deliveries SET status = 'failed', settled_at = $2, \
+                 next_attempt_ms = CASE WHEN claim_token IS NULL THEN NULL ELSE next_attempt_ms END \
+                 WHERE {column} = $1 AND status = 'pending'"
+            ),
+            [id.into(), now.into()],
         ))
         .await?;
     Ok(result.rows_affected())

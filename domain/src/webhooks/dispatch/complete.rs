@@ -154,7 +154,7 @@ pub async fn record(
     }
     for (webhook_id, reason) in disable {
         tracing::warn!(webhook = webhook_id, reason, "webhook subscription disabled");
-        store::fail_pending(&txn, webhook_id, now).await?;
+        store::fail_pending(&txn, store::Pending::OfWebhook(webhook_id), now).await?;
     }
     txn.commit().await?;
     Ok(results
