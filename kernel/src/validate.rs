@@ -2,6 +2,7 @@
 //! at once as one 400 with `fields`.
 
 use chrono::{DateTime, Utc};
+use sea_orm::ActiveEnum;
 
 use crate::{
     error::{ApiError, ApiResult, FieldViolation},
@@ -73,6 +74,16 @@ impl Violations {
             allowed.contains(&value),
             field,
             format!("must be one of {}", allowed.join(", ")),
+        );
+    }
+
+    /// Checks that `value` is the word of one of `E`'s variants (the value it is stored as).
+    pub fn one_of_variants<E: ActiveEnum<Value = String>>(&mut self, field: &str, value: &str) {
+        let words = E::values();
+        self.check(
+            words.iter().any(|word| word == value),
+            field,
+            format!("must be one of {}", words.join(", ")),
         );
     }
 

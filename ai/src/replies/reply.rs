@@ -228,7 +228,7 @@ impl AgentReply {
             .min(MAX_ASKED);
         let asked = messages::Entity::find()
             .filter(messages::Column::ConversationId.eq(conversation.id.as_str()))
-            .filter(messages::Column::Direction.eq("inbound"))
+            .filter(messages::Column::Direction.eq(messages::Direction::Inbound))
             .order_by_desc(messages::Column::Seq)
             .limit(unanswered)
             .all(&self.db)
@@ -468,11 +468,11 @@ pub(super) async fn send(
     let row = new_message::row(
         &NewMessage {
             conversation,
-            direction: "outbound",
+            direction: messages::Direction::Outbound,
             author: "agent",
             text: &text,
             attachments: &[],
-            status: "queued",
+            status: messages::MessageStatus::Queued,
             provider_message_id: None,
             reply_to: "",
             broadcast_id: "",
@@ -517,8 +517,8 @@ pub(super) fn profile(agent: &agents::Model) -> Profile {
 
 /// A stored message as a provider reads it.
 pub fn turn(message: &messages::Model) -> Turn {
-    let speaker = match (message.direction.as_str(), message.author.as_str()) {
-        ("inbound", _) => Speaker::Contact,
+    let speaker = match (message.direction, message.author.as_str()) {
+        (messages::Direction::Inbound, _) => Speaker::Contact,
         (_, "agent") => Speaker::Agent,
         _ => Speaker::Business,
     };

@@ -97,11 +97,11 @@ impl BatchWriter for RowsWriter {
             .map(|turn| {
                 let message = NewMessage {
                     conversation: &self.open[turn % self.open.len()],
-                    direction: "outbound",
+                    direction: messages::Direction::Outbound,
                     author: "api",
                     text: super::SEND_TEXT,
                     attachments: &[],
-                    status: "queued",
+                    status: messages::MessageStatus::Queued,
                     provider_message_id: None,
                     reply_to: "",
                     broadcast_id: "",

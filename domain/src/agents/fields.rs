@@ -144,7 +144,7 @@ impl AgentFields {
             v.one_of("ai_tier", tier, AI_TIERS);
         }
         if let Some(status) = &self.status {
-            v.one_of("status", status, agents::AgentStatus::NAMES);
+            v.one_of_variants::<agents::AgentStatus>("status", status);
         }
         if let Some(model) = &self.anthropic_model {
             v.check(

@@ -15,7 +15,8 @@ use frontdesk_api::v1::{
     agents_server::Agents,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel, QueryFilter,
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IntoActiveModel,
+    QueryFilter,
 };
 use tonic::{Request, Response, Status};
 
@@ -129,13 +130,14 @@ impl AgentsService {
         let busy = broadcasts::Entity::find()
             .filter(broadcasts::Column::AccountId.eq(account_id))
             .filter(broadcasts::Column::AgentId.eq(&agent.id))
-            .filter(broadcasts::Column::Status.is_in(broadcasts::UNFINISHED.iter().copied()))
+            .filter(broadcasts::Column::Status.is_in(broadcasts::BroadcastStatus::UNFINISHED))
             .one(&txn)
             .await?;
         if let Some(broadcast) = busy {
             return Err(ApiError::failed_precondition(format!(
                 "broadcast {} ({}) answers replies with this agent; cancel it or give it another agent first",
-                broadcast.id, broadcast.status
+                broadcast.id,
+                broadcast.status.to_value()
             )));
         }
         agent_faqs::Entity::delete_many()

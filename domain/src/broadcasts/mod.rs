@@ -15,7 +15,7 @@ use frontdesk_api::v1::{
     GetBroadcastRequest, ListBroadcastsRequest, UpdateBroadcastRequest, broadcasts_server::Broadcasts,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
     sea_query::Expr,
 };
 use tonic::{Code, Request, Response, Status};
@@ -34,15 +34,17 @@ use crate::{
     paging::{self, Page},
     platform_calls::{account_of, apply_mask},
     routing::channels::connected,
-    store::{self, entities::broadcasts, from_json_text, to_json_text},
+    store::{
+        self,
+        entities::broadcasts::{self, BroadcastStatus},
+        from_json_text, to_json_text,
+    },
     timestamps,
     validate::Violations,
 };
 pub use audience::AudienceSpec;
 
-pub const STATUSES: &[&str] = &["draft", "scheduled", "sending", "completed", "cancelled", "failed"];
 /// Statuses in which a broadcast can still be changed.
-const CHANGEABLE: &[&str] = &["draft", "scheduled"];
 /// A template's parameters, at most.
 const MAX_TEMPLATE_PARAMETERS: usize = 20;
 
@@ -200,7 +202,11 @@ impl BroadcastFields {
         }
         if let Some(send_at) = self.send_at {
             row.send_at = send_at;
-            row.status = if send_at.is_some() { "scheduled" } else { "draft" }.to_owned();
+            row.status = if send_at.is_some() {
+                BroadcastStatus::Scheduled
+            } else {
+                BroadcastStatus::Draft
+            };
         }
         if row.name.is_empty() {
             row.name = row.opener.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
@@ -220,7 +226,7 @@ pub fn message(m: &broadcasts::Model, counts: stats::Counts) -> Broadcast {
         audience: Some(from_json_text::<AudienceSpec>(&m.audience).message()),
         opener: m.opener.clone(),
         send_at: m.send_at.map(timestamps::to_proto),
-        status: m.status.clone(),
+        status: m.status.to_value(),
         stats: Some(BroadcastStats {
             total: count(counts.total),
             sent: count(counts.sent),
@@ -283,7 +289,7 @@ pub async fn create(
         audience: to_json_text(&AudienceSpec::default()),
         opener: String::new(),
         send_at: None,
-        status: "draft".to_owned(),
+        status: BroadcastStatus::Draft,
         template: String::new(),
         error: String::new(),
         expansion: String::new(),
@@ -324,24 +330,27 @@ pub async fn update(
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
     let mut row = find(db, account_id, id).await?;
-    if !CHANGEABLE.contains(&row.status.as_str()) {
-        return Err(not_changeable(&row.status));
+    if !BroadcastStatus::CHANGEABLE.contains(&row.status) {
+        return Err(not_changeable(row.status));
     }
     fields.check(db, account_id, &row, false, now).await?;
-    let read_status = row.status.clone();
+    let read_status = row.status;
     fields.apply(&mut row);
     row.updated_at = now;
-    write_if_still(db, &row, &read_status).await?;
+    write_if_still(db, &row, read_status).await?;
     schedule(db, &row, now).await?;
     Ok(row)
 }
 
 /// 409: the broadcast went out (or ended) and its settings are what it was sent with.
-fn not_changeable(status: &str) -> ApiError {
+fn not_changeable(status: BroadcastStatus) -> ApiError {
     ApiError::new(
         Code::Aborted,
         Reason::Aborted,
-        format!("a {status} broadcast can no longer be changed; cancel it, or create another"),
+        format!(
+            "a {} broadcast can no longer be changed; cancel it, or create another",
+            status.to_value()
+        ),
     )
 }
 
@@ -356,7 +365,11 @@ async fn schedule(db: &impl ConnectionTrait, row: &broadcasts::Model, now: DateT
 
 /// Writes the broadcast's settings and status (never its counts) only while its status is still `read_status`:
 /// a change racing a cancel, or a cancel racing the start of sending, loses instead of undoing the other.
-async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read_status: &str) -> ApiResult<()> {
+async fn write_if_still(
+    db: &impl ConnectionTrait,
+    row: &broadcasts::Model,
+    read_status: BroadcastStatus,
+) -> ApiResult<()> {
     let changed = broadcasts::Entity::update_many()
         .col_expr(broadcasts::Column::Name, Expr::value(row.name.clone()))
         .col_expr(broadcasts::Column::AgentId, Expr::value(row.agent_id.clone()))
@@ -365,7 +378,7 @@ async fn write_if_still(db: &impl ConnectionTrait, row: &broadcasts::Model, read
         .col_expr(broadcasts::Column::Opener, Expr::value(row.opener.clone()))
         .col_expr(broadcasts::Column::Template, Expr::value(row.template.clone()))
         .col_expr(broadcasts::Column::SendAt, Expr::value(row.send_at))
-        .col_expr(broadcasts::Column::Status, Expr::value(row.status.clone()))
+        .col_expr(broadcasts::Column::Status, Expr::value(row.status))
         .col_expr(broadcasts::Column::UpdatedAt, Expr::value(row.updated_at))
         .filter(broadcasts::Column::Id.eq(&row.id))
         .filter(broadcasts::Column::Status.eq(read_status))
@@ -427,19 +440,19 @@ impl BroadcastsService {
     /// cancelled).
     async fn cancel(&self, account_id: &AccountId, id: &str) -> ApiResult<broadcasts::Model> {
         let mut row = find(&self.db, account_id, id).await?;
-        if row.status == "cancelled" {
+        if row.status == BroadcastStatus::Cancelled {
             return Ok(row);
         }
-        if !broadcasts::UNFINISHED.contains(&row.status.as_str()) {
+        if !BroadcastStatus::UNFINISHED.contains(&row.status) {
             return Err(ApiError::failed_precondition(format!(
                 "a {} broadcast cannot be cancelled",
-                row.status
+                row.status.to_value()
             )));
         }
-        let read_status = row.status.clone();
-        row.status = "cancelled".to_owned();
+        let read_status = row.status;
+        row.status = BroadcastStatus::Cancelled;
         row.updated_at = self.clock.now();
-        write_if_still(&self.db, &row, &read_status).await?;
+        write_if_still(&self.db, &row, read_status).await?;
         cancel(
             &self.db,
             &self.handlers,
@@ -489,7 +502,7 @@ impl Broadcasts for BroadcastsService {
         let mut select = broadcasts::Entity::find().filter(broadcasts::Column::AccountId.eq(&account_id));
         if !r.status.is_empty() {
             let mut v = Violations::new();
-            v.one_of("status", &r.status, STATUSES);
+            v.one_of_variants::<BroadcastStatus>("status", &r.status);
             v.finish()?;
             select = select.filter(broadcasts::Column::Status.eq(&r.status));
         }

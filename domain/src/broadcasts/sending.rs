@@ -42,7 +42,11 @@ use crate::{
     messaging::deliver,
     routing::channels::connected,
     store::{
-        entities::{broadcast_recipients, broadcasts, contacts, conversations, messages},
+        entities::{
+            broadcast_recipients,
+            broadcasts::{self, BroadcastStatus},
+            contacts, conversations, messages,
+        },
         from_json_text,
         sql::one_of,
         to_json_text,
@@ -85,11 +89,11 @@ pub fn start_job(broadcast: &broadcasts::Model) -> Option<NewJob> {
 /// Marks a broadcast that is still going `failed` with `why`.
 async fn fail(db: &impl ConnectionTrait, id: &str, why: &str, now: DateTime<Utc>) -> Result<(), DbErr> {
     broadcasts::Entity::update_many()
-        .col_expr(broadcasts::Column::Status, Expr::value("failed"))
+        .col_expr(broadcasts::Column::Status, Expr::value(BroadcastStatus::Failed))
         .col_expr(broadcasts::Column::Error, Expr::value(why))
         .col_expr(broadcasts::Column::UpdatedAt, Expr::value(now))
         .filter(broadcasts::Column::Id.eq(id))
-        .filter(broadcasts::Column::Status.is_in(["scheduled", "sending"]))
+        .filter(broadcasts::Column::Status.is_in(BroadcastStatus::GOING))
         .exec(db)
         .await?;
     Ok(())
@@ -123,23 +127,23 @@ impl Start {
         let Some(broadcast) = super::owned(&self.db, account_id, id).await? else {
             return Ok(Step::Finished);
         };
-        match broadcast.status.as_str() {
-            "scheduled" => match broadcast.send_at {
+        match broadcast.status {
+            BroadcastStatus::Scheduled => match broadcast.send_at {
                 Some(send_at) if send_at > now => Ok(Step::Wait(send_at)),
                 _ => {
                     broadcasts::Entity::update_many()
-                        .col_expr(broadcasts::Column::Status, Expr::value("sending"))
+                        .col_expr(broadcasts::Column::Status, Expr::value(BroadcastStatus::Sending))
                         .col_expr(broadcasts::Column::StartedAt, Expr::value(now))
                         .col_expr(broadcasts::Column::UpdatedAt, Expr::value(now))
                         .filter(broadcasts::Column::Id.eq(id))
-                        .filter(broadcasts::Column::Status.eq("scheduled"))
+                        .filter(broadcasts::Column::Status.eq(BroadcastStatus::Scheduled))
                         .exec(&self.db)
                         .await?;
                     Ok(Step::More)
                 }
             },
-            "sending" if !broadcast.expanded => self.expand(account_id, &broadcast, now).await,
-            "sending" => self.write(account_id, &broadcast, now).await,
+            BroadcastStatus::Sending if !broadcast.expanded => self.expand(account_id, &broadcast, now).await,
+            BroadcastStatus::Sending => self.write(account_id, &broadcast, now).await,
             _ => Ok(Step::Finished),
         }
     }
@@ -164,7 +168,7 @@ impl Start {
                 Expr::col(broadcasts::Column::Total).add(added as i64),
             )
             .filter(broadcasts::Column::Id.eq(&broadcast.id))
-            .filter(broadcasts::Column::Status.eq("sending"))
+            .filter(broadcasts::Column::Status.eq(BroadcastStatus::Sending))
             .filter(broadcasts::Column::Expansion.eq(&broadcast.expansion))
             .exec(&txn)
             .await?;
@@ -353,11 +357,11 @@ fn opener_message(
     new_message::row(
         &NewMessage {
             conversation,
-            direction: "outbound",
+            direction: messages::Direction::Outbound,
             author: "api",
             text: &opener::render(&broadcast.opener, &values),
             attachments: &[],
-            status: "queued",
+            status: messages::MessageStatus::Queued,
             provider_message_id: None,
             reply_to: "",
             broadcast_id: &broadcast.id,

@@ -194,9 +194,9 @@ pub async fn agent_of(db: &impl ConnectionTrait, account_id: &AccountId, campaig
 fn render(p: Parts) -> Campaign {
     let outgoing = p.kind == "Outgoing";
     let (name, channel, status) = match (&p.broadcast, &p.agent) {
-        (Some(b), _) if outgoing => (b.name.clone(), b.channel.clone(), b.status.clone()),
+        (Some(b), _) if outgoing => (b.name.clone(), b.channel.clone(), b.status.to_value()),
         (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.to_value()),
-        (Some(b), None) => (String::new(), String::new(), b.status.clone()),
+        (Some(b), None) => (String::new(), String::new(), b.status.to_value()),
         (None, None) => Default::default(),
     };
     Campaign {

@@ -335,11 +335,11 @@ impl ArrivalWriter {
         let text = without_nul(&inbound.text);
         let new = NewMessage {
             conversation: &conversation,
-            direction: "inbound",
+            direction: messages::Direction::Inbound,
             author: "contact",
             text: &text,
             attachments: &attachments,
-            status: "received",
+            status: messages::MessageStatus::Received,
             provider_message_id: Some(sid),
             reply_to: "",
             broadcast_id: "",

@@ -17,8 +17,6 @@ use crate::{
     validate::Violations,
 };
 
-const STATUSES: &[&str] = &["open", "closed"];
-
 /// The list's filters; empty strings and `None` do not filter.
 pub struct Filters {
     status: String,
@@ -34,7 +32,7 @@ impl Filters {
     pub fn parse(r: &ListConversationsRequest) -> ApiResult<(Self, Page)> {
         let mut v = Violations::new();
         if !r.status.is_empty() {
-            v.one_of("status", &r.status, STATUSES);
+            v.one_of_variants::<conversations::ConversationStatus>("status", &r.status);
         }
         let mut paging = Vec::new();
         let page = Page::parse(r.limit, &r.cursor, crate::ids::Kind::Conversation.prefix(), &mut paging);

@@ -6,26 +6,28 @@ use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, Statement, Value,
-    sea_query::OnConflict,
+    ActiveEnum, ActiveValue::NotSet, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    Statement, Value, sea_query::OnConflict,
 };
 
 use super::{render::StoredAttachment, threads};
 use crate::store::{
-    entities::{conversations, messages},
+    entities::{
+        conversations,
+        messages::{self, Direction, MessageStatus},
+    },
     sql::one_of,
     to_json_text,
 };
 
 pub struct NewMessage<'a> {
     pub conversation: &'a conversations::Model,
-    /// `inbound` or `outbound`.
-    pub direction: &'static str,
+    pub direction: Direction,
     pub author: &'a str,
     pub text: &'a str,
     pub attachments: &'a [StoredAttachment],
-    /// `received`, or `queued` for a message to send.
-    pub status: &'static str,
+    /// `Received`, or `Queued` for a message to send.
+    pub status: MessageStatus,
     pub provider_message_id: Option<&'a str>,
     pub reply_to: &'a str,
     pub broadcast_id: &'a str,
@@ -43,11 +45,11 @@ pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
         conversation_id: conversation.id.clone(),
         contact_id: conversation.contact_id.clone(),
         channel_id: conversation.channel_id.clone(),
-        direction: new.direction.to_owned(),
+        direction: new.direction,
         author: new.author.to_owned(),
         text: new.text.to_owned(),
         attachments: to_json_text(&new.attachments),
-        status: new.status.to_owned(),
+        status: new.status,
         error_code: None,
         error_message: None,
         provider_message_id: new.provider_message_id.map(str::to_owned),
@@ -123,8 +125,8 @@ pub fn touches<'a>(messages: impl IntoIterator<Item = &'a messages::Model>) -> B
     let mut touches: BTreeMap<&str, threads::Touch> = BTreeMap::new();
     for message in messages {
         let touch = touches.entry(message.conversation_id.as_str()).or_default();
-        touch.inbound += i32::from(message.direction == "inbound");
-        touch.answered |= message.direction == "outbound" && message.author == "api";
+        touch.inbound += i32::from(message.direction == Direction::Inbound);
+        touch.answered |= message.direction == Direction::Outbound && message.author == "api";
     }
     touches
 }
@@ -157,6 +159,8 @@ pub fn insert_statement(messages: &[messages::Model]) -> Statement {
             .collect::<Vec<String>>()
             .into()
     };
+    let named =
+        |field: fn(&messages::Model) -> String| -> Value { messages.iter().map(field).collect::<Vec<String>>().into() };
     let optional = |field: fn(&messages::Model) -> Option<&str>| -> Value {
         messages
             .iter()
@@ -183,11 +187,11 @@ pub fn insert_statement(messages: &[messages::Model]) -> Statement {
         texts(|m| &m.conversation_id),
         texts(|m| &m.contact_id),
         texts(|m| &m.channel_id),
-        texts(|m| &m.direction),
+        named(|m| m.direction.to_value()),
         texts(|m| &m.author),
         texts(|m| &m.text),
         texts(|m| &m.attachments),
-        texts(|m| &m.status),
+        named(|m| m.status.to_value()),
         optional(|m| m.error_code.as_deref()),
         optional(|m| m.error_message.as_deref()),
         optional(|m| m.provider_message_id.as_deref()),

@@ -10,22 +10,22 @@ use sea_orm::{
     QueryFilter, QuerySelect,
 };
 
-use super::{
-    render,
-    status::{Status, steps},
-};
+use super::{render, status::steps};
 use crate::{
     access::AccountId,
     channels::{InboundReaction, ProviderStatus, Sender, StatusUpdate, Watermark},
     events,
-    store::entities::{channels, contact_identities, messages},
+    store::entities::{
+        channels, contact_identities,
+        messages::{self, Direction, MessageStatus},
+    },
 };
 
 /// What a report did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Applied {
     /// The message moved through these states.
-    Moved(Vec<Status>),
+    Moved(Vec<MessageStatus>),
     /// Late, repeated or not allowed: nothing changed.
     Unchanged,
     /// No message on the channel has this provider id (yet).
@@ -72,16 +72,16 @@ async fn report(
     let Some(before) = select.one(&txn).await? else {
         return Ok(Applied::Unknown);
     };
-    let current = Status::parse(&before.status);
+    let current = before.status;
     let reported = match status {
-        ProviderStatus::Sent => Status::Sent,
-        ProviderStatus::Delivered => Status::Delivered,
-        ProviderStatus::Read => Status::Read,
-        ProviderStatus::Failed { .. } => Status::Failed,
+        ProviderStatus::Sent => MessageStatus::Sent,
+        ProviderStatus::Delivered => MessageStatus::Delivered,
+        ProviderStatus::Read => MessageStatus::Read,
+        ProviderStatus::Failed { .. } => MessageStatus::Failed,
     };
-    let Some(current) = current.filter(|_| before.direction == "outbound") else {
+    if before.direction != Direction::Outbound {
         return Ok(Applied::Unchanged);
-    };
+    }
     let passed = steps(current, reported);
     if passed.is_empty() {
         return Ok(Applied::Unchanged);
@@ -91,20 +91,20 @@ async fn report(
         message.provider_message_id = Some(message.id.clone());
     }
     for step in &passed {
-        message.status = step.as_str().to_owned();
+        message.status = *step;
         match step {
-            Status::Sent => message.sent_at = message.sent_at.or(Some(now)),
-            Status::Delivered => message.delivered_at = Some(now),
-            Status::Read => message.read_at = Some(now),
-            Status::Failed => {
+            MessageStatus::Sent => message.sent_at = message.sent_at.or(Some(now)),
+            MessageStatus::Delivered => message.delivered_at = Some(now),
+            MessageStatus::Read => message.read_at = Some(now),
+            MessageStatus::Failed => {
                 if let ProviderStatus::Failed { code, message: text } = status {
                     message.error_code = Some(code.clone());
                     message.error_message = Some(text.clone());
                 }
             }
-            Status::Queued => {}
+            MessageStatus::Received | MessageStatus::Queued => {}
         }
-        if let Some(event) = step.event() {
+        if let Some(event) = super::status::event(*step) {
             let account_id = AccountId::of_row(&message.account_id);
             events::record(&txn, &account_id, event, render::message_data(&message), now).await?;
         }
@@ -163,9 +163,9 @@ async fn apply_watermark(
     let Sender::Identity { kind, external_id } = &watermark.recipient else {
         return Ok(());
     };
-    let behind: &[&str] = match watermark.status {
-        ProviderStatus::Delivered => &["sent"],
-        ProviderStatus::Read => &["sent", "delivered"],
+    let behind: &[MessageStatus] = match watermark.status {
+        ProviderStatus::Delivered => &[MessageStatus::Sent],
+        ProviderStatus::Read => &[MessageStatus::Sent, MessageStatus::Delivered],
         ProviderStatus::Sent | ProviderStatus::Failed { .. } => return Ok(()),
     };
     let contact_id: Option<String> = contact_identities::Entity::find()
@@ -185,7 +185,7 @@ async fn apply_watermark(
         .column(messages::Column::Id)
         .filter(messages::Column::ContactId.eq(contact_id))
         .filter(messages::Column::ChannelId.eq(&channel.id))
-        .filter(messages::Column::Direction.eq("outbound"))
+        .filter(messages::Column::Direction.eq(Direction::Outbound))
         .filter(messages::Column::Status.is_in(behind.iter().copied()))
         .filter(messages::Column::SentAt.lte(watermark.up_to + WATERMARK_SLACK))
         .into_tuple()

@@ -43,7 +43,7 @@ pub fn message(m: &messages::Model) -> Message {
         id: m.id.clone(),
         conversation_id: m.conversation_id.clone(),
         contact_id: m.contact_id.clone(),
-        direction: m.direction.clone(),
+        direction: m.direction.to_value(),
         author: m.author.clone(),
         text: m.text.clone(),
         attachments: attachments
@@ -54,7 +54,7 @@ pub fn message(m: &messages::Model) -> Message {
                 filename: a.filename,
             })
             .collect(),
-        status: m.status.clone(),
+        status: m.status.to_value(),
         error: m.error_code.as_ref().map(|code| MessageError {
             code: code.clone(),
             message: m.error_message.clone().unwrap_or_default(),

@@ -160,7 +160,7 @@ async fn tell_read(
     }
     let latest = messages::Entity::find()
         .filter(messages::Column::ConversationId.eq(&conversation.id))
-        .filter(messages::Column::Direction.eq("inbound"))
+        .filter(messages::Column::Direction.eq(messages::Direction::Inbound))
         .filter(messages::Column::ProviderMessageId.is_not_null())
         .order_by_desc(messages::Column::Seq)
         .one(db)

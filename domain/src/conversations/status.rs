@@ -2,57 +2,25 @@
 //! terminal and reachable only before delivered. A report that skips a state (read before delivered) passes
 //! through the skipped ones, each with its own event, in order; a late or repeated report changes nothing.
 
-use crate::events::EventType;
+use crate::{events::EventType, store::entities::messages::MessageStatus};
 
-/// Where an outbound message stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Status {
-    Queued,
-    Sent,
-    Delivered,
-    Read,
-    Failed,
-}
-
-impl Status {
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "queued" => Self::Queued,
-            "sent" => Self::Sent,
-            "delivered" => Self::Delivered,
-            "read" => Self::Read,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Sent => "sent",
-            Self::Delivered => "delivered",
-            Self::Read => "read",
-            Self::Failed => "failed",
-        }
-    }
-
-    pub fn event(self) -> Option<EventType> {
-        match self {
-            Self::Queued => None,
-            Self::Sent => Some(EventType::MessageSent),
-            Self::Delivered => Some(EventType::MessageDelivered),
-            Self::Read => Some(EventType::MessageRead),
-            Self::Failed => Some(EventType::MessageFailed),
-        }
+/// The event a message reaching `status` publishes.
+pub fn event(status: MessageStatus) -> Option<EventType> {
+    match status {
+        MessageStatus::Received | MessageStatus::Queued => None,
+        MessageStatus::Sent => Some(EventType::MessageSent),
+        MessageStatus::Delivered => Some(EventType::MessageDelivered),
+        MessageStatus::Read => Some(EventType::MessageRead),
+        MessageStatus::Failed => Some(EventType::MessageFailed),
     }
 }
 
 /// The states a message at `current` passes through when a report says `reported`, in order; empty when
 /// the report is late, repeated or not allowed (failed after delivered, anything after failed).
-pub fn steps(current: Status, reported: Status) -> Vec<Status> {
-    use Status::{Delivered, Failed, Queued, Read, Sent};
+pub fn steps(current: MessageStatus, reported: MessageStatus) -> Vec<MessageStatus> {
+    use MessageStatus::{Delivered, Failed, Queued, Read, Received, Sent};
     match (current, reported) {
-        (Failed, _) | (_, Queued) => Vec::new(),
+        (Failed | Received, _) | (_, Queued | Received) => Vec::new(),
         (Queued | Sent, Failed) => vec![Failed],
         (_, Failed) => Vec::new(),
         _ => [Sent, Delivered, Read]
@@ -64,7 +32,7 @@ pub fn steps(current: Status, reported: Status) -> Vec<Status> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Status::*, steps};
+    use super::{MessageStatus::*, steps};
 
     #[test]
     fn forward_only_with_skipped_states_filled_in() {
@@ -84,5 +52,11 @@ mod tests {
         assert!(steps(Read, Failed).is_empty());
         assert!(steps(Failed, Read).is_empty());
         assert!(steps(Failed, Failed).is_empty());
+    }
+
+    #[test]
+    fn an_inbound_message_has_no_outbound_steps() {
+        assert!(steps(Received, Read).is_empty());
+        assert!(steps(Queued, Received).is_empty());
     }
 }

@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use frontdesk_api::v1::{
     AgentKbSource, AgentKbSourceAnswer, AgentKbSourceList, AttachKbSourceRequest, ListAgentKbSourcesRequest,
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, sea_query::OnConflict};
+use sea_orm::{
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, sea_query::OnConflict,
+};
 
 use crate::resource_id::{AgentId, SourceId};
 use crate::{
@@ -31,7 +33,7 @@ fn message(link: &agent_kb_sources::Model, source: Option<&kb_sources::Model>) -
         source_id: link.source_id.clone(),
         agent_id: link.agent_id.clone(),
         kind: source.map(|s| s.kind.clone()).unwrap_or_default(),
-        status: source.map(|s| s.status.clone()).unwrap_or_default(),
+        status: source.map(|s| s.status.to_value()).unwrap_or_default(),
         attached_at: Some(timestamps::to_proto(link.created_at)),
     }
 }

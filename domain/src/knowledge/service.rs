@@ -11,7 +11,7 @@ use frontdesk_api::v1::{
 };
 use reqwest::Url;
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ActiveEnum, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     sea_query::{Expr, ExprTrait},
 };
 use tonic::{Request, Response, Status};
@@ -144,7 +144,7 @@ impl KbSourcesService {
         Ok(Response::new(ImportAccepted {
             success: true,
             source_id,
-            status: "queued".to_owned(),
+            status: kb_sources::SourceStatus::Queued.to_value(),
         }))
     }
 

@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use frontdesk_api::v1::{AttachKbSourceRequest, KbSource, PageError};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
+    QueryOrder,
 };
 
 use super::import::{self, documents::Format};
@@ -58,7 +59,7 @@ pub async fn create(
         id: id.clone(),
         account_id: account_id.to_string(),
         kind: new.kind.to_owned(),
-        status: "queued".to_owned(),
+        status: kb_sources::SourceStatus::Queued,
         pages_total: i32::try_from(new.pages.len()).unwrap_or(i32::MAX),
         pages_done: 0,
         sections: 0,
@@ -114,7 +115,7 @@ pub async fn add_pages(
             source_id: source_id.to_owned(),
             position: i32::try_from(position).unwrap_or(i32::MAX),
             url: url.clone(),
-            status: "pending".to_owned(),
+            status: kb_source_pages::PageStatus::Pending,
             error_code: None,
             error_message: None,
             characters: 0,
@@ -136,7 +137,7 @@ pub async fn page_errors(
 ) -> Result<Vec<kb_source_pages::Model>, DbErr> {
     kb_source_pages::Entity::find()
         .filter(kb_source_pages::Column::SourceId.is_in(source_ids))
-        .filter(kb_source_pages::Column::Status.eq("failed"))
+        .filter(kb_source_pages::Column::Status.eq(kb_source_pages::PageStatus::Failed))
         .order_by_asc(kb_source_pages::Column::Position)
         .all(db)
         .await
@@ -148,7 +149,7 @@ pub fn message(m: &kb_sources::Model, failed: &[kb_source_pages::Model]) -> KbSo
     KbSource {
         source_id: m.id.clone(),
         kind: m.kind.clone(),
-        status: m.status.clone(),
+        status: m.status.to_value(),
         pages_total: m.pages_total,
         pages_done: m.pages_done,
         sections: m.sections,

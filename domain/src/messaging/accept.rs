@@ -377,11 +377,11 @@ impl AcceptWriter {
         let message = new_message::row(
             &NewMessage {
                 conversation: &conversation,
-                direction: "outbound",
+                direction: messages::Direction::Outbound,
                 author: send.author.as_str(),
                 text: &outgoing.text,
                 attachments: &outgoing.attachments,
-                status: "queued",
+                status: messages::MessageStatus::Queued,
                 provider_message_id: None,
                 reply_to: &outgoing.reply_to,
                 broadcast_id: "",

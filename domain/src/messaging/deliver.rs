@@ -20,14 +20,17 @@ use crate::{
     clock::Clock,
     conversations::{
         render::{self, StoredAttachment},
-        status::Status,
+        status,
     },
     events,
     jobs::{Abandoned, Effect, Handler, Job, JobArgs, NewJob, Outcome},
     retry::RetrySchedule,
     routing::channels::webhook_url,
     store::{
-        entities::{channels, chat_sessions, contact_identities, contacts, messages},
+        entities::{
+            channels, chat_sessions, contact_identities, contacts,
+            messages::{self, Direction, MessageStatus},
+        },
         from_json_text,
     },
 };
@@ -105,7 +108,7 @@ impl Deliver {
         else {
             return Ok(Loaded::Gone);
         };
-        if Status::parse(&message.status) != Some(Status::Queued) {
+        if message.status != MessageStatus::Queued {
             return Ok(Loaded::Gone);
         }
         let Some(channel) = channel else {
@@ -154,7 +157,7 @@ impl Deliver {
             .column(messages::Column::CreatedAt)
             .filter(messages::Column::ContactId.eq(&message.contact_id))
             .filter(messages::Column::ChannelId.eq(&message.channel_id))
-            .filter(messages::Column::Direction.eq("inbound"))
+            .filter(messages::Column::Direction.eq(Direction::Inbound))
             .order_by_desc(messages::Column::Seq)
             .into_tuple()
             .one(&self.db)
@@ -265,7 +268,7 @@ pub async fn fail_queued(
         return Ok(());
     }
     let changed = messages::Entity::update_many()
-        .col_expr(messages::Column::Status, Expr::value("failed"))
+        .col_expr(messages::Column::Status, Expr::value(MessageStatus::Failed))
         .col_expr(messages::Column::ErrorCode, Expr::value(why.code()))
         .col_expr(
             messages::Column::ErrorMessage,
@@ -279,10 +282,10 @@ pub async fn fail_queued(
             messages::Column::Id,
             ids,
         ))
-        .filter(messages::Column::Status.eq("queued"))
+        .filter(messages::Column::Status.eq(MessageStatus::Queued))
         .exec_with_returning(txn)
         .await?;
-    record_all(txn, &changed, Status::Failed, now).await
+    record_all(txn, &changed, MessageStatus::Failed, now).await
 }
 
 impl Deliver {
@@ -472,7 +475,11 @@ async fn mark_sent(
     delivered: bool,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let reached = if delivered { Status::Delivered } else { Status::Sent };
+    let reached = if delivered {
+        MessageStatus::Delivered
+    } else {
+        MessageStatus::Sent
+    };
     let changed = if txn.get_database_backend() == DbBackend::Postgres {
         // The ids and provider ids as two arrays: one statement text for any number of messages.
         const SQL: &str = "UPDATE messages SET status = $1, provider_message_id = sent.provider_id, \
@@ -482,7 +489,7 @@ async fn mark_sent(
         let ids: Vec<String> = sent.iter().map(|one| one.message_id.clone()).collect();
         let provider_ids: Vec<String> = sent.iter().map(|one| one.provider_message_id.clone()).collect();
         let values: Vec<Value> = vec![
-            reached.as_str().into(),
+            reached.into(),
             now.into(),
             delivered.into(),
             ids.into(),
@@ -501,7 +508,7 @@ async fn mark_sent(
             );
         }
         let mut update = messages::Entity::update_many()
-            .col_expr(messages::Column::Status, Expr::value(reached.as_str()))
+            .col_expr(messages::Column::Status, Expr::value(reached))
             .col_expr(
                 messages::Column::ProviderMessageId,
                 provider_ids
@@ -514,7 +521,7 @@ async fn mark_sent(
         }
         update
             .filter(messages::Column::Id.is_in(sent.iter().map(|one| one.message_id.as_str())))
-            .filter(messages::Column::Status.eq("queued"))
+            .filter(messages::Column::Status.eq(MessageStatus::Queued))
             .exec_with_returning(txn)
             .await?
     };
@@ -523,12 +530,12 @@ async fn mark_sent(
         let as_sent: Vec<messages::Model> = changed
             .iter()
             .map(|m| messages::Model {
-                status: Status::Sent.as_str().to_owned(),
+                status: MessageStatus::Sent,
                 delivered_at: None,
                 ..m.clone()
             })
             .collect();
-        record_all(txn, &as_sent, Status::Sent, now).await?;
+        record_all(txn, &as_sent, MessageStatus::Sent, now).await?;
     }
     record_all(txn, &changed, reached, now).await
 }
@@ -544,14 +551,14 @@ struct MarkFailed {
 impl Effect for MarkFailed {
     async fn write(&self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
         let changed = messages::Entity::update_many()
-            .col_expr(messages::Column::Status, Expr::value("failed"))
+            .col_expr(messages::Column::Status, Expr::value(MessageStatus::Failed))
             .col_expr(messages::Column::ErrorCode, Expr::value(&self.code))
             .col_expr(messages::Column::ErrorMessage, Expr::value(&self.text))
             .filter(messages::Column::Id.eq(&self.message_id))
-            .filter(messages::Column::Status.is_in(["queued", "sent"]))
+            .filter(messages::Column::Status.is_in([MessageStatus::Queued, MessageStatus::Sent]))
             .exec_with_returning(txn)
             .await?;
-        record_all(txn, &changed, Status::Failed, now).await
+        record_all(txn, &changed, MessageStatus::Failed, now).await
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -563,7 +570,7 @@ impl Effect for MarkFailed {
 pub async fn record(
     db: &impl ConnectionTrait,
     message: &messages::Model,
-    status: Status,
+    status: MessageStatus,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     record_all(db, std::slice::from_ref(message), status, now).await
@@ -573,10 +580,10 @@ pub async fn record(
 async fn record_all(
     db: &impl ConnectionTrait,
     messages: &[messages::Model],
-    status: Status,
+    status: MessageStatus,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if let Some(event) = status.event() {
+    if let Some(event) = status::event(status) {
         let reached = messages
             .iter()
             .map(|m| (m.account_id.clone(), event, render::message_data(m)))

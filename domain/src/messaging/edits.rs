@@ -29,7 +29,6 @@ use crate::{
     conversations::{
         lookup,
         render::{StoredEdit, StoredReaction},
-        status::Status,
     },
     error::{ApiError, ApiResult},
     jobs,
@@ -123,12 +122,12 @@ impl Edits {
         message.edits = "[]".to_owned();
         message.removed = true;
         message.revised_at = Some(self.clock.now());
-        if message.direction == "outbound" && Status::parse(&message.status) == Some(Status::Queued) {
+        if message.direction == messages::Direction::Outbound && message.status == messages::MessageStatus::Queued {
             let now = self.clock.now();
-            message.status = Status::Failed.as_str().to_owned();
+            message.status = messages::MessageStatus::Failed;
             message.error_code = Some("cancelled".to_owned());
             message.error_message = Some("the message was removed before it was sent".to_owned());
-            deliver::record(&txn, &message, Status::Failed, now).await?;
+            deliver::record(&txn, &message, messages::MessageStatus::Failed, now).await?;
         }
         let saved = save(txn, message).await?;
         self.feed.message_changed(&saved, Change::Removed).await;
@@ -200,7 +199,7 @@ fn not_found() -> ApiError {
 
 /// Only outbound messages that are still there can be corrected.
 fn correctable(message: &messages::Model) -> ApiResult<()> {
-    if message.direction != "outbound" {
+    if message.direction != messages::Direction::Outbound {
         return Err(ApiError::field(
             "message_id",
             "only an outbound message can be corrected; this one came from the contact (DELETE removes it)",

@@ -18,8 +18,6 @@ use crate::{
     validate::Violations,
 };
 
-const STATUSES: &[&str] = &["open", "done"];
-
 pub struct TasksService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
@@ -33,7 +31,7 @@ impl TasksService {
     async fn list(&self, account_id: &AccountId, r: ListTasksRequest) -> ApiResult<TaskList> {
         let mut v = Violations::new();
         if !r.status.is_empty() {
-            v.one_of("status", &r.status, STATUSES);
+            v.one_of_variants::<tasks::TaskStatus>("status", &r.status);
         }
         v.finish()?;
         let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Task.prefix())?;

@@ -8,7 +8,7 @@ use super::{
     live::{Live, Push, SessionKey},
 };
 use crate::channels::{ChannelAdapter, Outbound, SendOutcome};
-use crate::{access::AccountId, resource_id::ChannelId};
+use crate::{access::AccountId, resource_id::ChannelId, store::entities::messages};
 
 pub struct WebChatAdapter {
     live: Live,
@@ -31,7 +31,7 @@ impl ChannelAdapter for WebChatAdapter {
         );
         let session = SessionKey::new(&account, &channel, message.to);
         let mut shown = message.message.clone();
-        shown.status = "sent".to_owned();
+        shown.status = messages::MessageStatus::Sent;
         shown.provider_message_id = Some(shown.id.clone());
         let frame = frames::message(Change::New, &shown, None);
         let provider_message_id = shown.id;
@@ -51,7 +51,6 @@ impl ChannelAdapter for WebChatAdapter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::entities::messages;
 
     #[tokio::test]
     async fn a_visitor_with_a_socket_has_it_at_once_and_one_without_later() {

@@ -50,7 +50,7 @@ impl Pushes {
 impl LiveFeed for Pushes {
     /// A business message still queued is not the visitor's yet: its delivery shows it as it is then.
     async fn message_changed(&self, message: &messages::Model, change: Change) {
-        if message.direction == "outbound" && message.status == "queued" {
+        if message.direction == messages::Direction::Outbound && message.status == messages::MessageStatus::Queued {
             return;
         }
         let frame = frames::message(change, message, None);

@@ -15,7 +15,7 @@ use crate::{
 pub async fn reached(db: &DatabaseConnection, messages: &[messages::Model], now: DateTime<Utc>) -> Result<(), DbErr> {
     for message in messages
         .iter()
-        .filter(|m| m.direction == "outbound" && m.status == "sent")
+        .filter(|m| m.direction == messages::Direction::Outbound && m.status == messages::MessageStatus::Sent)
     {
         receipts::apply_to_message(db, &message.id, &ProviderStatus::Delivered, now).await?;
     }
@@ -35,8 +35,12 @@ pub async fn seen(
         .filter(messages::Column::ContactId.eq(&session.contact_id))
         .filter(messages::Column::ChannelId.eq(&session.channel_id))
         .filter(messages::Column::Seq.lte(upto.seq))
-        .filter(messages::Column::Direction.eq("outbound"))
-        .filter(messages::Column::Status.is_in(["queued", "sent", "delivered"]))
+        .filter(messages::Column::Direction.eq(messages::Direction::Outbound))
+        .filter(messages::Column::Status.is_in([
+            messages::MessageStatus::Queued,
+            messages::MessageStatus::Sent,
+            messages::MessageStatus::Delivered,
+        ]))
         .order_by_asc(messages::Column::Seq)
         .all(db)
         .await?;

@@ -7,6 +7,7 @@ pub mod run;
 pub mod service;
 
 use frontdesk_api::v1::{Evaluation, EvaluationResult, EvaluationSummary};
+use sea_orm::ActiveEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::{store::entities::evaluations, timestamps};
@@ -70,7 +71,7 @@ pub fn message(row: &evaluations::Model) -> Evaluation {
     Evaluation {
         id: row.id.clone(),
         agent_id: row.agent_id.clone(),
-        status: row.status.clone(),
+        status: row.status.to_value(),
         summary: Some(EvaluationSummary {
             cases: count(cases.len()),
             passed: count(passed),

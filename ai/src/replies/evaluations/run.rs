@@ -26,7 +26,10 @@ use crate::{
         reply::profile,
     },
     store::{
-        entities::{agents, evaluations},
+        entities::{
+            agents,
+            evaluations::{self, EvaluationStatus},
+        },
         from_json_text, to_json_text,
     },
 };
@@ -93,7 +96,10 @@ impl Handler for Evaluate {
         match self.evaluate(&job.account(), &payload.evaluation_id).await {
             Ok(()) => crate::jobs::Outcome::Done(None),
             Err(err) if job.is_last_attempt() => {
-                if let Err(also) = self.end(&payload.evaluation_id, "failed", "internal").await {
+                if let Err(also) = self
+                    .end(&payload.evaluation_id, EvaluationStatus::Failed, "internal")
+                    .await
+                {
                     tracing::error!(evaluation = payload.evaluation_id, error = %also.message, "an evaluation that used up its tries could not be marked failed");
                 }
                 crate::jobs::Outcome::Fail {
@@ -118,15 +124,17 @@ impl Evaluate {
         else {
             return Ok(());
         };
-        if matches!(row.status.as_str(), "completed" | "failed") {
+        if matches!(row.status, EvaluationStatus::Completed | EvaluationStatus::Failed) {
             return Ok(());
         }
         let agent = match crate::agents::find(&self.db, account_id, &row.agent_id).await {
             Ok(agent) => agent,
-            Err(err) if err.reason == Reason::NotFound => return self.end(id, "failed", "agent_deleted").await,
+            Err(err) if err.reason == Reason::NotFound => {
+                return self.end(id, EvaluationStatus::Failed, "agent_deleted").await;
+            }
             Err(err) => return Err(err),
         };
-        self.set_status(id, "running").await?;
+        self.set_status(id, EvaluationStatus::Running).await?;
         let cases: Vec<Case> = from_json_text(&row.cases);
         let mut outcomes: Vec<Outcome> = from_json_text(&row.results);
         let chosen = self.providers.for_reply(account_id, &agent).await?;
@@ -152,7 +160,7 @@ impl Evaluate {
                     Ok(()) => {}
                     Err(err) if err.reason == Reason::InsufficientCredits => {
                         self.store(id, &outcomes, Settle::Nothing).await?;
-                        return self.end(id, "failed", "insufficient_credits").await;
+                        return self.end(id, EvaluationStatus::Failed, "insufficient_credits").await;
                     }
                     Err(err) => return Err(err),
                 }
@@ -173,7 +181,7 @@ impl Evaluate {
             }
         }
         self.store(id, &outcomes, Settle::Nothing).await?;
-        self.end(id, "completed", "").await
+        self.end(id, EvaluationStatus::Completed, "").await
     }
 
     /// The case's outcome as a reply would decide it, and whether it costs what a reply does (an answer, or
@@ -255,7 +263,7 @@ impl Evaluate {
         Ok(())
     }
 
-    async fn set_status(&self, id: &str, status: &str) -> ApiResult<()> {
+    async fn set_status(&self, id: &str, status: EvaluationStatus) -> ApiResult<()> {
         evaluations::Entity::update_many()
             .col_expr(evaluations::Column::Status, Expr::value(status))
             .filter(evaluations::Column::Id.eq(id))
@@ -264,8 +272,8 @@ impl Evaluate {
         Ok(())
     }
 
-    /// Ends the evaluation `status` (`completed` or `failed`) with `error` ("" when none).
-    async fn end(&self, id: &str, status: &str, error: &str) -> ApiResult<()> {
+    /// Ends the evaluation `status` (completed or failed) with `error` ("" when none).
+    async fn end(&self, id: &str, status: EvaluationStatus, error: &str) -> ApiResult<()> {
         evaluations::Entity::update_many()
             .col_expr(evaluations::Column::Status, Expr::value(status))
             .col_expr(evaluations::Column::Error, Expr::value(error))

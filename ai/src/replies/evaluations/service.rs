@@ -42,7 +42,7 @@ impl EvaluationsService {
             id: crate::ids::new_id(crate::ids::Kind::Evaluation),
             account_id: account_id.to_string(),
             agent_id: agent.id,
-            status: "queued".to_owned(),
+            status: evaluations::EvaluationStatus::Queued,
             cases: to_json_text(&cases),
             results: "[]".to_owned(),
             error: String::new(),

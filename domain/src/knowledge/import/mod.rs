@@ -151,7 +151,10 @@ impl Import {
         let total = i32::try_from(pending.len()).unwrap_or(i32::MAX);
         progress::started(&self.db, &source.id, total, now).await?;
         let mut robots = RobotsRules::default();
-        for page in pending.iter().filter(|p| p.status == "pending") {
+        for page in pending
+            .iter()
+            .filter(|p| p.status == kb_source_pages::PageStatus::Pending)
+        {
             let read = if source.kind == "file" {
                 self.document(&source.id).await?
             } else {
@@ -315,7 +318,7 @@ impl Handler for Import {
             let Some(source) = kb_sources::Entity::find_by_id(&payload.source_id).one(&self.db).await? else {
                 return Ok(());
             };
-            if !matches!(source.status.as_str(), "queued" | "processing") {
+            if !kb_sources::SourceStatus::UNFINISHED.contains(&source.status) {
                 return Ok(());
             }
             let error = self.read_and_embed(&source).await?;

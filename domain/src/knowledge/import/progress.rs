@@ -19,7 +19,12 @@ use crate::{
     knowledge::sources,
     store::{
         self,
-        entities::{kb_source_files, kb_source_pages, kb_sources, source_faqs},
+        entities::{
+            kb_source_files,
+            kb_source_pages::{self, PageStatus},
+            kb_sources::{self, SourceStatus},
+            source_faqs,
+        },
     },
 };
 
@@ -50,7 +55,7 @@ pub async fn page_read(
 ) -> Result<Recorded, DbErr> {
     let txn = store::begin_write(db).await?;
     let cost = cost_milli(extracted.characters);
-    if !claim(&txn, page, "done", None, extracted.characters, cost, now).await? {
+    if !claim(&txn, page, PageStatus::Done, None, extracted.characters, cost, now).await? {
         return Ok(Recorded::Written);
     }
     // The page's hold (when a model wrote its pairs) becomes its charge.
@@ -99,7 +104,7 @@ pub async fn page_failed(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let txn = store::begin_write(db).await?;
-    if claim(&txn, page, "failed", Some(error), 0, 0, now).await? {
+    if claim(&txn, page, PageStatus::Failed, Some(error), 0, 0, now).await? {
         advance(&txn, source_id, 0, 0, now).await?;
     }
     txn.commit().await
@@ -109,7 +114,7 @@ pub async fn page_failed(
 async fn claim(
     txn: &impl sea_orm::ConnectionTrait,
     page: &kb_source_pages::Model,
-    status: &str,
+    status: PageStatus,
     error: Option<&PageError>,
     characters: usize,
     cost: i64,
@@ -132,7 +137,7 @@ async fn claim(
         .col_expr(kb_source_pages::Column::CreditsMilli, Expr::value(cost))
         .col_expr(kb_source_pages::Column::UpdatedAt, Expr::value(now))
         .filter(kb_source_pages::Column::Id.eq(&page.id))
-        .filter(kb_source_pages::Column::Status.eq("pending"))
+        .filter(kb_source_pages::Column::Status.eq(PageStatus::Pending))
         .exec(txn)
         .await?;
     Ok(updated.rows_affected == 1)
@@ -176,7 +181,7 @@ pub async fn fail_pending(
 ) -> Result<(), DbErr> {
     let txn = store::begin_write(db).await?;
     let failed = kb_source_pages::Entity::update_many()
-        .col_expr(kb_source_pages::Column::Status, Expr::value("failed"))
+        .col_expr(kb_source_pages::Column::Status, Expr::value(PageStatus::Failed))
         .col_expr(kb_source_pages::Column::ErrorCode, Expr::value(error.reason))
         .col_expr(
             kb_source_pages::Column::ErrorMessage,
@@ -184,7 +189,7 @@ pub async fn fail_pending(
         )
         .col_expr(kb_source_pages::Column::UpdatedAt, Expr::value(now))
         .filter(kb_source_pages::Column::SourceId.eq(source_id))
-        .filter(kb_source_pages::Column::Status.eq("pending"))
+        .filter(kb_source_pages::Column::Status.eq(PageStatus::Pending))
         .exec(&txn)
         .await?;
     kb_sources::Entity::update_many()
@@ -207,11 +212,11 @@ pub async fn started(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     kb_sources::Entity::update_many()
-        .col_expr(kb_sources::Column::Status, Expr::value("processing"))
+        .col_expr(kb_sources::Column::Status, Expr::value(SourceStatus::Processing))
         .col_expr(kb_sources::Column::PagesTotal, Expr::value(pages_total))
         .col_expr(kb_sources::Column::UpdatedAt, Expr::value(now))
         .filter(kb_sources::Column::Id.eq(source_id))
-        .filter(kb_sources::Column::Status.is_in(["queued", "processing"]))
+        .filter(kb_sources::Column::Status.is_in(SourceStatus::UNFINISHED))
         .exec(db)
         .await?;
     Ok(())
@@ -227,15 +232,15 @@ pub async fn finished(
 ) -> Result<(), DbErr> {
     let txn = store::begin_write(db).await?;
     let (status, event) = match error {
-        None => ("ready", EventType::KbSourceReady),
-        Some(_) => ("failed", EventType::KbSourceFailed),
+        None => (SourceStatus::Ready, EventType::KbSourceReady),
+        Some(_) => (SourceStatus::Failed, EventType::KbSourceFailed),
     };
     let ended = kb_sources::Entity::update_many()
         .col_expr(kb_sources::Column::Status, Expr::value(status))
         .col_expr(kb_sources::Column::Error, Expr::value(error))
         .col_expr(kb_sources::Column::UpdatedAt, Expr::value(now))
         .filter(kb_sources::Column::Id.eq(source_id))
-        .filter(kb_sources::Column::Status.is_in(["queued", "processing"]))
+        .filter(kb_sources::Column::Status.is_in(SourceStatus::UNFINISHED))
         .exec(&txn)
         .await?;
     kb_source_files::Entity::delete_by_id(source_id).exec(&txn).await?;

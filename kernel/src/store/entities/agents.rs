@@ -33,11 +33,6 @@ pub enum AgentStatus {
     Paused,
 }
 
-impl AgentStatus {
-    /// The words the API takes and answers (the stored values).
-    pub const NAMES: &[&str] = &["active", "paused"];
-}
-
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 

@@ -4,9 +4,6 @@
 
 use sea_orm::entity::prelude::*;
 
-/// Statuses of a broadcast that still needs its agent and can still be cancelled.
-pub const UNFINISHED: &[&str] = &["draft", "scheduled", "sending"];
-
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "broadcasts")]
 pub struct Model {
@@ -19,7 +16,7 @@ pub struct Model {
     pub audience: String,
     pub opener: String,
     pub send_at: Option<DateTimeUtc>,
-    pub status: String,
+    pub status: BroadcastStatus,
     pub template: String,
     /// Why a `failed` broadcast stopped.
     pub error: String,
@@ -37,6 +34,34 @@ pub struct Model {
     pub settled: i64,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Where a broadcast stands: a draft, or scheduled for its `send_at`; sending; then completed, cancelled or
+/// failed for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum BroadcastStatus {
+    #[sea_orm(string_value = "draft")]
+    Draft,
+    #[sea_orm(string_value = "scheduled")]
+    Scheduled,
+    #[sea_orm(string_value = "sending")]
+    Sending,
+    #[sea_orm(string_value = "completed")]
+    Completed,
+    #[sea_orm(string_value = "cancelled")]
+    Cancelled,
+    #[sea_orm(string_value = "failed")]
+    Failed,
+}
+
+impl BroadcastStatus {
+    /// A broadcast whose settings can still change.
+    pub const CHANGEABLE: [Self; 2] = [Self::Draft, Self::Scheduled];
+    /// A broadcast that still needs its agent and can still be cancelled.
+    pub const UNFINISHED: [Self; 3] = [Self::Draft, Self::Scheduled, Self::Sending];
+    /// A broadcast on its way out, which a failure stops.
+    pub const GOING: [Self; 2] = [Self::Scheduled, Self::Sending];
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -9,7 +9,7 @@ pub struct Model {
     pub id: String,
     pub account_id: String,
     pub agent_id: String,
-    pub status: String,
+    pub status: EvaluationStatus,
     /// The cases as given, JSON.
     pub cases: String,
     /// The results of the cases run so far, in case order, JSON.
@@ -17,6 +17,20 @@ pub struct Model {
     pub error: String,
     pub created_at: DateTimeUtc,
     pub completed_at: Option<DateTimeUtc>,
+}
+
+/// Where an evaluation stands: queued, running its cases, then completed or failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum EvaluationStatus {
+    #[sea_orm(string_value = "queued")]
+    Queued,
+    #[sea_orm(string_value = "running")]
+    Running,
+    #[sea_orm(string_value = "completed")]
+    Completed,
+    #[sea_orm(string_value = "failed")]
+    Failed,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -12,14 +12,25 @@ pub struct Model {
     /// Order of reading.
     pub position: i32,
     pub url: String,
-    /// `pending`, `done` or `failed`.
-    pub status: String,
+    pub status: PageStatus,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     /// Characters of extracted text (what was charged for).
     pub characters: i32,
     pub credits_milli: i64,
     pub updated_at: DateTimeUtc,
+}
+
+/// Whether a page is read yet: pending, then done or failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum PageStatus {
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    #[sea_orm(string_value = "done")]
+    Done,
+    #[sea_orm(string_value = "failed")]
+    Failed,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

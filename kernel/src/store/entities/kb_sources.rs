@@ -9,7 +9,7 @@ pub struct Model {
     pub id: String,
     pub account_id: String,
     pub kind: String,
-    pub status: String,
+    pub status: SourceStatus,
     pub pages_total: i32,
     pub pages_done: i32,
     pub sections: i32,
@@ -22,6 +22,26 @@ pub struct Model {
     pub file_name: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// Where an import stands: queued until its first page is read, processing while pages are, then ready
+/// or failed for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum SourceStatus {
+    #[sea_orm(string_value = "queued")]
+    Queued,
+    #[sea_orm(string_value = "processing")]
+    Processing,
+    #[sea_orm(string_value = "ready")]
+    Ready,
+    #[sea_orm(string_value = "failed")]
+    Failed,
+}
+
+impl SourceStatus {
+    /// Queued or processing: the import still runs.
+    pub const UNFINISHED: [Self; 2] = [Self::Queued, Self::Processing];
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

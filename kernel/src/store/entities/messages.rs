@@ -14,14 +14,12 @@ pub struct Model {
     pub conversation_id: String,
     pub contact_id: String,
     pub channel_id: String,
-    /// `inbound` or `outbound`.
-    pub direction: String,
+    pub direction: Direction,
     /// `contact`, `agent`, `api` or `system`.
     pub author: String,
     pub text: String,
     pub attachments: String,
-    /// Inbound `received`; outbound `queued`, `sent`, `delivered`, `read` or `failed`.
-    pub status: String,
+    pub status: MessageStatus,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     pub provider_message_id: Option<String>,
@@ -40,6 +38,36 @@ pub struct Model {
     pub revised_at: Option<DateTimeUtc>,
     /// A WhatsApp template message's template as JSON (`channels::Template`); `""` for any other message.
     pub template: String,
+}
+
+/// Who a message went to: the business (`inbound`, from the contact) or the contact (`outbound`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum Direction {
+    #[sea_orm(string_value = "inbound")]
+    Inbound,
+    #[sea_orm(string_value = "outbound")]
+    Outbound,
+}
+
+/// Where a message stands: an inbound one is `received`; an outbound one moves forward only, queued ->
+/// sent -> delivered -> read, or to failed before it is delivered (`conversations::status`). The order of
+/// the outbound ones is the order they are reached in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum MessageStatus {
+    #[sea_orm(string_value = "received")]
+    Received,
+    #[sea_orm(string_value = "queued")]
+    Queued,
+    #[sea_orm(string_value = "sent")]
+    Sent,
+    #[sea_orm(string_value = "delivered")]
+    Delivered,
+    #[sea_orm(string_value = "read")]
+    Read,
+    #[sea_orm(string_value = "failed")]
+    Failed,
 }
 
 /// What a delivery reads with its message in one statement.
@@ -83,11 +111,15 @@ pub fn sample(author: &str, text: &str) -> Model {
         conversation_id: "cv_1".into(),
         contact_id: "ct_1".into(),
         channel_id: "ch_1".into(),
-        direction: if author == "contact" { "inbound" } else { "outbound" }.into(),
+        direction: if author == "contact" {
+            Direction::Inbound
+        } else {
+            Direction::Outbound
+        },
         author: author.into(),
         text: text.into(),
         attachments: "[]".into(),
-        status: "received".into(),
+        status: MessageStatus::Received,
         error_code: None,
         error_message: None,
         provider_message_id: None,
