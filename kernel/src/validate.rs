@@ -77,14 +77,17 @@ impl Violations {
         );
     }
 
-    /// Checks that `value` is the word of one of `E`'s variants (the value it is stored as).
-    pub fn one_of_variants<E: ActiveEnum<Value = String>>(&mut self, field: &str, value: &str) {
-        let words = E::values();
-        self.check(
-            words.iter().any(|word| word == value),
-            field,
-            format!("must be one of {}", words.join(", ")),
-        );
+    /// The variant of `E` whose word (the value it is stored as) is `value`; `None`, noted, when none is.
+    pub fn one_of_variants<E: ActiveEnum<Value = String>>(&mut self, field: &str, value: &str) -> Option<E> {
+        let variant = E::try_from_value(&value.to_owned()).ok();
+        if variant.is_none() {
+            let words = E::values();
+            self.push(FieldViolation::new(
+                field,
+                format!("must be one of {}", words.join(", ")),
+            ));
+        }
+        variant
     }
 
     pub fn is_empty(&self) -> bool {
@@ -96,8 +99,13 @@ impl Violations {
         if self.0.is_empty() {
             Ok(())
         } else {
-            Err(ApiError::invalid(self.0))
+            Err(self.into_error())
         }
+    }
+
+    /// The 400 of what was found, for a request that cannot be checked further.
+    pub fn into_error(self) -> ApiError {
+        ApiError::invalid(self.0)
     }
 }
 

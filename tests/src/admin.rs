@@ -99,6 +99,15 @@ pub async fn set_test_clock(server: &Server, now: Option<prost_types::Timestamp>
         .map(|_| ())
 }
 
+/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to read `at`; time runs on from there.
+pub async fn clock_at(server: &Server, at: chrono::DateTime<chrono::Utc>) {
+    let at = prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    };
+    set_test_clock(server, Some(at)).await.expect("the clock moves");
+}
+
 /// Waits until the service is quiet: no job or webhook delivery due or running, no event waiting for its
 /// fan-out (read twice in a row, 50 ms apart; work scheduled for later does not count). A test that asserts
 /// that nothing more happens waits for this rather than for a guessed time.

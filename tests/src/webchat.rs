@@ -37,17 +37,6 @@ pub async fn start(db: &Db, extra: &[(&str, &str)]) -> Server {
     Server::start(db, &env).await
 }
 
-/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to read `at`.
-pub async fn clock_at(server: &Server, at: chrono::DateTime<chrono::Utc>) {
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
-    };
-    crate::admin::set_test_clock(server, Some(at))
-        .await
-        .expect("the clock moves");
-}
-
 /// `POST /v1/contacts/{id}/send-message` to the visitor's contact: the new message's id.
 pub async fn reply(platform: &Platform<'_>, visitor: &Visitor, text: &str) -> String {
     let path = format!("/v1/contacts/{}/send-message", visitor.contact_id);

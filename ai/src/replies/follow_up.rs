@@ -109,7 +109,7 @@ async fn agent_spoke_last(db: &impl ConnectionTrait, conversation: &conversation
         .order_by_desc(messages::Column::Seq)
         .one(db)
         .await?;
-    Ok(latest.is_some_and(|m| m.author == "agent"))
+    Ok(latest.is_some_and(|m| m.author == messages::Author::Agent))
 }
 
 #[async_trait::async_trait]
@@ -157,7 +157,7 @@ impl FollowUp {
             (settings.message.trim().to_owned(), None)
         } else {
             let chosen = self.providers.for_reply(account_id, &agent).await?;
-            let cost = crate::agents::tier::reply_cost(&agent.ai_tier, chosen.own_key);
+            let cost = crate::agents::tier::reply_cost(agent.ai_tier, chosen.own_key);
             let hold = if chosen.provider.is_model() && cost > 0 {
                 let key = hold_key(&conversation);
                 if !self.hold(account_id, &key, cost).await? {

@@ -147,7 +147,7 @@ impl Providers {
             Some(agent) => self
                 .tiers
                 .pick(
-                    &agent.ai_tier,
+                    agent.ai_tier,
                     &[agent.anthropic_model.as_str(), self.config.anthropic_model.as_str()],
                 )
                 .to_owned(),

@@ -126,7 +126,7 @@ impl AgentReply {
         let started = std::time::Instant::now();
         let chosen = self.providers.for_reply(account_id, &read.agent).await?;
         let provider = chosen.provider.as_ref();
-        let cost = reply_cost(&read.agent.ai_tier, chosen.own_key);
+        let cost = reply_cost(read.agent.ai_tier, chosen.own_key);
         let payment = match (cost, provider.is_model()) {
             (0, _) => Payment::Free,
             (cost, false) => Payment::OnAnswer { cost },
@@ -464,12 +464,12 @@ pub(super) async fn send(
     send_attempts: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
-    let text = cut_at_word(text, max_chars(&conversation.channel_type));
+    let text = cut_at_word(text, max_chars(conversation.channel_type));
     let row = new_message::row(
         &NewMessage {
             conversation,
             direction: messages::Direction::Outbound,
-            author: "agent",
+            author: messages::Author::Agent,
             text: &text,
             attachments: &[],
             status: messages::MessageStatus::Queued,
@@ -517,9 +517,9 @@ pub(super) fn profile(agent: &agents::Model) -> Profile {
 
 /// A stored message as a provider reads it.
 pub fn turn(message: &messages::Model) -> Turn {
-    let speaker = match (message.direction, message.author.as_str()) {
+    let speaker = match (message.direction, message.author) {
         (messages::Direction::Inbound, _) => Speaker::Contact,
-        (_, "agent") => Speaker::Agent,
+        (_, messages::Author::Agent) => Speaker::Agent,
         _ => Speaker::Business,
     };
     Turn {

@@ -72,7 +72,7 @@ impl Recaps {
             store::owned::<agents::Entity>(&self.db, agents::Column::AccountId, account_id, &conversation.agent_id)
                 .await?
         };
-        let tier = agent.as_ref().map_or(DEFAULT_TIER, |a| a.ai_tier.as_str());
+        let tier = agent.as_ref().map_or(DEFAULT_TIER, |a| a.ai_tier);
         let chosen = self.providers.for_agent(account_id, agent.as_ref()).await?;
         let cost = reply_cost(tier, chosen.own_key);
         // The price is held before anything is written, and the hold is one of the account's few recaps at

@@ -98,7 +98,7 @@ impl BatchWriter for RowsWriter {
                 let message = NewMessage {
                     conversation: &self.open[turn % self.open.len()],
                     direction: messages::Direction::Outbound,
-                    author: "api",
+                    author: messages::Author::Api,
                     text: super::SEND_TEXT,
                     attachments: &[],
                     status: messages::MessageStatus::Queued,

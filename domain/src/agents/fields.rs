@@ -7,7 +7,7 @@ use frontdesk_api::v1::{
 use sea_orm::ActiveEnum;
 use serde::{Deserialize, Serialize};
 
-use super::tier::{AI_TIERS, DEFAULT_TIER, is_model_name};
+use super::tier::{DEFAULT_TIER, is_model_name};
 
 use crate::{
     access::AccountId,
@@ -141,7 +141,7 @@ impl AgentFields {
             );
         }
         if let Some(tier) = &self.ai_tier {
-            v.one_of("ai_tier", tier, AI_TIERS);
+            v.one_of_variants::<agents::AiTier>("ai_tier", tier);
         }
         if let Some(status) = &self.status {
             v.one_of_variants::<agents::AgentStatus>("status", status);
@@ -197,11 +197,13 @@ impl AgentFields {
         set(&mut agent.goal, self.goal);
         set(&mut agent.personality, self.personality);
         set(&mut agent.language, self.language);
-        set(&mut agent.ai_tier, self.ai_tier);
         set(&mut agent.anthropic_model, self.anthropic_model);
         set(&mut agent.booking, self.booking.map(|b| to_json_text(&b)));
         set(&mut agent.follow_ups, self.follow_ups.map(|f| to_json_text(&f)));
-        // Validated before: a status given is one of the API's words.
+        // Validated before: a tier or status given is one of the API's words.
+        if let Some(tier) = self.ai_tier.and_then(|word| agents::AiTier::try_from_value(&word).ok()) {
+            agent.ai_tier = tier;
+        }
         if let Some(status) = self
             .status
             .and_then(|word| agents::AgentStatus::try_from_value(&word).ok())
@@ -221,7 +223,7 @@ impl AgentFields {
             goal: String::new(),
             personality: String::new(),
             language: DEFAULT_LANGUAGE.to_owned(),
-            ai_tier: DEFAULT_TIER.to_owned(),
+            ai_tier: DEFAULT_TIER,
             anthropic_model: String::new(),
             booking: to_json_text(&BookingSettings::default()),
             follow_ups: to_json_text(&FollowUpSettings::default()),
@@ -311,7 +313,7 @@ pub fn agent_message(m: &agents::Model) -> Agent {
         goal: m.goal.clone(),
         personality: m.personality.clone(),
         language: m.language.clone(),
-        ai_tier: m.ai_tier.clone(),
+        ai_tier: m.ai_tier.to_value(),
         anthropic_model: m.anthropic_model.clone(),
         booking: Some(Booking {
             enabled: booking.enabled,
@@ -339,6 +341,6 @@ pub fn bot_config_message(m: &agents::Model) -> BotConfig {
         goal: m.goal.clone(),
         personality: m.personality.clone(),
         language: m.language.clone(),
-        ai_tier: m.ai_tier.clone(),
+        ai_tier: m.ai_tier.to_value(),
     }
 }

@@ -3,30 +3,36 @@
 //! agent that could name any model would buy the most expensive one at the cheapest tier's price. On the
 //! account's own key (`PUT /v1/model-provider`) the account pays the model and any model may be named.
 
-use sea_orm::{ConnectionTrait, EntityTrait};
+use sea_orm::{ActiveEnum, ConnectionTrait, EntityTrait};
 
 use crate::{
     access::AccountId,
     error::{ApiError, ApiResult},
-    store::entities::{agents, model_providers},
+    store::entities::{
+        agents::{self, AiTier},
+        model_providers,
+    },
 };
 
-pub const AI_TIERS: &[&str] = &["mini", "pro", "max"];
 /// An agent's tier when none is given; also what a summary of a conversation without an agent costs.
-pub const DEFAULT_TIER: &str = "pro";
+pub const DEFAULT_TIER: AiTier = AiTier::Pro;
 
 /// What a reply costs at each tier, in milli-credits.
-pub fn tier_cost(tier: &str) -> i64 {
+pub fn tier_cost(tier: AiTier) -> i64 {
     match tier {
-        "pro" => 1_000,
-        "max" => 250,
-        _ => 150,
+        AiTier::Pro => 1_000,
+        AiTier::Max => 250,
+        AiTier::Mini => 150,
     }
 }
 
 /// What a reply costs: its tier's price, nothing for a pro reply on the account's own model key.
-pub fn reply_cost(tier: &str, own_key: bool) -> i64 {
-    if own_key && tier == "pro" { 0 } else { tier_cost(tier) }
+pub fn reply_cost(tier: AiTier, own_key: bool) -> i64 {
+    if own_key && tier == AiTier::Pro {
+        0
+    } else {
+        tier_cost(tier)
+    }
 }
 
 /// The Claude models each tier may name on the server's key (`FRONTDESK_MODELS_MINI`, `_MAX`, `_PRO`); the
@@ -39,22 +45,22 @@ pub struct TierModels {
 }
 
 impl TierModels {
-    /// The models `tier` may name (an unknown tier: mini's).
-    pub fn of(&self, tier: &str) -> &[String] {
+    /// The models `tier` may name.
+    pub fn of(&self, tier: AiTier) -> &[String] {
         match tier {
-            "pro" => &self.pro,
-            "max" => &self.max,
-            _ => &self.mini,
+            AiTier::Pro => &self.pro,
+            AiTier::Max => &self.max,
+            AiTier::Mini => &self.mini,
         }
     }
 
-    pub fn allows(&self, tier: &str, model: &str) -> bool {
+    pub fn allows(&self, tier: AiTier, model: &str) -> bool {
         self.of(tier).iter().any(|m| m == model)
     }
 
     /// The model a reply of `tier` uses on the server's key: the first of `wanted` (the agent's, then the
     /// server's default) that the tier allows, else the tier's own default.
-    pub fn pick<'a>(&'a self, tier: &str, wanted: &[&'a str]) -> &'a str {
+    pub fn pick<'a>(&'a self, tier: AiTier, wanted: &[&'a str]) -> &'a str {
         wanted
             .iter()
             .copied()
@@ -99,7 +105,7 @@ pub async fn check_model(
     tiers: &TierModels,
 ) -> ApiResult<()> {
     let model = agent.anthropic_model.as_str();
-    if model.is_empty() || tiers.allows(&agent.ai_tier, model) {
+    if model.is_empty() || tiers.allows(agent.ai_tier, model) {
         return Ok(());
     }
     let own_key = model_providers::Entity::find_by_id(account_id.as_str())
@@ -113,8 +119,8 @@ pub async fn check_model(
         "anthropic_model",
         format!(
             "the {} tier may name {} on this server's key (or connect your own model key to name any model)",
-            agent.ai_tier,
-            tiers.of(&agent.ai_tier).join(", ")
+            agent.ai_tier.to_value(),
+            tiers.of(agent.ai_tier).join(", ")
         ),
     ))
 }
@@ -135,22 +141,22 @@ mod tests {
     fn a_tier_picks_the_first_wanted_model_it_allows_else_its_own() {
         let tiers = tiers();
         assert_eq!(
-            tiers.pick("mini", &["claude-opus-4-5", "claude-sonnet-4-5"]),
+            tiers.pick(AiTier::Mini, &["claude-opus-4-5", "claude-sonnet-4-5"]),
             "claude-haiku-4-5"
         );
         assert_eq!(
-            tiers.pick("pro", &["claude-opus-4-5", "claude-sonnet-4-5"]),
+            tiers.pick(AiTier::Pro, &["claude-opus-4-5", "claude-sonnet-4-5"]),
             "claude-opus-4-5"
         );
-        assert_eq!(tiers.pick("max", &["", "claude-haiku-4-5"]), "claude-haiku-4-5");
-        assert_eq!(tiers.pick("max", &["claude-opus-4-5"]), "claude-sonnet-4-5");
+        assert_eq!(tiers.pick(AiTier::Max, &["", "claude-haiku-4-5"]), "claude-haiku-4-5");
+        assert_eq!(tiers.pick(AiTier::Max, &["claude-opus-4-5"]), "claude-sonnet-4-5");
     }
 
     #[test]
     fn prices_and_lists_are_checked() {
-        assert_eq!(reply_cost("pro", true), 0);
-        assert_eq!(reply_cost("max", true), 250);
-        assert_eq!(reply_cost("mini", false), 150);
+        assert_eq!(reply_cost(AiTier::Pro, true), 0);
+        assert_eq!(reply_cost(AiTier::Max, true), 250);
+        assert_eq!(reply_cost(AiTier::Mini, false), 150);
         assert!(tiers().check().is_ok());
         let empty = TierModels {
             mini: Vec::new(),

@@ -36,7 +36,10 @@ use crate::{
     routing::channels::connected,
     store::{
         self,
-        entities::broadcasts::{self, BroadcastStatus},
+        entities::{
+            broadcasts::{self, BroadcastStatus},
+            channels::ChannelKind,
+        },
         from_json_text, to_json_text,
     },
     timestamps,
@@ -157,20 +160,20 @@ impl BroadcastFields {
                 Some(template) => template.is_some(),
                 None => !row.template.is_empty(),
             };
-            if channel.kind == "whatsapp" && !has_template {
+            if channel.kind == ChannelKind::Whatsapp && !has_template {
                 return Err(ApiError::field(
                     "template",
                     "a WhatsApp broadcast names an approved template: it reaches people outside the 24-hour window",
                 ));
             }
-            if channel.kind != "whatsapp" && has_template {
+            if channel.kind != ChannelKind::Whatsapp && has_template {
                 return Err(ApiError::field(
                     "template",
                     "only a WhatsApp broadcast sends a template",
                 ));
             }
             let opener = self.opener.as_deref().unwrap_or(&row.opener);
-            let max = max_chars(&channel.kind);
+            let max = max_chars(channel.kind);
             if opener.chars().count() > max {
                 return Err(ApiError::field(
                     "opener",

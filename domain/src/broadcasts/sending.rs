@@ -358,7 +358,7 @@ fn opener_message(
         &NewMessage {
             conversation,
             direction: messages::Direction::Outbound,
-            author: "api",
+            author: messages::Author::Api,
             text: &opener::render(&broadcast.opener, &values),
             attachments: &[],
             status: messages::MessageStatus::Queued,

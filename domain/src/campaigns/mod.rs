@@ -28,19 +28,21 @@ use crate::{
     platform_calls::{account_of, apply_mask},
     routing::{channels::require_connected, entry_points::set_default},
     store::{
-        entities::{agents as agent_rows, broadcasts as broadcast_rows, campaigns, channel_defaults},
+        entities::{
+            agents as agent_rows, broadcasts as broadcast_rows,
+            campaigns::{self, CampaignType},
+            channel_defaults,
+        },
         from_json_text,
     },
     timestamps,
     validate::Violations,
 };
 
-const TYPES: &[&str] = &["Incoming", "Outgoing", "Combined"];
-
 /// What a campaign is made of.
 struct Parts {
     id: String,
-    kind: String,
+    kind: CampaignType,
     agent: Option<agent_rows::Model>,
     broadcast: Option<broadcast_rows::Model>,
     /// The first channel (by name) whose default is the agent; "" when none.
@@ -141,18 +143,13 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
     }
     let parts = |id: &String| {
         let (kind, created_at, agent_id, broadcast_id) = if let Some(r) = records.get(id) {
-            (
-                r.kind.clone(),
-                r.created_at,
-                Some(r.agent_id.clone()),
-                r.broadcast_id.clone(),
-            )
+            (r.kind, r.created_at, Some(r.agent_id.clone()), r.broadcast_id.clone())
         } else if let Some(a) = agents.get(id) {
-            ("Incoming".to_owned(), a.created_at, Some(a.id.clone()), None)
+            (CampaignType::Incoming, a.created_at, Some(a.id.clone()), None)
         } else {
             let b = broadcasts.get(id)?;
             (
-                "Outgoing".to_owned(),
+                CampaignType::Outgoing,
                 b.created_at,
                 Some(b.agent_id.clone()),
                 Some(b.id.clone()),
@@ -192,7 +189,7 @@ pub async fn agent_of(db: &impl ConnectionTrait, account_id: &AccountId, campaig
 }
 
 fn render(p: Parts) -> Campaign {
-    let outgoing = p.kind == "Outgoing";
+    let outgoing = p.kind == CampaignType::Outgoing;
     let (name, channel, status) = match (&p.broadcast, &p.agent) {
         (Some(b), _) if outgoing => (b.name.clone(), b.channel.clone(), b.status.to_value()),
         (_, Some(a)) => (a.name.clone(), p.default_channel.clone(), a.status.to_value()),
@@ -202,7 +199,7 @@ fn render(p: Parts) -> Campaign {
     Campaign {
         id: p.id,
         name,
-        r#type: p.kind,
+        r#type: p.kind.to_value(),
         agent_id: p.agent.as_ref().map(|a| a.id.clone()).unwrap_or_default(),
         broadcast_id: p.broadcast.as_ref().map(|b| b.id.clone()),
         channel,
@@ -231,11 +228,11 @@ impl CampaignsService {
             .await?;
         let hidden_agents = records
             .iter()
-            .filter(|r| r.kind == "Outgoing" && r.owns_agent)
+            .filter(|r| r.kind == CampaignType::Outgoing && r.owns_agent)
             .map(|r| r.agent_id.clone());
         let hidden_broadcasts = records
             .iter()
-            .filter(|r| r.kind != "Outgoing")
+            .filter(|r| r.kind != CampaignType::Outgoing)
             .filter_map(|r| r.broadcast_id.clone());
         let agents = agent_rows::Entity::find()
             .filter(agent_rows::Column::AccountId.eq(account_id))
@@ -284,25 +281,28 @@ impl CampaignsService {
 
     async fn create(&self, account_id: &AccountId, r: CreateCampaignRequest) -> ApiResult<Campaign> {
         let mut v = Violations::new();
-        v.one_of("type", &r.r#type, TYPES);
+        let kind = v.one_of_variants::<CampaignType>("type", &r.r#type);
         v.text("name", &r.name, true, 200);
         let wants_broadcast = !r.opener.is_empty() || r.audience.is_some();
         v.check(
-            r.r#type != "Outgoing" || !r.opener.trim().is_empty(),
+            kind != Some(CampaignType::Outgoing) || !r.opener.trim().is_empty(),
             "opener",
             "is required for an Outgoing campaign",
         );
         v.check(
-            r.r#type != "Outgoing" || r.audience.is_some(),
+            kind != Some(CampaignType::Outgoing) || r.audience.is_some(),
             "audience",
             "is required for an Outgoing campaign",
         );
         v.check(
-            r.r#type != "Incoming" || !wants_broadcast,
+            kind != Some(CampaignType::Incoming) || !wants_broadcast,
             if r.opener.is_empty() { "audience" } else { "opener" },
             "an Incoming campaign sends nothing: use Combined or Outgoing",
         );
         let send_at = v.timestamp("send_at", r.send_at);
+        let Some(kind) = kind else {
+            return Err(v.into_error());
+        };
         v.finish()?;
         let now = self.clock.now();
         let txn = crate::store::begin_write(&self.db).await?;
@@ -313,16 +313,16 @@ impl CampaignsService {
             instructions: Some(r.instructions.clone()),
             ..AgentFields::default()
         };
-        let owns_agent = r.r#type != "Outgoing" || r.agent_id.is_empty();
+        let owns_agent = kind != CampaignType::Outgoing || r.agent_id.is_empty();
         let agent = if owns_agent {
             agent_ops::create(&txn, account_id, agent_fields, now).await?
         } else {
             agents::require(&txn, account_id, &r.agent_id, "agent_id").await?
         };
-        if r.r#type != "Outgoing" {
+        if kind != CampaignType::Outgoing {
             set_default(&txn, account_id, &r.channel, &agent.id, now).await?;
         }
-        let broadcast = if r.r#type == "Outgoing" || wants_broadcast {
+        let broadcast = if kind == CampaignType::Outgoing || wants_broadcast {
             let fields = BroadcastFields {
                 name: Some(r.name.clone()),
                 agent_id: Some(agent.id.clone()),
@@ -337,12 +337,12 @@ impl CampaignsService {
             None
         };
         let record = campaigns::Model {
-            id: match (&broadcast, r.r#type.as_str()) {
-                (Some(b), "Outgoing") => b.id.clone(),
+            id: match (&broadcast, kind) {
+                (Some(b), CampaignType::Outgoing) => b.id.clone(),
                 _ => agent.id.clone(),
             },
             account_id: account_id.to_string(),
-            kind: r.r#type.clone(),
+            kind,
             agent_id: agent.id.clone(),
             owns_agent,
             broadcast_id: broadcast.as_ref().map(|b| b.id.clone()),
@@ -380,7 +380,7 @@ impl CampaignsService {
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         let p = parts(&txn, account_id, &r.campaign_id).await?;
-        let outgoing = p.kind == "Outgoing";
+        let outgoing = p.kind == CampaignType::Outgoing;
         // The name is the agent's (and its broadcast's) for Incoming and Combined, the broadcast's for
         // Outgoing; the channel is the agent's default channel or the broadcast's.
         let agent_fields = AgentFields {

@@ -11,7 +11,10 @@ use super::{
     meta::{GraphApi, MessengerAdapter, WhatsAppAdapter},
     pacing,
 };
-use crate::{secrets::Sealer, store::entities::channels};
+use crate::{
+    secrets::Sealer,
+    store::entities::channels::{self, ChannelProvider},
+};
 
 /// An adapter ready to use, with the channel's send pace.
 #[derive(Clone)]
@@ -28,8 +31,6 @@ pub enum AdapterError {
     Unsealable,
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("the {0} provider sends nothing yet")]
-    Unsupported(String),
 }
 
 pub struct Adapters {
@@ -71,21 +72,20 @@ impl Adapters {
         }
         let config = self.config(channel)?;
         let (verify_token, http) = (&channel.verify_token, self.http.clone());
-        let adapter: Arc<dyn ChannelAdapter> = match channel.provider.as_str() {
-            "twilio" => Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, http)?),
-            "whatsapp_cloud" => Arc::new(WhatsAppAdapter::new(&config, verify_token, &self.graph, http)?),
-            "meta" => Arc::new(MessengerAdapter::new(
-                &channel.kind,
+        let adapter: Arc<dyn ChannelAdapter> = match channel.provider {
+            ChannelProvider::Twilio => Arc::new(TwilioAdapter::new(&config, &self.twilio_base_url, http)?),
+            ChannelProvider::WhatsappCloud => Arc::new(WhatsAppAdapter::new(&config, verify_token, &self.graph, http)?),
+            ChannelProvider::Meta => Arc::new(MessengerAdapter::new(
+                channel.kind,
                 &config,
                 verify_token,
                 &self.graph,
                 http,
             )?),
-            "builtin" => self.webchat.clone(),
-            other => return Err(AdapterError::Unsupported(other.to_owned())),
+            ChannelProvider::Builtin => self.webchat.clone(),
         };
         // Web chat's "provider" is this service: nothing to pace.
-        let default_pace = if channel.provider == "builtin" {
+        let default_pace = if channel.provider == ChannelProvider::Builtin {
             pacing::MAX_PER_SECOND
         } else {
             pacing::DEFAULT_PER_SECOND

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     access::AccountId,
     jobs::{JobArgs, NewJob, OnConflict},
-    store::entities::messages,
+    store::entities::{channels::ChannelKind, messages},
 };
 
 pub const KIND: &str = "provider_signal";
@@ -41,8 +41,11 @@ impl JobArgs for SignalJob {
 
 /// Whether a channel type's provider takes signals: WhatsApp's mark-as-read and reactions, Messenger's and
 /// Instagram's `mark_seen` and reactions (web chat's visitors see reactions through the live feed).
-pub fn takes_signals(channel_kind: &str) -> bool {
-    matches!(channel_kind, "whatsapp" | "messenger" | "instagram")
+pub fn takes_signals(channel_kind: ChannelKind) -> bool {
+    matches!(
+        channel_kind,
+        ChannelKind::Whatsapp | ChannelKind::Messenger | ChannelKind::Instagram
+    )
 }
 
 /// The job telling the provider `action` about `message`, in the lane of its channel (one channel's

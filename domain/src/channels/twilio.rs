@@ -701,7 +701,7 @@ mod tests {
         ];
         let outcome = adapter_at(&base_url, Duration::from_secs(5))
             .send(&Outbound {
-                message: &messages::sample("api", "Your table is ready & waiting"),
+                message: &messages::sample(messages::Author::Api, "Your table is ready & waiting"),
                 to: "+14155550100",
                 text: "Your table is ready & waiting",
                 attachments: &attachments,
@@ -742,7 +742,7 @@ mod tests {
             "/2010-04-01/Accounts/{sid}/Messages.json",
             post(std::future::pending::<StatusCode>),
         );
-        let stored = messages::sample("api", "hi");
+        let stored = messages::sample(messages::Author::Api, "hi");
         let message = Outbound {
             message: &stored,
             to: "+14155550100",

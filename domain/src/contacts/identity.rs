@@ -1,5 +1,7 @@
 //! A contact's ids on the social channels: the kinds there are, and an identity as it is handed to the store.
 
+use crate::store::entities::channels::ChannelKind;
+
 /// The channel families whose ids identify a contact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum IdentityKind {
@@ -18,6 +20,17 @@ impl IdentityKind {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.as_str() == s)
+    }
+
+    /// The kind of id a channel of `kind` names its contacts by (sms: none, a phone number).
+    pub fn of_channel(kind: ChannelKind) -> Option<Self> {
+        match kind {
+            ChannelKind::Whatsapp => Some(Self::Whatsapp),
+            ChannelKind::Messenger => Some(Self::Messenger),
+            ChannelKind::Instagram => Some(Self::Instagram),
+            ChannelKind::Webchat => Some(Self::Webchat),
+            ChannelKind::Sms => None,
+        }
     }
 
     pub fn as_str(self) -> &'static str {

@@ -292,7 +292,7 @@ impl ArrivalWriter {
                 contact
             }
         };
-        if channel.kind == "sms" {
+        if channel.kind == channels::ChannelKind::Sms {
             let word = inbound.text.trim().to_uppercase();
             let opt_out = if STOP_WORDS.contains(&word.as_str()) {
                 Some(true)
@@ -336,7 +336,7 @@ impl ArrivalWriter {
         let new = NewMessage {
             conversation: &conversation,
             direction: messages::Direction::Inbound,
-            author: "contact",
+            author: messages::Author::Contact,
             text: &text,
             attachments: &attachments,
             status: messages::MessageStatus::Received,

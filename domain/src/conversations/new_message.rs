@@ -14,7 +14,7 @@ use super::{render::StoredAttachment, threads};
 use crate::store::{
     entities::{
         conversations,
-        messages::{self, Direction, MessageStatus},
+        messages::{self, Author, Direction, MessageStatus},
     },
     sql::one_of,
     to_json_text,
@@ -23,7 +23,7 @@ use crate::store::{
 pub struct NewMessage<'a> {
     pub conversation: &'a conversations::Model,
     pub direction: Direction,
-    pub author: &'a str,
+    pub author: Author,
     pub text: &'a str,
     pub attachments: &'a [StoredAttachment],
     /// `Received`, or `Queued` for a message to send.
@@ -46,7 +46,7 @@ pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
         contact_id: conversation.contact_id.clone(),
         channel_id: conversation.channel_id.clone(),
         direction: new.direction,
-        author: new.author.to_owned(),
+        author: new.author,
         text: new.text.to_owned(),
         attachments: to_json_text(&new.attachments),
         status: new.status,
@@ -126,7 +126,7 @@ pub fn touches<'a>(messages: impl IntoIterator<Item = &'a messages::Model>) -> B
     for message in messages {
         let touch = touches.entry(message.conversation_id.as_str()).or_default();
         touch.inbound += i32::from(message.direction == Direction::Inbound);
-        touch.answered |= message.direction == Direction::Outbound && message.author == "api";
+        touch.answered |= message.direction == Direction::Outbound && message.author == Author::Api;
     }
     touches
 }
@@ -188,7 +188,7 @@ pub fn insert_statement(messages: &[messages::Model]) -> Statement {
         texts(|m| &m.contact_id),
         texts(|m| &m.channel_id),
         named(|m| m.direction.to_value()),
-        texts(|m| &m.author),
+        named(|m| m.author.to_value()),
         texts(|m| &m.text),
         texts(|m| &m.attachments),
         named(|m| m.status.to_value()),

@@ -44,7 +44,7 @@ pub fn message(m: &messages::Model) -> Message {
         conversation_id: m.conversation_id.clone(),
         contact_id: m.contact_id.clone(),
         direction: m.direction.to_value(),
-        author: m.author.clone(),
+        author: m.author.to_value(),
         text: m.text.clone(),
         attachments: attachments
             .into_iter()
@@ -91,7 +91,7 @@ pub fn conversation(c: &conversations::Model) -> Conversation {
         id: c.id.clone(),
         contact_id: c.contact_id.clone(),
         channel: c.channel.clone(),
-        channel_type: c.channel_type.clone(),
+        channel_type: c.channel_type.to_value(),
         agent_id: c.agent_id.clone(),
         status: c.status.to_value(),
         handoff: c.handoff,

@@ -155,7 +155,7 @@ async fn tell_read(
     conversation: &conversations::Model,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if !signals::takes_signals(&conversation.channel_type) {
+    if !signals::takes_signals(conversation.channel_type) {
         return Ok(());
     }
     let latest = messages::Entity::find()

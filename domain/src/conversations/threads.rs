@@ -97,7 +97,7 @@ fn new_row(
         contact_id: contact_id.to_owned(),
         channel: channel.name.clone(),
         channel_id: channel.id.clone(),
-        channel_type: channel.kind.clone(),
+        channel_type: channel.kind,
         agent_id: agent.as_str().to_owned(),
         status: conversations::ConversationStatus::Open,
         handoff: false,

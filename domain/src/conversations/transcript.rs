@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use sea_orm::ActiveEnum;
+
 use chrono::SecondsFormat;
 use frontdesk_api::google::api::HttpBody;
 
@@ -121,7 +123,7 @@ fn one_line(text: &str) -> String {
 
 /// `2026-11-22T10:15:00Z contact: text [photo.jpg: https://...] (edited)`
 fn text_line(out: &mut String, message: &messages::Model) {
-    let _ = write!(out, "{} {}: ", time(message), message.author); // writing to a String cannot fail
+    let _ = write!(out, "{} {}: ", time(message), message.author.to_value()); // writing to a String cannot fail
     if message.removed {
         out.push_str(REMOVED);
     } else {
@@ -141,7 +143,7 @@ fn text_line(out: &mut String, message: &messages::Model) {
 
 /// `- **2026-11-22T10:15:00Z** contact: text [photo.jpg](<https://...>) _(edited)_`
 fn markdown_line(out: &mut String, message: &messages::Model) {
-    let _ = write!(out, "- **{}** {}: ", time(message), message.author);
+    let _ = write!(out, "- **{}** {}: ", time(message), message.author.to_value());
     if message.removed {
         let _ = write!(out, "_{REMOVED}_");
     } else {
@@ -181,7 +183,7 @@ mod tests {
         conversations::sample()
     }
 
-    fn message(author: &str, text: &str) -> messages::Model {
+    fn message(author: messages::Author, text: &str) -> messages::Model {
         messages::sample(author, text)
     }
 
@@ -195,12 +197,12 @@ mod tests {
     }
 
     fn sample() -> Vec<messages::Model> {
-        let asked = message("contact", "Open *today*?\nAt 6?");
-        let mut answered = message("api", "Yes, until 7");
+        let asked = message(messages::Author::Contact, "Open *today*?\nAt 6?");
+        let mut answered = message(messages::Author::Api, "Yes, until 7");
         answered.edited = true;
-        let mut removed = message("contact", "");
+        let mut removed = message(messages::Author::Contact, "");
         removed.removed = true;
-        let mut photo = message("contact", "see");
+        let mut photo = message(messages::Author::Contact, "see");
         photo.attachments = r#"[{"url":"https://x.test/a.jpg","content_type":"image/jpeg","filename":"a.jpg"}]"#.into();
         vec![asked, answered, removed, photo]
     }

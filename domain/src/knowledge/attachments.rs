@@ -32,7 +32,7 @@ fn message(link: &agent_kb_sources::Model, source: Option<&kb_sources::Model>) -
     AgentKbSource {
         source_id: link.source_id.clone(),
         agent_id: link.agent_id.clone(),
-        kind: source.map(|s| s.kind.clone()).unwrap_or_default(),
+        kind: source.map(|s| s.kind.to_value()).unwrap_or_default(),
         status: source.map(|s| s.status.to_value()).unwrap_or_default(),
         attached_at: Some(timestamps::to_proto(link.created_at)),
     }

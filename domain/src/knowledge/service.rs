@@ -178,7 +178,7 @@ impl KbSourcesService {
         };
         v.finish()?;
         Ok(NewSource {
-            kind: "bulk",
+            kind: kb_sources::SourceKind::Bulk,
             origin_url,
             pages,
             agent_id: r.agent_id,
@@ -208,7 +208,7 @@ impl KbSources for KbSourcesService {
         let r = request.into_inner();
         let url = self.url(&r.url).map_err(|message| ApiError::field("url", message))?;
         let new = NewSource {
-            kind: "url",
+            kind: kb_sources::SourceKind::Url,
             origin_url: Some(url.clone()),
             pages: vec![url],
             agent_id: r.agent_id,
@@ -222,7 +222,7 @@ impl KbSources for KbSourcesService {
         let r = request.into_inner();
         let file = self.file(r.file)?;
         let new = NewSource {
-            kind: "file",
+            kind: kb_sources::SourceKind::File,
             origin_url: None,
             pages: vec![file.file_name.clone()],
             agent_id: r.agent_id,

@@ -30,7 +30,7 @@ pub struct NewFile {
 /// What an import request asked for, checked.
 pub struct NewSource {
     /// `url`, `bulk` or `file`.
-    pub kind: &'static str,
+    pub kind: kb_sources::SourceKind,
     /// The page of a single-URL import, or the sitemap to read the pages from.
     pub origin_url: Option<String>,
     /// The pages, when known now (empty for a sitemap, which the job reads).
@@ -58,7 +58,7 @@ pub async fn create(
     let source = kb_sources::Model {
         id: id.clone(),
         account_id: account_id.to_string(),
-        kind: new.kind.to_owned(),
+        kind: new.kind,
         status: kb_sources::SourceStatus::Queued,
         pages_total: i32::try_from(new.pages.len()).unwrap_or(i32::MAX),
         pages_done: 0,
@@ -148,7 +148,7 @@ pub async fn page_errors(
 pub fn message(m: &kb_sources::Model, failed: &[kb_source_pages::Model]) -> KbSource {
     KbSource {
         source_id: m.id.clone(),
-        kind: m.kind.clone(),
+        kind: m.kind.to_value(),
         status: m.status.to_value(),
         pages_total: m.pages_total,
         pages_done: m.pages_done,

@@ -48,29 +48,15 @@ use crate::{
     routing::resolver::Inbound,
     store::{
         self,
-        entities::{idempotency_keys, messages},
+        entities::{
+            channels::ChannelKind,
+            idempotency_keys,
+            messages::{self, Author},
+        },
         group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
         sql, to_json_text,
     },
 };
-
-/// Who writes an outbound message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Author {
-    Api,
-    Agent,
-    System,
-}
-
-impl Author {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Api => "api",
-            Self::Agent => "agent",
-            Self::System => "system",
-        }
-    }
-}
 
 /// Accepts sends; cheap to clone.
 #[derive(Clone)]
@@ -336,10 +322,10 @@ impl AcceptWriter {
                 Ok(channel) => channel,
                 Err(refusal) => return Ok(Err(refusal)),
             };
-        if let Err(refusal) = outgoing.fits(&channel.kind) {
+        if let Err(refusal) = outgoing.fits(channel.kind) {
             return Ok(Err(refusal));
         }
-        if channel.kind == "sms" && contact.opted_out {
+        if channel.kind == ChannelKind::Sms && contact.opted_out {
             return Ok(Err(ApiError::new(
                 Code::InvalidArgument,
                 Reason::OptedOut,
@@ -378,7 +364,7 @@ impl AcceptWriter {
             &NewMessage {
                 conversation: &conversation,
                 direction: messages::Direction::Outbound,
-                author: send.author.as_str(),
+                author: send.author,
                 text: &outgoing.text,
                 attachments: &outgoing.attachments,
                 status: messages::MessageStatus::Queued,

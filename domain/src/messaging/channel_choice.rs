@@ -7,8 +7,12 @@ use tonic::Code;
 
 use crate::error::Reason;
 use crate::{
+    contacts::IdentityKind,
     error::{ApiError, ApiResult},
-    store::entities::{channels, contact_identities, contacts},
+    store::entities::{
+        channels::{self, ChannelKind},
+        contact_identities, contacts,
+    },
 };
 
 /// A contact as channel choice sees it.
@@ -18,10 +22,10 @@ pub struct Reach<'a> {
 }
 
 impl Reach<'_> {
-    pub fn reaches(&self, channel_type: &str) -> bool {
-        match channel_type {
-            "sms" | "whatsapp" => self.contact.phone.is_some(),
-            kind => self.identities.iter().any(|i| i.kind == kind),
+    pub fn reaches(&self, channel_type: ChannelKind) -> bool {
+        match IdentityKind::of_channel(channel_type) {
+            Some(IdentityKind::Whatsapp) | None => self.contact.phone.is_some(),
+            Some(kind) => self.identities.iter().any(|i| i.kind == kind.as_str()),
         }
     }
 }
@@ -39,16 +43,16 @@ pub fn choose(
             .iter()
             .find(|c| c.name == name)
             .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{name}`")))?;
-        if !reach.reaches(&channel.kind) {
+        if !reach.reaches(channel.kind) {
             return Err(no_channel(format!(
                 "the contact cannot be reached on `{name}`: a {} channel needs {}",
                 channel.kind,
-                needs(&channel.kind)
+                needs(channel.kind)
             )));
         }
         return Ok(channel.clone());
     }
-    let usable = |c: &channels::Model| reach.reaches(&c.kind);
+    let usable = |c: &channels::Model| reach.reaches(c.kind);
     if let Some(latest) = latest
         && let Some(channel) = connected.iter().find(|c| c.name == latest && usable(c))
     {
@@ -61,9 +65,9 @@ pub fn choose(
         .ok_or_else(|| no_channel("no connected channel can reach this contact".to_owned()))
 }
 
-fn needs(channel_type: &str) -> &'static str {
+fn needs(channel_type: ChannelKind) -> &'static str {
     match channel_type {
-        "sms" | "whatsapp" => "a phone number",
+        ChannelKind::Sms | ChannelKind::Whatsapp => "a phone number",
         _ => "the contact's id on that channel",
     }
 }

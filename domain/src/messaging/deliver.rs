@@ -28,7 +28,8 @@ use crate::{
     routing::channels::webhook_url,
     store::{
         entities::{
-            channels, chat_sessions, contact_identities, contacts,
+            channels::{self, ChannelKind},
+            chat_sessions, contact_identities, contacts,
             messages::{self, Direction, MessageStatus},
         },
         from_json_text,
@@ -122,14 +123,14 @@ impl Deliver {
             return Ok(Loaded::Gone);
         };
         let address = address(&self.db, &message.account_id, &channel, &contact).await?;
-        if channel.kind == "sms" && contact.opted_out {
+        if channel.kind == ChannelKind::Sms && contact.opted_out {
             return Ok(Loaded::Cancelled(
                 message.id,
                 "cancelled",
                 "the contact opted out of sms",
             ));
         }
-        if channel.kind == "whatsapp" && message.template.is_empty() && !self.window_open(&message).await? {
+        if channel.kind == ChannelKind::Whatsapp && message.template.is_empty() && !self.window_open(&message).await? {
             return Ok(Loaded::Cancelled(
                 message.id,
                 "outside_window",
@@ -186,11 +187,11 @@ pub(super) async fn address(
     channel: &channels::Model,
     contact: &contacts::Model,
 ) -> Result<Option<String>, DbErr> {
-    Ok(match channel.kind.as_str() {
-        "sms" | "whatsapp" => contact.phone.clone(),
+    Ok(match channel.kind {
+        ChannelKind::Sms | ChannelKind::Whatsapp => contact.phone.clone(),
         // A visitor is reached through a session of this very account, channel and contact, never
         // through an id a caller could have written into an identity.
-        "webchat" => {
+        ChannelKind::Webchat => {
             chat_sessions::Entity::find()
                 .select_only()
                 .column(chat_sessions::Column::Id)

@@ -9,16 +9,11 @@ use std::sync::Arc;
 
 use frontdesk_api::v1::{CorrectMessageRequest, SendMessageRequest};
 use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, IntoActiveModel,
-    QuerySelect,
+    ActiveEnum, ActiveModelTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    IntoActiveModel, QuerySelect,
 };
 
-use super::{
-    accept::{Author, Sender},
-    deliver,
-    emoji::Emoji,
-    outgoing::Outgoing,
-};
+use super::{accept::Sender, deliver, emoji::Emoji, outgoing::Outgoing};
 use crate::{
     access::AccountId,
     channels::{
@@ -33,13 +28,21 @@ use crate::{
     error::{ApiError, ApiResult},
     jobs,
     store::{
-        entities::{channels, conversations, messages},
+        entities::{
+            channels::{self, ChannelKind},
+            conversations, messages,
+        },
         from_json_text, to_json_text,
     },
 };
 
 /// Channel types whose providers cannot edit a message once sent: a correction goes out as a new message.
-const RESENT_ON: &[&str] = &["sms", "whatsapp", "messenger", "instagram"];
+const RESENT_ON: [ChannelKind; 4] = [
+    ChannelKind::Sms,
+    ChannelKind::Whatsapp,
+    ChannelKind::Messenger,
+    ChannelKind::Instagram,
+];
 const CORRECTION_PREFIX: &str = "Correction: ";
 
 #[derive(Clone)]
@@ -76,7 +79,7 @@ impl Edits {
         if r.text == message.text {
             return Ok(message);
         }
-        if r.resend.unwrap_or(true) && RESENT_ON.contains(&conversation.channel_type.as_str()) {
+        if r.resend.unwrap_or(true) && RESENT_ON.contains(&conversation.channel_type) {
             let text = format!("{CORRECTION_PREFIX}{}", r.text);
             let correction = send_on(&conversation, &message, text).map_err(|_| {
                 let kind = &conversation.channel_type;
@@ -86,7 +89,9 @@ impl Edits {
                 );
                 ApiError::field("text", problem)
             })?;
-            self.sender.accept(account_id, correction, Author::Api).await?;
+            self.sender
+                .accept(account_id, correction, messages::Author::Api)
+                .await?;
         }
         self.rewrite(account_id, &message.id, r.text).await
     }
@@ -145,7 +150,7 @@ impl Edits {
                 )
             })?),
         };
-        let author = Author::Api.as_str();
+        let author = messages::Author::Api.to_value();
         let (txn, mut message) = self.locked(account_id, message_id).await?;
         let mut reactions: Vec<StoredReaction> = from_json_text(&message.reactions);
         let mine = reactions.iter().position(|r| r.author == author);
@@ -164,7 +169,7 @@ impl Edits {
         if let Some(emoji) = &emoji {
             reactions.push(StoredReaction {
                 emoji: emoji.as_str().to_owned(),
-                author: author.to_owned(),
+                author: author.clone(),
                 created_at: self.clock.now(),
             });
         }
@@ -225,19 +230,19 @@ fn send_on(conversation: &conversations::Model, message: &messages::Model, text:
         ..SendMessageRequest::default()
     };
     let outgoing = Outgoing::to_contact(request, None)?;
-    outgoing.fits(&conversation.channel_type)?;
+    outgoing.fits(conversation.channel_type)?;
     Ok(outgoing)
 }
 
 /// Whether the provider of the channel `channel_id` is told of reactions and reads.
 async fn tells_provider(db: &impl ConnectionTrait, channel_id: &str) -> ApiResult<bool> {
-    let kind: Option<String> = channels::Entity::find_by_id(channel_id)
+    let kind: Option<ChannelKind> = channels::Entity::find_by_id(channel_id)
         .select_only()
         .column(channels::Column::Kind)
         .into_tuple()
         .one(db)
         .await?;
-    Ok(kind.is_some_and(|kind| signals::takes_signals(&kind)))
+    Ok(kind.is_some_and(signals::takes_signals))
 }
 
 /// Writes the message and commits.

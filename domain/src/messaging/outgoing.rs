@@ -9,6 +9,7 @@ use crate::{
     contacts::{E164Phone, Email},
     conversations::render::StoredAttachment,
     error::{ApiError, ApiResult},
+    store::entities::channels::ChannelKind,
     validate::Violations,
 };
 
@@ -17,8 +18,8 @@ const MAX_TEXT_CHARS: usize = 4_096;
 const MAX_SMS_CHARS: usize = 1_600;
 
 /// The longest text one message of a channel of this type carries.
-pub fn max_chars(channel_type: &str) -> usize {
-    if channel_type == "sms" {
+pub fn max_chars(channel_type: ChannelKind) -> usize {
+    if channel_type == ChannelKind::Sms {
         MAX_SMS_CHARS
     } else {
         MAX_TEXT_CHARS
@@ -130,13 +131,13 @@ impl Outgoing {
     }
 
     /// The checks that depend on the channel the send goes out on.
-    pub fn fits(&self, channel_type: &str) -> ApiResult<()> {
+    pub fn fits(&self, channel_type: ChannelKind) -> ApiResult<()> {
         let mut v = Violations::new();
-        if channel_type == "sms" {
+        if channel_type == ChannelKind::Sms {
             v.text("text", &self.text, true, max_chars(channel_type));
         }
         v.check(
-            self.template.is_none() || channel_type == "whatsapp",
+            self.template.is_none() || channel_type == ChannelKind::Whatsapp,
             "template",
             "templates are sent only on whatsapp channels",
         );
@@ -283,8 +284,8 @@ mod tests {
             ["attachments[0].url"]
         );
         let long = Outgoing::to_contact(send(&"x".repeat(1_601)), None).unwrap();
-        assert_eq!(fields(long.fits("sms").unwrap_err()), ["text"]);
-        assert!(long.fits("webchat").is_ok());
+        assert_eq!(fields(long.fits(ChannelKind::Sms).unwrap_err()), ["text"]);
+        assert!(long.fits(ChannelKind::Webchat).is_ok());
     }
 
     #[test]

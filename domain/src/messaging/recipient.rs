@@ -44,11 +44,11 @@ pub async fn resolve(
             let row = connected(db, account_id, channel)
                 .await?
                 .ok_or_else(|| ApiError::field("channel", format!("no connected channel named `{channel}`")))?;
-            if row.kind == "webchat" {
+            if row.kind == channels::ChannelKind::Webchat {
                 let contact_id = session_contact(db, &row, external_id).await?;
                 return by_id(db, account_id, &contact_id).await;
             }
-            let kind = IdentityKind::parse(&row.kind)
+            let kind = IdentityKind::of_channel(row.kind)
                 .filter(|kind| *kind != IdentityKind::Whatsapp)
                 .ok_or_else(|| {
                     ApiError::field(

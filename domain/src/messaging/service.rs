@@ -13,12 +13,7 @@ use frontdesk_api::{
 use sea_orm::DatabaseConnection;
 use tonic::{Request, Response, Status};
 
-use super::{
-    accept::{Author, Sender},
-    edits::Edits,
-    idempotency::Answered,
-    outgoing::Outgoing,
-};
+use super::{accept::Sender, edits::Edits, idempotency::Answered, outgoing::Outgoing};
 use crate::{
     channels::live_feed::Feed,
     clock::Clock,
@@ -78,7 +73,9 @@ impl Messages for MessagesService {
         let account_id = account_of(&request)?;
         let key = header_key(&request);
         let outgoing = Outgoing::to_contact(request.into_inner(), key)?;
-        Ok(accepted(self.sender.accept(&account_id, outgoing, Author::Api).await?))
+        Ok(accepted(
+            self.sender.accept(&account_id, outgoing, messages::Author::Api).await?,
+        ))
     }
 
     async fn send_to_contact(
@@ -88,7 +85,9 @@ impl Messages for MessagesService {
         let account_id = account_of(&request)?;
         let key = header_key(&request);
         let outgoing = Outgoing::to_anyone(request.into_inner(), key)?;
-        Ok(accepted(self.sender.accept(&account_id, outgoing, Author::Api).await?))
+        Ok(accepted(
+            self.sender.accept(&account_id, outgoing, messages::Author::Api).await?,
+        ))
     }
 
     async fn get_message(&self, request: Request<GetMessageRequest>) -> Result<Response<MessageAnswer>, Status> {

@@ -2,7 +2,7 @@
 //! messages, or reacted to one. A provider that cannot be reached is tried again on the send schedule; a
 //! refusal is logged and dropped (a receipt or reaction that does not get through fails no message).
 
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{ActiveEnum, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 
 use super::deliver::{address, retry};
 use crate::{
@@ -13,7 +13,6 @@ use crate::{
     },
     conversations::render::StoredReaction,
     jobs::{Handler, Job, Outcome},
-    messaging::accept::Author,
     retry::RetrySchedule,
     store::{
         entities::{channels, contacts, messages},
@@ -97,7 +96,7 @@ fn business_reaction(message: &messages::Model) -> String {
     let reactions: Vec<StoredReaction> = from_json_text(&message.reactions);
     reactions
         .into_iter()
-        .find(|r| r.author == Author::Api.as_str())
+        .find(|r| r.author == messages::Author::Api.to_value())
         .map(|r| r.emoji)
         .unwrap_or_default()
 }

@@ -18,10 +18,7 @@ use tonic::{Request, Response, Status};
 
 use crate::error::Reason;
 use crate::{
-    channels::{
-        ParseError, RawRequest, Reply,
-        registry::{AdapterError, Adapters},
-    },
+    channels::{ParseError, RawRequest, Reply, registry::Adapters},
     clock::Clock,
     conversations::{
         inbound::{Arrival, Arrivals},
@@ -29,6 +26,7 @@ use crate::{
     },
     forwarded_answers,
     jobs::Wake,
+    routing::channels::callback_route,
     store::entities::channels,
 };
 
@@ -82,14 +80,6 @@ fn hook_path(path: &str) -> Option<HookPath<'_>> {
 }
 
 /// The hook route of a provider.
-fn route_of(provider: &str) -> &'static str {
-    match provider {
-        "twilio" => "twilio",
-        "whatsapp_cloud" | "meta" => "meta",
-        _ => "",
-    }
-}
-
 impl ChannelHooksService {
     async fn handle(&self, r: HttpRequest, request_id: &str) -> Result<HttpResponse, Status> {
         let not_found = || forwarded_answers::error(404, Reason::NotFound, "no such channel callback", request_id);
@@ -100,21 +90,11 @@ impl ChannelHooksService {
             .one(&self.db)
             .await
             .map_err(crate::error::ApiError::from)?;
-        let Some(channel) = channel.filter(|c| route_of(&c.provider) == path.route) else {
+        let Some(channel) = channel.filter(|c| callback_route(c.provider) == Some(path.route)) else {
             return Ok(not_found());
         };
         let ready = match self.adapters.for_channel(&channel) {
             Ok(ready) => ready,
-            // A provider whose adapter is still to come takes no callbacks yet: as absent as an unknown
-            // channel, and nothing for an operator to fix.
-            Err(AdapterError::Unsupported(provider)) => {
-                tracing::debug!(
-                    channel = channel.id,
-                    provider,
-                    "a callback for a provider without an adapter"
-                );
-                return Ok(not_found());
-            }
             Err(err) => {
                 tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
                 return Ok(forwarded_answers::error(

@@ -7,7 +7,9 @@ use frontdesk_api::v1::{
     Channel, ChannelAnswer, ChannelList, ConnectChannelRequest, Deleted, DisconnectChannelRequest, ListChannelsRequest,
     channels_server::Channels,
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+};
 use tonic::{Request, Response, Status};
 
 use crate::{
@@ -15,34 +17,30 @@ use crate::{
     accounts,
     channels::{live_feed::Feed, widget::Widget},
     clock::Clock,
-    error::{ApiError, ApiResult, FieldViolation},
+    error::{ApiError, ApiResult},
     paging::{self, Page},
     platform_calls::{account_of, deleted},
     secrets::Sealer,
     store::{
-        entities::{channel_defaults, channels},
+        entities::{
+            channel_defaults,
+            channels::{self, ChannelKind, ChannelProvider},
+        },
         from_json_text, to_json_text,
     },
     timestamps,
     validate::{Violations, check_name},
 };
 
-/// Channel type -> the provider that carries it.
-const PROVIDERS: &[(&str, &str)] = &[
-    ("webchat", "builtin"),
-    ("sms", "twilio"),
-    ("whatsapp", "whatsapp_cloud"),
-    ("instagram", "meta"),
-    ("messenger", "meta"),
-];
-
-/// Provider -> the configuration keys it cannot work without.
-const REQUIRED_KEYS: &[(&str, &[&str])] = &[
-    ("builtin", &[]),
-    ("twilio", &["account_sid", "auth_token"]),
-    ("whatsapp_cloud", &["phone_number_id", "access_token", "app_secret"]),
-    ("meta", &["page_id", "access_token", "app_secret"]),
-];
+/// The configuration keys a provider cannot work without.
+fn required_keys(provider: ChannelProvider) -> &'static [&'static str] {
+    match provider {
+        ChannelProvider::Builtin => &[],
+        ChannelProvider::Twilio => &["account_sid", "auth_token"],
+        ChannelProvider::WhatsappCloud => &["phone_number_id", "access_token", "app_secret"],
+        ChannelProvider::Meta => &["page_id", "access_token", "app_secret"],
+    }
+}
 const MAX_KEYS: usize = 20;
 const MAX_VALUE_CHARS: usize = 4_096;
 
@@ -70,12 +68,19 @@ impl ChannelsService {
 
 /// Where the channel's provider sends its callbacks; "" for channels that have none (webchat).
 pub fn webhook_url(public_url: &str, channel: &channels::Model) -> String {
-    let route = match channel.provider.as_str() {
-        "twilio" => "twilio",
-        "whatsapp_cloud" | "meta" => "meta",
-        _ => return String::new(),
+    let Some(route) = callback_route(channel.provider) else {
+        return String::new();
     };
     format!("{}/hooks/{route}/{}", public_url.trim_end_matches('/'), channel.id)
+}
+
+/// The path segment of a provider's callbacks (`/hooks/<route>/<channel>`); `None` for web chat's.
+pub fn callback_route(provider: ChannelProvider) -> Option<&'static str> {
+    match provider {
+        ChannelProvider::Twilio => Some("twilio"),
+        ChannelProvider::WhatsappCloud | ChannelProvider::Meta => Some("meta"),
+        ChannelProvider::Builtin => None,
+    }
 }
 
 /// The account's connected channel of this name.
@@ -114,49 +119,37 @@ fn channel_message(public_url: &str, m: &channels::Model) -> Channel {
         verify_token: m.verify_token.clone(),
         widget_key: m.widget_key.clone().unwrap_or_default(),
         name: m.name.clone(),
-        r#type: m.kind.clone(),
-        provider: m.provider.clone(),
+        r#type: m.kind.to_value(),
+        provider: m.provider.to_value(),
         configured_keys: from_json_text(&m.configured_keys),
         created_at: Some(timestamps::to_proto(m.created_at)),
     }
 }
 
-/// The provider (given or the type's own) after checking type, provider and configuration.
-fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
+/// The type and the provider (given or the type's own) after checking type, provider and configuration.
+fn check(r: &ConnectChannelRequest) -> ApiResult<(ChannelKind, ChannelProvider)> {
     let mut v = Violations::new();
     if let Err(violation) = check_name(&r.name) {
         v.push(violation);
     }
-    let Some(carrier) = provider_of(&r.r#type) else {
-        let kinds: Vec<&str> = PROVIDERS.iter().map(|(kind, _)| *kind).collect();
-        v.push(FieldViolation::new(
-            "type",
-            format!("must be one of {}", kinds.join(", ")),
-        ));
-        return v.finish().map(|()| String::new());
+    let Some(kind) = v.one_of_variants::<ChannelKind>("type", &r.r#type) else {
+        return Err(v.into_error());
     };
-    let provider = if r.provider.is_empty() {
-        carrier.to_owned()
-    } else {
-        r.provider.clone()
-    };
+    let provider = kind.provider();
+    let word = provider.to_value();
     v.check(
-        provider == carrier,
+        r.provider.is_empty() || r.provider == word,
         "provider",
-        format!("a {} channel is carried by `{carrier}`", r.r#type),
+        format!("a {kind} channel is carried by `{word}`"),
     );
-    let required = REQUIRED_KEYS
-        .iter()
-        .find(|(p, _)| *p == provider)
-        .map_or(&[][..], |(_, keys)| *keys);
-    for key in required {
+    for key in required_keys(provider) {
         v.check(
             r.config.get(*key).is_some_and(|value| !value.trim().is_empty()),
             &format!("config.{key}"),
-            format!("is required by {provider}"),
+            format!("is required by {word}"),
         );
     }
-    if provider == "builtin"
+    if provider == ChannelProvider::Builtin
         && let Err(problems) = Widget::from_config(&r.config.clone().into_iter().collect())
     {
         for problem in problems {
@@ -165,12 +158,12 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
     }
     let has = |key: &str| r.config.get(key).is_some_and(|value| !value.trim().is_empty());
     v.check(
-        provider != "twilio" || has("from_number") || has("messaging_service_sid"),
+        provider != ChannelProvider::Twilio || has("from_number") || has("messaging_service_sid"),
         "config.from_number",
         "twilio needs from_number or messaging_service_sid",
     );
     v.check(
-        provider != "whatsapp_cloud"
+        provider != ChannelProvider::WhatsappCloud
             || r.config
                 .get("phone_number_id")
                 .is_none_or(|id| crate::channels::meta::whatsapp::is_number_id(id)),
@@ -199,16 +192,12 @@ fn check(r: &ConnectChannelRequest) -> ApiResult<String> {
         );
     }
     v.finish()?;
-    Ok(provider)
-}
-
-fn provider_of(kind: &str) -> Option<&'static str> {
-    PROVIDERS.iter().find(|(k, _)| *k == kind).map(|(_, p)| *p)
+    Ok((kind, provider))
 }
 
 impl ChannelsService {
     async fn connect(&self, account_id: &AccountId, r: ConnectChannelRequest) -> ApiResult<channels::Model> {
-        let provider = check(&r)?;
+        let (kind, provider) = check(&r)?;
         let txn = crate::store::begin_write(&self.db).await?;
         accounts::store::lock(&txn, account_id).await?;
         if connected(&txn, account_id, &r.name).await?.is_some() {
@@ -220,17 +209,18 @@ impl ChannelsService {
         let id = crate::ids::new_id(crate::ids::Kind::Channel);
         let config: std::collections::BTreeMap<&String, &String> = r.config.iter().collect();
         // Meta verifies a callback URL with a token the business types into its console.
-        let verify_token = match provider.as_str() {
-            "whatsapp_cloud" | "meta" => r
+        let verify_token = match provider {
+            ChannelProvider::WhatsappCloud | ChannelProvider::Meta => r
                 .config
                 .get("verify_token")
                 .filter(|token| !token.trim().is_empty())
                 .cloned()
                 .unwrap_or_else(|| crate::ids::base62(24)),
-            _ => String::new(),
+            ChannelProvider::Builtin | ChannelProvider::Twilio => String::new(),
         };
         // The widget's script tag names a web chat channel by a key of its own, public by nature.
-        let widget_key = (provider == "builtin").then(|| crate::ids::new_id(crate::ids::Kind::WidgetKey));
+        let widget_key =
+            (provider == ChannelProvider::Builtin).then(|| crate::ids::new_id(crate::ids::Kind::WidgetKey));
         let row = channels::Model {
             verify_token,
             widget_key,
@@ -239,7 +229,7 @@ impl ChannelsService {
             id,
             account_id: account_id.to_string(),
             name: r.name.clone(),
-            kind: r.r#type.clone(),
+            kind,
             provider,
             created_at: self.clock.now(),
         };
@@ -247,7 +237,7 @@ impl ChannelsService {
             .exec_without_returning(&txn)
             .await?;
         txn.commit().await?;
-        tracing::info!(%account_id, channel = row.name, kind = row.kind, "channel connected");
+        tracing::info!(%account_id, channel = row.name, kind = %row.kind, "channel connected");
         Ok(row)
     }
 
@@ -265,7 +255,7 @@ impl ChannelsService {
         // Its web chat sessions go with it (a foreign key); their open sockets are told after the commit.
         channels::Entity::delete_by_id(&channel.id).exec(&txn).await?;
         txn.commit().await?;
-        if channel.kind == "webchat" {
+        if channel.kind == ChannelKind::Webchat {
             self.feed.channel_disconnected(&channel.id).await;
         }
         Ok(())
@@ -340,13 +330,16 @@ mod tests {
 
     #[test]
     fn providers_and_required_keys() {
-        assert_eq!(check(&request("webchat", &[])).unwrap(), "builtin");
+        assert_eq!(check(&request("webchat", &[])).unwrap().1, ChannelProvider::Builtin);
         let sms = [
             ("account_sid", "AC1"),
             ("auth_token", "t"),
             ("from_number", "+15550001111"),
         ];
-        assert_eq!(check(&request("sms", &sms)).unwrap(), "twilio");
+        assert_eq!(
+            check(&request("sms", &sms)).unwrap(),
+            (ChannelKind::Sms, ChannelProvider::Twilio)
+        );
         let error = check(&request("sms", &[("account_sid", "AC1")])).unwrap_err();
         let fields: Vec<&str> = error.fields.iter().map(|f| f.field.as_str()).collect();
         assert_eq!(fields, ["config.auth_token", "config.from_number"]);

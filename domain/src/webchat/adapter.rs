@@ -56,7 +56,7 @@ mod tests {
     async fn a_visitor_with_a_socket_has_it_at_once_and_one_without_later() {
         let live = Live::in_process();
         let adapter = WebChatAdapter::new(live.clone());
-        let stored = messages::sample("api", "Hello <b>there</b>");
+        let stored = messages::sample(messages::Author::Api, "Hello <b>there</b>");
         let outbound = Outbound {
             message: &stored,
             to: "cs_1",

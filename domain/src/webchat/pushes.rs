@@ -16,7 +16,7 @@ use crate::resource_id::{ChannelId, ContactId};
 use crate::{
     access::AccountId,
     channels::live_feed::{Change, ErasedSession, LiveFeed},
-    store::entities::{conversations, messages},
+    store::entities::{channels::ChannelKind, conversations, messages},
 };
 
 #[derive(Clone)]
@@ -64,7 +64,7 @@ impl LiveFeed for Pushes {
     }
 
     async fn typing(&self, conversation: &conversations::Model, on: bool) {
-        if conversation.channel_type == "webchat" {
+        if conversation.channel_type == ChannelKind::Webchat {
             let frame = Push::Frame(frames::typing(on));
             let account = AccountId::of_row(&conversation.account_id);
             let (contact, channel) = (

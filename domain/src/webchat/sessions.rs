@@ -55,7 +55,7 @@ pub fn unauthenticated() -> ApiError {
 pub async fn channel_by_key(db: &impl ConnectionTrait, widget_key: &str) -> ApiResult<channels::Model> {
     channels::Entity::find()
         .filter(channels::Column::WidgetKey.eq(widget_key))
-        .filter(channels::Column::Kind.eq("webchat"))
+        .filter(channels::Column::Kind.eq(channels::ChannelKind::Webchat))
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found("web chat channel"))

@@ -32,10 +32,8 @@ use crate::{
         webhooks,
     },
     timestamps,
-    validate::check_name,
+    validate::{Violations, check_name},
 };
-
-const DELIVERY_STATUSES: [&str; 3] = ["pending", "succeeded", "failed"];
 
 #[derive(Clone)]
 pub struct WebhooksService {
@@ -86,7 +84,7 @@ fn delivery_message(d: &webhook_deliveries::Model, attempts: &[webhook_attempts:
         id: d.id.clone(),
         event_id: d.event_id.clone(),
         event_type: d.event_type.clone(),
-        status: d.status.as_str().to_owned(),
+        status: d.status.to_value(),
         next_attempt_at: d
             .next_attempt_ms
             .filter(|_| d.status == DeliveryStatus::Pending)
@@ -395,21 +393,22 @@ impl WebhooksService {
         account_id: &AccountId,
         r: ListWebhookDeliveriesRequest,
     ) -> ApiResult<WebhookDeliveryList> {
-        let mut violations = Vec::new();
-        if !r.status.is_empty() && !DELIVERY_STATUSES.contains(&r.status.as_str()) {
-            violations.push(FieldViolation::new("status", "must be pending, succeeded or failed"));
-        }
+        let mut v = Violations::new();
+        let status = if r.status.is_empty() {
+            None
+        } else {
+            v.one_of_variants::<DeliveryStatus>("status", &r.status)
+        };
+        let mut paging = Vec::new();
         let page = Page::parse(
             r.limit,
             &r.cursor,
             crate::ids::Kind::WebhookDelivery.prefix(),
-            &mut violations,
+            &mut paging,
         );
-        if !violations.is_empty() {
-            return Err(ApiError::invalid(violations));
-        }
+        paging.into_iter().for_each(|violation| v.push(violation));
+        v.finish()?;
         let (_, webhook) = self.find(account_id, &r.webhook_id).await?;
-        let status = (!r.status.is_empty()).then_some(r.status.as_str());
         let (rows, more) = store::deliveries(&self.db, &webhook.id, status, &page).await?;
         let ids: Vec<String> = rows.iter().map(|d| d.id.clone()).collect();
         let attempts = store::attempts_of(&self.db, &ids).await?;

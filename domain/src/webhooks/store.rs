@@ -9,7 +9,11 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, 
 use crate::{
     access::AccountId,
     paging::{self, Page},
-    store::entities::{webhook_attempts, webhook_deliveries, webhooks},
+    store::entities::{
+        webhook_attempts,
+        webhook_deliveries::{self, DeliveryStatus},
+        webhooks,
+    },
 };
 
 /// The account's subscriptions in creation order: index + 1 is the positional id.
@@ -73,7 +77,7 @@ pub async fn attempts_since(
 pub async fn deliveries(
     db: &impl ConnectionTrait,
     webhook_id: &str,
-    status: Option<&str>,
+    status: Option<DeliveryStatus>,
     page: &Page,
 ) -> Result<(Vec<webhook_deliveries::Model>, bool), DbErr> {
     use webhook_deliveries::Column;

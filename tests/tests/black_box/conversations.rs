@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Datelike, TimeZone, Utc};
+use chrono::{Datelike, TimeZone, Utc};
 
 use frontdesk_api::v1::{TranscriptRequest, conversations_client::ConversationsClient};
 use frontdesk_tests::{
@@ -274,16 +274,6 @@ on_both_databases!(
     }
 );
 
-/// Moves the service's clock (`FRONTDESK_TEST_CLOCK=true`) to `seconds` after `start`.
-async fn clock_at(server: &Server, start: DateTime<Utc>, seconds: i64) {
-    let at = start + chrono::Duration::seconds(seconds);
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: 0,
-    };
-    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
-}
-
 // The index orders conversations by five-minute activity window only (so that a message's touch writes no
 // index entry); the exact time must still order the rows within a window, for the list, its cursors and the
 // idle sweep.
@@ -301,7 +291,7 @@ on_both_databases!(
         let window = Utc.with_ymd_and_hms(Utc::now().year() + 1, 3, 1, 10, 0, 0).unwrap();
         // Plays `phone` writing at `seconds` into the window; its conversation.
         let at = async |seconds: i64, phone: &str| {
-            clock_at(&server, window, seconds).await;
+            admin::clock_at(&server, window + chrono::Duration::seconds(seconds)).await;
             id(&desk.inbound(phone, "hello").await)
         };
         // Window 0: a at 0:10, b at 3:20, c at 4:40. Window 1: d at 5:10, then a again at 5:30. Window 4: e.
@@ -320,7 +310,7 @@ on_both_databases!(
         assert_eq!(desk.listed("status=open").await, [e, a, d, c, b]);
 
         // An hour and four minutes after the window opened: b (3:20) is idle, c (4:40, the same window) not.
-        clock_at(&server, window, 3_600 + 240).await;
+        admin::clock_at(&server, window + chrono::Duration::seconds(3_600 + 240)).await;
         let started = Instant::now();
         while desk.conversation(b).await["conversation"]["status"] != "closed" {
             assert!(started.elapsed() < WAIT, "the idle conversation was never closed");

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use frontdesk_tests::{
-    Db, Server, admin,
+    Db, admin,
     meta::{
         self, FakeGraph, GraphCall, MetaChannel, PAGE_ID, PHONE_NUMBER_ID, PSID, fixture, messaging, whatsapp_batch,
         whatsapp_status, whatsapp_text,
@@ -68,14 +68,6 @@ async fn accepted(platform: &Platform<'_>, body: Value) -> String {
     let answer = platform.send("POST", "/v1/contacts/send", Some(body)).await;
     assert_eq!(answer.status, 202, "{}", answer.body);
     answer.body["message_id"].as_str().unwrap().to_owned()
-}
-
-async fn clock_at(server: &Server, at: DateTime<Utc>) {
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: 0,
-    };
-    admin::set_test_clock(server, Some(at)).await.expect("the clock moves");
 }
 
 on_both_databases!(whatsapp_checks_receives_and_sends, |db: Db| async move {
@@ -234,7 +226,7 @@ on_both_databases!(templates_and_the_24_hour_window, |db: Db| async move {
     let graph = FakeGraph::start().await;
     let server = meta::start(&db, &graph, &[("FRONTDESK_TEST_CLOCK", "true")]).await;
     let start = Utc::now() + chrono::Duration::days(1);
-    clock_at(&server, start).await;
+    admin::clock_at(&server, start).await;
     let platform = Platform::new(&server).await;
     let channel = MetaChannel::whatsapp(&platform, "wa").await;
 
@@ -262,10 +254,10 @@ on_both_databases!(templates_and_the_24_hour_window, |db: Db| async move {
     channel
         .post(&whatsapp_batch(&[whatsapp_text("16505550199", "wamid.IN1", "Thanks!")]))
         .await;
-    clock_at(&server, start + chrono::Duration::hours(23)).await;
+    admin::clock_at(&server, start + chrono::Duration::hours(23)).await;
     let inside = sms::send(&platform, "wa", "+16505550199", "You are welcome").await;
     sms::message_when(&platform, &inside, |m| m["status"] == "sent").await;
-    clock_at(&server, start + chrono::Duration::hours(25)).await;
+    admin::clock_at(&server, start + chrono::Duration::hours(25)).await;
     let outside = sms::send(&platform, "wa", "+16505550199", "Still there?").await;
     let late = sms::message_when(&platform, &outside, |m| m["status"] == "failed").await;
     assert_eq!(late["error"]["code"], "outside_window");
@@ -510,7 +502,7 @@ on_both_databases!(meta_errors_fail_or_retry_the_send, |db: Db| async move {
 
 on_both_databases!(messenger_and_instagram_send_and_receive, |db: Db| async move {
     let graph = FakeGraph::start().await;
-    let server = meta::start(&db, &graph, &[]).await;
+    let server = meta::start(&db, &graph, &[("FRONTDESK_TEST_CLOCK", "true")]).await;
     let platform = Platform::new(&server).await;
     let page = MetaChannel::messenger(&platform, "fb").await;
     let instagram = MetaChannel::instagram(&platform, "ig").await;
@@ -554,7 +546,8 @@ on_both_databases!(messenger_and_instagram_send_and_receive, |db: Db| async move
     );
     sms::message_when(&platform, &sent, |m| m["status"] == "sent").await;
     let now_ms = Utc::now().timestamp_millis();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The next message goes out past the watermark's second of slack.
+    admin::clock_at(&server, Utc::now() + chrono::Duration::seconds(2)).await;
     let body = json!({"channel": "fb", "external_id": PSID, "text": "Are you still there?"});
     let later = accepted(&platform, body).await;
     sms::message_when(&platform, &later, |m| m["status"] == "sent").await;
@@ -729,7 +722,7 @@ on_both_databases!(another_channel_s_reports_touch_nothing_of_ours, |db: Db| asy
     for body in [whatsapp_status(&wamid, "read", WA_ID), reaction] {
         assert_eq!(other.post(&for_other(body)).await.status, 200);
     }
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    admin::quiesce(&server).await;
     let message = ours.get(&format!("/v1/messages/{sent}")).await["message"].clone();
     assert_eq!(
         (message["status"].clone(), message["reactions"].clone()),

@@ -16,6 +16,7 @@ use std::{
 use frontdesk_api::admin::v1::CreditsRequest;
 use frontdesk_tests::{
     Db, Server, admin,
+    admin::clock_at,
     knowledge::{Part, finished, upload},
     mcp_server::McpServer,
     model_server::{FakeModel, Recorded, Reply},
@@ -24,7 +25,6 @@ use frontdesk_tests::{
     sms::{self, Desk},
     tls,
     twilio::{FakeTwilio, new_message_sid},
-    webchat::clock_at,
 };
 use serde_json::{Value, json};
 

@@ -595,15 +595,8 @@ on_both_databases!(custom_functions_and_mcp_tools_are_called, |db: Db| async mov
 });
 
 /// Moves the service's clock to `minutes` after `start`.
-async fn clock_at(server: &Server, start: chrono::DateTime<chrono::Utc>, minutes: i64) {
-    let at = start + chrono::Duration::minutes(minutes);
-    let at = prost_types::Timestamp {
-        seconds: at.timestamp(),
-        nanos: 0,
-    };
-    frontdesk_tests::admin::set_test_clock(server, Some(at))
-        .await
-        .expect("the clock moves");
+async fn at_minute(server: &Server, start: chrono::DateTime<chrono::Utc>, minutes: i64) {
+    frontdesk_tests::admin::clock_at(server, start + chrono::Duration::minutes(minutes)).await;
 }
 
 on_both_databases!(follow_ups_go_out_on_time_up_to_their_count, |db: Db| async move {
@@ -613,7 +606,7 @@ on_both_databases!(follow_ups_go_out_on_time_up_to_their_count, |db: Db| async m
     let follow_ups = json!({"follow_ups": {"enabled": true, "delay_minutes": 30, "max_count": 2, "message": "Still there? Reply any time."}});
     let desk = desk(&server, &twilio, follow_ups).await;
     let start = chrono::Utc::now();
-    clock_at(&server, start, 0).await;
+    at_minute(&server, start, 0).await;
 
     desk.channel
         .inbound(&new_message_sid(), "+15557000050", "What are your opening hours?")
@@ -644,19 +637,19 @@ on_both_databases!(follow_ups_go_out_on_time_up_to_their_count, |db: Db| async m
     assert_eq!(sent.status, 202, "{}", sent.body);
     twilio.wait_for_sent("+15557000052", 2).await;
 
-    clock_at(&server, start, 29).await;
+    at_minute(&server, start, 29).await;
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15557000050").len(), 1, "not before the delay");
 
-    clock_at(&server, start, 31).await;
+    at_minute(&server, start, 31).await;
     let sent = twilio.wait_for_sent("+15557000050", 2).await;
     assert_eq!(sent[1].body(), "Still there? Reply any time.");
-    clock_at(&server, start, 62).await;
+    at_minute(&server, start, 62).await;
     assert_eq!(
         twilio.wait_for_sent("+15557000050", 3).await[2].body(),
         "Still there? Reply any time."
     );
-    clock_at(&server, start, 200).await;
+    at_minute(&server, start, 200).await;
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15557000050").len(), 3, "at most max_count");
     assert_eq!(
@@ -846,14 +839,14 @@ on_both_databases!(a_model_writes_the_follow_up_and_charges_it, |db: Db| async m
     let follow_ups = json!({"ai_tier": "max", "follow_ups": {"enabled": true, "delay_minutes": 10, "max_count": 1}});
     let desk = desk(&server, &twilio, follow_ups).await;
     let start = chrono::Utc::now();
-    clock_at(&server, start, 0).await;
+    at_minute(&server, start, 0).await;
 
     desk.channel
         .inbound(&new_message_sid(), "+15557000070", "Spa days?")
         .await;
     twilio.wait_for_sent("+15557000070", 1).await;
     let before = desk.platform.balance().await;
-    clock_at(&server, start, 11).await;
+    at_minute(&server, start, 11).await;
     let sent = twilio.wait_for_sent("+15557000070", 2).await;
     assert_eq!(
         sent[1].body(),
@@ -868,7 +861,7 @@ on_both_databases!(a_model_writes_the_follow_up_and_charges_it, |db: Db| async m
         "a written follow-up costs the tier"
     );
     assert_eq!(credits["credits"]["entries"][0]["reason"], "ai_reply: follow-up");
-    clock_at(&server, start, 30).await;
+    at_minute(&server, start, 30).await;
     frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_to("+15557000070").len(), 2, "max_count 1");
 });
@@ -894,13 +887,13 @@ on_both_databases!(
         let follow_ups = json!({"follow_ups": {"enabled": true, "delay_minutes": 10, "max_count": 3}});
         let desk = desk(&server, &twilio, follow_ups).await;
         let start = chrono::Utc::now();
-        clock_at(&server, start, 0).await;
+        at_minute(&server, start, 0).await;
 
         desk.channel
             .inbound(&new_message_sid(), "+15557000080", "Spa days?")
             .await;
         twilio.wait_for_sent("+15557000080", 1).await;
-        clock_at(&server, start, 11).await;
+        at_minute(&server, start, 11).await;
         let asked = Instant::now();
         while !model.requests().iter().any(|r| r.system().contains("has not answered")) {
             assert!(asked.elapsed() < WAIT, "the nudge is asked for");
@@ -911,7 +904,7 @@ on_both_databases!(
             .await;
         let sent = twilio.wait_for_sent("+15557000080", 2).await;
         assert_eq!(sent[1].body(), "re: Saturday?");
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        // The nudge's job is still running (its model answers after 4 s): quiet means it ended.
         frontdesk_tests::admin::quiesce(&server).await;
         let bodies: Vec<String> = twilio
             .sent_to("+15557000080")
@@ -967,7 +960,12 @@ on_both_databases!(
             "the paused question and the other worker's two"
         );
         paused.signal("CONT");
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        // The resumed worker's run ends stopped: by its lost lease, or by the claim guard at the tool call.
+        let resumed = Instant::now();
+        while !paused.metrics().await.contains("frontdesk_job_runs_stopped_total{") {
+            assert!(resumed.elapsed() < WAIT, "the resumed worker's run was never stopped");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert_eq!(model.requests().len(), 3, "no model call after the resume");
         let tasks = desk.platform.get("/v1/tasks").await["tasks"]
             .as_array()

@@ -10,12 +10,12 @@ use chrono::{DateTime, Utc};
 use frontdesk_api::admin::v1::CreditsRequest;
 use frontdesk_tests::{
     Db, Server, admin,
+    admin::clock_at,
     model_server::{FakeModel, Recorded, Reply},
     on_both_databases,
     platform::{Platform, assert_insufficient_scope, assert_invalid, assert_not_found},
     sms::{self, Desk},
     twilio::{FakeTwilio, new_message_sid},
-    webchat::clock_at,
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};

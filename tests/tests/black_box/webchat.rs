@@ -9,11 +9,13 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use frontdesk_api::v1::{GetChatSessionRequest, chat_sessions_client::ChatSessionsClient};
 use frontdesk_tests::{
-    Db, Server, on_both_databases,
+    Db, Server,
+    admin::clock_at,
+    on_both_databases,
     platform::{Platform, assert_invalid, assert_not_found},
     redis_server,
     server::base_env,
-    webchat::{Channel, FRAME_WAIT, Socket, Visitor, WAIT, call, clock_at, list_messages, message_when, reply, start},
+    webchat::{Channel, FRAME_WAIT, Socket, Visitor, WAIT, call, list_messages, message_when, reply, start},
     webhook_receiver::Receiver,
 };
 use serde_json::{Value, json};

@@ -6,9 +6,11 @@
 use std::time::Duration;
 
 use frontdesk_tests::{
-    Answer, Db, Server, on_both_databases,
+    Answer, Db, Server,
+    admin::clock_at,
+    on_both_databases,
     platform::{Platform, assert_invalid},
-    webchat::{Channel, Socket, Visitor, WAIT, call, clock_at, list_messages, message_when, reply, start},
+    webchat::{Channel, Socket, Visitor, WAIT, call, list_messages, message_when, reply, start},
 };
 use serde_json::json;
 

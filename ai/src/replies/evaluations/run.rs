@@ -140,7 +140,7 @@ impl Evaluate {
         let chosen = self.providers.for_reply(account_id, &agent).await?;
         let provider = chosen.provider.as_ref();
         let cost = if provider.is_model() {
-            reply_cost(&agent.ai_tier, chosen.own_key)
+            reply_cost(agent.ai_tier, chosen.own_key)
         } else {
             0
         };

@@ -20,6 +20,7 @@ use crate::channels::{
     Attachment, Callbacks, ChannelAdapter, ConfigError, Inbound, InboundMessage, InboundReaction, Outbound, ParseError,
     ProviderStatus, RawRequest, Reply, SendOutcome, Sender, Signal, SignatureError, StatusUpdate, Watermark,
 };
+use crate::store::entities::channels::ChannelKind;
 
 /// The Send API's path: the page is the token's.
 const MESSAGES: &str = "me/messages";
@@ -37,15 +38,16 @@ impl MessengerAdapter {
     /// id, which Meta's events name as the entry), `access_token` (the page's), `app_secret`; and the
     /// channel's verify token.
     pub fn new(
-        kind: &str,
+        kind: ChannelKind,
         config: &BTreeMap<String, String>,
         verify_token: &str,
         api: &GraphApi,
         http: reqwest::Client,
     ) -> Result<Self, ConfigError> {
-        let kind = match kind {
-            "instagram" => "instagram",
-            _ => "messenger",
+        let kind = if kind == ChannelKind::Instagram {
+            "instagram"
+        } else {
+            "messenger"
         };
         Ok(Self {
             graph: Graph::new(api, required(config, "access_token")?, http),

@@ -42,7 +42,10 @@ use crate::{
         },
         sources,
     },
-    store::entities::{kb_source_files, kb_source_pages, kb_sources},
+    store::entities::{
+        kb_source_files, kb_source_pages,
+        kb_sources::{self, SourceKind},
+    },
 };
 
 pub const KIND: &str = "kb_import";
@@ -155,7 +158,7 @@ impl Import {
             .iter()
             .filter(|p| p.status == kb_source_pages::PageStatus::Pending)
         {
-            let read = if source.kind == "file" {
+            let read = if source.kind == SourceKind::File {
                 self.document(&source.id).await?
             } else {
                 self.pages.read(&mut robots, &page.url).await
@@ -192,7 +195,7 @@ impl Import {
         source: &kb_sources::Model,
         now: DateTime<Utc>,
     ) -> Result<Option<String>, DbErr> {
-        let (Some(sitemap), "bulk") = (&source.origin_url, source.kind.as_str()) else {
+        let (Some(sitemap), SourceKind::Bulk) = (&source.origin_url, source.kind) else {
             return Ok(None);
         };
         let listed = kb_source_pages::Entity::find()
@@ -235,8 +238,8 @@ impl Import {
             .filter(kb_source_pages::Column::SourceId.eq(&source.id))
             .count(&self.db)
             .await?;
-        Ok(match (source.kind.as_str(), failed.first()) {
-            ("url" | "file", Some(page)) => page.error_code.clone(),
+        Ok(match (source.kind, failed.first()) {
+            (SourceKind::Url | SourceKind::File, Some(page)) => page.error_code.clone(),
             (_, Some(_)) if failed.len() as u64 == pages => Some("no_page_imported".to_owned()),
             _ => None,
         })

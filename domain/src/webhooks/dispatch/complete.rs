@@ -18,7 +18,7 @@ use sea_orm::{
 use super::attempt::{AttemptResult, Outcome};
 use crate::{
     retry::RetrySchedule,
-    store::entities::{webhook_attempts, webhooks::WebhookStatus},
+    store::entities::{webhook_attempts, webhook_deliveries::DeliveryStatus, webhooks::WebhookStatus},
     webhooks::store,
 };
 
@@ -34,7 +34,7 @@ pub struct Rules {
 
 /// A delivery's state after one attempt.
 struct Settled {
-    status: &'static str,
+    status: DeliveryStatus,
     next_attempt_at: Option<DateTime<Utc>>,
     delivered_at: Option<DateTime<Utc>>,
 }
@@ -42,24 +42,24 @@ struct Settled {
 fn settle(rules: &Rules, result: &AttemptResult) -> Settled {
     let retry = |retry_after: Option<Duration>| match rules.schedule.wait_after(result.claimed.attempt, retry_after) {
         Some(wait) => Settled {
-            status: "pending",
+            status: DeliveryStatus::Pending,
             next_attempt_at: Some(result.finished_at + wait),
             delivered_at: None,
         },
         None => Settled {
-            status: "failed",
+            status: DeliveryStatus::Failed,
             next_attempt_at: None,
             delivered_at: None,
         },
     };
     match &result.outcome {
         Outcome::Delivered { .. } => Settled {
-            status: "succeeded",
+            status: DeliveryStatus::Succeeded,
             next_attempt_at: None,
             delivered_at: Some(result.finished_at),
         },
         Outcome::Gone => Settled {
-            status: "failed",
+            status: DeliveryStatus::Failed,
             next_attempt_at: None,
             delivered_at: None,
         },
@@ -258,7 +258,11 @@ async fn update_deliveries(
         values.push(state.status.into());
         values.push(state.next_attempt_at.map(|t| t.timestamp_millis()).into());
         values.push(state.delivered_at.into());
-        values.push((state.status != "pending").then_some(result.finished_at).into());
+        values.push(
+            (state.status != DeliveryStatus::Pending)
+                .then_some(result.finished_at)
+                .into(),
+        );
     }
     let written = db
         .query_all_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))

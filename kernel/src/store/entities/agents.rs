@@ -14,13 +14,25 @@ pub struct Model {
     pub goal: String,
     pub personality: String,
     pub language: String,
-    pub ai_tier: String,
+    pub ai_tier: AiTier,
     pub anthropic_model: String,
     pub booking: String,
     pub follow_ups: String,
     pub status: AgentStatus,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// What an agent's replies cost and which models it may name on the server's key (`agents::tier`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum AiTier {
+    #[sea_orm(string_value = "mini")]
+    Mini,
+    #[sea_orm(string_value = "pro")]
+    Pro,
+    #[sea_orm(string_value = "max")]
+    Max,
 }
 
 /// Whether an agent answers: a paused one keeps its settings and answers nothing.

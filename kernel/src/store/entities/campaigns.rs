@@ -9,12 +9,25 @@ pub struct Model {
     pub id: String,
     pub account_id: String,
     #[sea_orm(column_name = "type")]
-    pub kind: String,
+    pub kind: CampaignType,
     pub agent_id: String,
     /// The facade made the agent for this campaign (an Outgoing one's agent then reads as part of it).
     pub owns_agent: bool,
     pub broadcast_id: Option<String>,
     pub created_at: DateTimeUtc,
+}
+
+/// What a campaign does: answer (Incoming), send (Outgoing), or both (Combined). The words are the
+/// deprecated API's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum CampaignType {
+    #[sea_orm(string_value = "Incoming")]
+    Incoming,
+    #[sea_orm(string_value = "Outgoing")]
+    Outgoing,
+    #[sea_orm(string_value = "Combined")]
+    Combined,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

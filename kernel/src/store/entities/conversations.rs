@@ -14,7 +14,7 @@ pub struct Model {
     pub channel: String,
     /// The connected channel's row id (a channel reconnected under the same name is another channel).
     pub channel_id: String,
-    pub channel_type: String,
+    pub channel_type: super::channels::ChannelKind,
     pub agent_id: String,
     pub status: ConversationStatus,
     pub handoff: bool,
@@ -61,7 +61,7 @@ pub fn sample() -> Model {
         contact_id: "ct_1".into(),
         channel: "sms-main".into(),
         channel_id: "ch_1".into(),
-        channel_type: "sms".into(),
+        channel_type: super::channels::ChannelKind::Sms,
         agent_id: String::new(),
         status: ConversationStatus::Open,
         handoff: false,

@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: String,
-    pub kind: String,
+    pub kind: SourceKind,
     pub status: SourceStatus,
     pub pages_total: i32,
     pub pages_done: i32,
@@ -22,6 +22,18 @@ pub struct Model {
     pub file_name: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+/// What is imported: the pages a sitemap lists (or a list of URLs), one web page, or an uploaded document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum SourceKind {
+    #[sea_orm(string_value = "bulk")]
+    Bulk,
+    #[sea_orm(string_value = "url")]
+    Url,
+    #[sea_orm(string_value = "file")]
+    File,
 }
 
 /// Where an import stands: queued until its first page is read, processing while pages are, then ready

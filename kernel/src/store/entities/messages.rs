@@ -15,8 +15,7 @@ pub struct Model {
     pub contact_id: String,
     pub channel_id: String,
     pub direction: Direction,
-    /// `contact`, `agent`, `api` or `system`.
-    pub author: String,
+    pub author: Author,
     pub text: String,
     pub attachments: String,
     pub status: MessageStatus,
@@ -48,6 +47,21 @@ pub enum Direction {
     Inbound,
     #[sea_orm(string_value = "outbound")]
     Outbound,
+}
+
+/// Who wrote a message: the contact (every inbound message), the agent (an AI reply), a person or an
+/// integration through the API, or the service itself (a broadcast's opener is the API's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+pub enum Author {
+    #[sea_orm(string_value = "contact")]
+    Contact,
+    #[sea_orm(string_value = "agent")]
+    Agent,
+    #[sea_orm(string_value = "api")]
+    Api,
+    #[sea_orm(string_value = "system")]
+    System,
 }
 
 /// Where a message stands: an inbound one is `received`; an outbound one moves forward only, queued ->
@@ -101,9 +115,9 @@ impl Related<super::contacts::Entity> for Entity {
 
 impl ActiveModelBehavior for ActiveModel {}
 
-/// A stored message for unit tests: `author` `contact` makes it inbound, any other outbound.
+/// A stored message for unit tests: the contact's is inbound, any other outbound.
 #[cfg(any(test, feature = "testing"))]
-pub fn sample(author: &str, text: &str) -> Model {
+pub fn sample(author: Author, text: &str) -> Model {
     Model {
         seq: 1,
         id: "msg_1".into(),
@@ -111,12 +125,12 @@ pub fn sample(author: &str, text: &str) -> Model {
         conversation_id: "cv_1".into(),
         contact_id: "ct_1".into(),
         channel_id: "ch_1".into(),
-        direction: if author == "contact" {
+        direction: if author == Author::Contact {
             Direction::Inbound
         } else {
             Direction::Outbound
         },
-        author: author.into(),
+        author,
         text: text.into(),
         attachments: "[]".into(),
         status: MessageStatus::Received,

@@ -9,7 +9,7 @@ use crate::{
 const PAGE: &str = "1234567890";
 const PSID: &str = "6543210987654321";
 
-fn adapter(kind: &str, page: &str, api: &GraphApi) -> MessengerAdapter {
+fn adapter(kind: ChannelKind, page: &str, api: &GraphApi) -> MessengerAdapter {
     let settings = config(&[
         ("page_id", page),
         ("access_token", "EAAG-page"),
@@ -18,7 +18,7 @@ fn adapter(kind: &str, page: &str, api: &GraphApi) -> MessengerAdapter {
     MessengerAdapter::new(kind, &settings, "verify", api, http()).unwrap()
 }
 
-fn offline(kind: &str, page: &str) -> MessengerAdapter {
+fn offline(kind: ChannelKind, page: &str) -> MessengerAdapter {
     let api = GraphApi {
         base_url: "http://127.0.0.1:9".to_owned(),
         version: "v21.0".to_owned(),
@@ -27,7 +27,7 @@ fn offline(kind: &str, page: &str) -> MessengerAdapter {
 }
 
 fn messenger(fixture: &str) -> Inbound {
-    offline("messenger", PAGE).parse(&posted(fixture)).unwrap()
+    offline(ChannelKind::Messenger, PAGE).parse(&posted(fixture)).unwrap()
 }
 
 fn contact() -> Sender {
@@ -65,7 +65,7 @@ fn reads_documented_messages() {
     assert_eq!(image.attachments.len(), 1);
     assert!(image.attachments[0].url.starts_with("https://scontent.xx.fbcdn.net/"));
 
-    let instagram = offline("instagram", "17841405822304914")
+    let instagram = offline(ChannelKind::Instagram, "17841405822304914")
         .parse(&posted(include_str!(
             "../../../../../tests/fixtures/meta/instagram_message.json"
         )))
@@ -147,9 +147,9 @@ fn echoes_are_skipped_and_other_pages_are_not_this_channel() {
     ]}]});
     assert!(messenger(&echo.to_string()).messages.is_empty());
     let fixture = include_str!("../../../../../tests/fixtures/meta/messenger_message.json");
-    let other = offline("messenger", "42").parse(&posted(fixture));
+    let other = offline(ChannelKind::Messenger, "42").parse(&posted(fixture));
     assert!(matches!(other, Err(ParseError::OtherChannel(_))), "{other:?}");
-    let instagram_on_messenger = offline("messenger", PAGE).parse(&posted(include_str!(
+    let instagram_on_messenger = offline(ChannelKind::Messenger, PAGE).parse(&posted(include_str!(
         "../../../../../tests/fixtures/meta/instagram_message.json"
     )));
     assert!(matches!(instagram_on_messenger, Err(ParseError::OtherChannel(_))));
@@ -164,7 +164,7 @@ fn echoes_are_skipped_and_other_pages_are_not_this_channel() {
     let missing_sender =
         json!({"object": "page", "entry": [{"id": PAGE, "messaging": [{"message": {"mid": "m", "text": "x"}}]}]});
     assert!(matches!(
-        offline("messenger", PAGE).parse(&posted(&missing_sender.to_string())),
+        offline(ChannelKind::Messenger, PAGE).parse(&posted(&missing_sender.to_string())),
         Err(ParseError::MissingField(_))
     ));
 }
@@ -173,8 +173,8 @@ fn echoes_are_skipped_and_other_pages_are_not_this_channel() {
 async fn sends_replies_seen_marks_and_reactions_to_me_messages() {
     let (graph, api) =
         TestGraph::start(&[(200, r#"{"recipient_id": "6543210987654321", "message_id": "m_OUT1"}"#)]).await;
-    let page = adapter("messenger", PAGE, &api);
-    let stored = messages::sample("agent", "We open at 9");
+    let page = adapter(ChannelKind::Messenger, PAGE, &api);
+    let stored = messages::sample(messages::Author::Agent, "We open at 9");
     let media = [Attachment {
         url: "https://cdn.example/menu.pdf".to_owned(),
         content_type: "application/pdf".to_owned(),

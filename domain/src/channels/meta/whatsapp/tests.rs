@@ -268,7 +268,7 @@ const ACCEPTED: &str = r#"{"messaging_product": "whatsapp", "contacts": [{"input
 
 #[tokio::test]
 async fn sends_text_templates_and_media_as_the_cloud_api_takes_them() {
-    let stored = messages::sample("api", "Your order shipped");
+    let stored = messages::sample(messages::Author::Api, "Your order shipped");
     let base = Outbound {
         message: &stored,
         to: "+16505551234",
@@ -344,7 +344,7 @@ async fn sends_text_templates_and_media_as_the_cloud_api_takes_them() {
 
 #[tokio::test]
 async fn refusals_carry_meta_s_code_and_throttling_retries() {
-    let stored = messages::sample("api", "hi");
+    let stored = messages::sample(messages::Author::Api, "hi");
     let message = Outbound {
         message: &stored,
         to: "+16505551234",
