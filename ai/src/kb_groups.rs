@@ -131,7 +131,7 @@ impl KbGroupsService {
         let now = self.clock.now();
         let row = kb_groups::Model {
             id: crate::ids::new_id(crate::ids::Kind::KbGroup),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             name: r.name.trim().to_owned(),
             description: r.description,
             faqs: to_json_text(&faqs),

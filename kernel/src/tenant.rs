@@ -1,8 +1,10 @@
 //! The tenant as a type: the account a call, a row or a job belongs to. Functions that scope by account take
 //! `&AccountId` beside their `&str` ids, so ids passed in the wrong order do not compile, and a bare string
 //! never becomes a tenant by conversion: there is none, and each constructor is named for where the trust
-//! comes from, so a reader sees at every call why the account is one. It lives among the foundations so that `store`, `accounts`, `events` and `jobs` can take
-//! one too; `access`, where a call's tenant comes from, re-exports it.
+//! comes from, so a reader sees at every call why the account is one. Every table's `account_id` column is
+//! one (a stored row's account was a tenant when the row was written), so rows arrive with it typed. It
+//! lives among the foundations so that `store`, `accounts`, `events` and `jobs` can take one too; `access`,
+//! where a call's tenant comes from, re-exports it.
 
 use std::fmt;
 
@@ -50,7 +52,7 @@ use std::fmt;
 ///
 /// let account: AccountId = "acc_1".into();
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, sea_orm::DeriveValueType)]
 pub struct AccountId(String);
 
 impl AccountId {
@@ -65,14 +67,21 @@ impl AccountId {
         Self(id)
     }
 
-    /// The account of a row the service wrote itself (a job, a channel, a conversation, a stored record):
-    /// it was a tenant when the row was written.
+    /// The account of a row the service wrote itself, read as text (a raw statement's column, a job's
+    /// payload): it was a tenant when the row was written. Entities' `account_id` columns arrive typed.
     pub fn of_row(id: impl Into<String>) -> Self {
         Self(id.into())
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// An account id is text: no primary key holding one is ever made from an auto-increment.
+impl sea_orm::TryFromU64 for AccountId {
+    fn try_from_u64(_: u64) -> Result<Self, sea_orm::DbErr> {
+        Err(sea_orm::DbErr::ConvertFromU64("AccountId"))
     }
 }
 

@@ -60,7 +60,7 @@ pub fn job(conversation: &conversations::Model, settings: &FollowUpSettings, now
         run_at_ms: now.timestamp_millis() + i64::from(settings.delay_minutes.max(1)) * 60_000,
         unique_key: Some(format!("follow_up:{}", conversation.id)),
         on_conflict: OnConflict::Reschedule,
-        ..NewJob::new(&AccountId::of_row(&conversation.account_id), &args)
+        ..NewJob::new(&conversation.account_id, &args)
     }
 }
 

@@ -101,7 +101,7 @@ impl ModelProviders for ModelProvidersService {
         request: Request<GetModelProviderRequest>,
     ) -> Result<Response<ModelProviderAnswer>, Status> {
         let account_id = account_of(&request)?;
-        let row = model_providers::Entity::find_by_id(account_id.as_str())
+        let row = model_providers::Entity::find_by_id(account_id.clone())
             .one(&self.db)
             .await
             .map_err(ApiError::from)?
@@ -123,7 +123,7 @@ impl ModelProviders for ModelProvidersService {
         self.check(&r).await?;
         let now = self.clock.now();
         let row = model_providers::Model {
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             provider: r.provider,
             sealed_key: self.sealer.seal(account_id.as_str(), r.api_key.as_bytes()),
             base_url: r.base_url.trim().trim_end_matches('/').to_owned(),
@@ -145,7 +145,7 @@ impl ModelProviders for ModelProvidersService {
             .exec_without_returning(&self.db)
             .await
             .map_err(ApiError::from)?;
-        let stored = model_providers::Entity::find_by_id(account_id.as_str())
+        let stored = model_providers::Entity::find_by_id(account_id.clone())
             .one(&self.db)
             .await
             .map_err(ApiError::from)?
@@ -158,7 +158,7 @@ impl ModelProviders for ModelProvidersService {
         request: Request<DeleteModelProviderRequest>,
     ) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
-        let gone = model_providers::Entity::delete_by_id(account_id.as_str())
+        let gone = model_providers::Entity::delete_by_id(account_id.clone())
             .exec(&self.db)
             .await
             .map_err(ApiError::from)?;

@@ -162,7 +162,7 @@ impl Providers {
         account_id: &AccountId,
         agent: Option<&agents::Model>,
     ) -> ApiResult<Option<(Arc<RemoteProvider>, bool)>> {
-        let own = model_providers::Entity::find_by_id(account_id.as_str())
+        let own = model_providers::Entity::find_by_id(account_id.clone())
             .one(&self.db)
             .await?;
         if let Some(own) = own {

@@ -428,7 +428,7 @@ pub(super) async fn charge(
         Basis::Model => "ai_reply: model".to_owned(),
         Basis::FollowUp => "ai_reply: follow-up".to_owned(),
     };
-    let account_id = AccountId::of_row(&conversation.account_id);
+    let account_id = conversation.account_id.clone();
     let debit = match hold {
         Some(key) => holds::settle(txn, &account_id, key, cost, &reason, Some(&conversation.id), now).await,
         None => {
@@ -450,7 +450,7 @@ async fn hand_off(
     reason: &HandoffReason,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
-    let which = state::one_of(&AccountId::of_row(&conversation.account_id), &conversation.id);
+    let which = state::one_of(&conversation.account_id, &conversation.id);
     state::apply(txn, which, Change::hand_off(reason.as_str()), now).await?;
     Ok(())
 }

@@ -23,7 +23,7 @@ pub async fn issue(
     let key = ApiKey::generate();
     let row = api_keys::Model {
         id: crate::ids::new_id(crate::ids::Kind::ApiKey),
-        account_id: account_id.as_str().to_owned(),
+        account_id: account_id.clone(),
         key_hash: key.hash(),
         masked: key.masked(),
         scopes: scopes.to_stored(),
@@ -73,7 +73,7 @@ pub async fn find_active(
     };
     let key_row = api_keys::Model {
         id: column(&row, 0)?,
-        account_id: column(&row, 1)?,
+        account_id: AccountId::of_row(column::<String>(&row, 1)?),
         key_hash: hash,
         masked: column(&row, 2)?,
         scopes: column(&row, 3)?,
@@ -81,7 +81,7 @@ pub async fn find_active(
         revoked_at: None,
     };
     let account = accounts::Model {
-        id: key_row.account_id.clone(),
+        id: key_row.account_id.to_string(),
         name: column(&row, 5)?,
         plan: column(&row, 6)?,
         api_access: column(&row, 7)?,
@@ -117,7 +117,7 @@ pub async fn rotate(
     if !revoke(&txn, &current.id, now).await? {
         return Ok(None);
     }
-    let account_id = AccountId::of_row(&current.account_id);
+    let account_id = current.account_id.clone();
     let issued = issue(&txn, &account_id, &Scopes::from_stored(&current.scopes), now).await?;
     txn.commit().await?;
     Ok(Some(issued))

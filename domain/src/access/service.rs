@@ -59,7 +59,7 @@ impl ApiKeys for ApiKeysService {
             .map_err(ApiError::from)?
             .ok_or_else(|| unauthenticated("this API key was rotated or revoked meanwhile"))?;
         tracing::info!(
-            account_id = caller.key.account_id,
+            account_id = %caller.key.account_id,
             old_key = caller.key.id,
             new_key = row.id,
             "api key rotated"
@@ -81,7 +81,7 @@ impl ApiKeys for ApiKeysService {
             return Err(unauthenticated("this API key was rotated or revoked meanwhile").into());
         }
         tracing::info!(
-            account_id = caller.key.account_id,
+            account_id = %caller.key.account_id,
             key = caller.key.id,
             "api key revoked"
         );

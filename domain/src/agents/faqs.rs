@@ -44,7 +44,7 @@ pub fn new_faq(
 ) -> agent_faqs::Model {
     agent_faqs::Model {
         id: crate::ids::new_id(crate::ids::Kind::Faq),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         agent_id: agent_id.to_owned(),
         question: question.trim().to_owned(),
         answer: answer.trim().to_owned(),

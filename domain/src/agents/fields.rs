@@ -216,7 +216,7 @@ impl AgentFields {
     pub fn into_new(self, id: String, account_id: &AccountId, now: chrono::DateTime<chrono::Utc>) -> agents::Model {
         let mut agent = agents::Model {
             id,
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             name: String::new(),
             instructions: String::new(),
             rules: "[]".to_owned(),

@@ -108,7 +108,7 @@ pub async fn check_model(
     if model.is_empty() || tiers.allows(agent.ai_tier, model) {
         return Ok(());
     }
-    let own_key = model_providers::Entity::find_by_id(account_id.as_str())
+    let own_key = model_providers::Entity::find_by_id(account_id.clone())
         .one(db)
         .await?
         .is_some();

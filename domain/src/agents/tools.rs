@@ -246,7 +246,7 @@ pub async fn create_function(
     let row = custom_functions::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
         id,
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         agent_id: agent.id,
         name: r.name,
         description: r.description.trim().to_owned(),
@@ -327,7 +327,7 @@ pub async fn create_server(
     let row = mcp_servers::Model {
         headers: stored_headers(&service.sealer, &id, &r.headers),
         id,
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         agent_id: agent.id,
         name: r.name,
         url: r.url.trim().to_owned(),

@@ -285,7 +285,7 @@ pub async fn create(
 ) -> ApiResult<broadcasts::Model> {
     let mut row = broadcasts::Model {
         id: crate::ids::new_id(crate::ids::Kind::Broadcast),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         name: String::new(),
         agent_id: String::new(),
         channel: String::new(),

@@ -82,7 +82,7 @@ pub fn start_job(broadcast: &broadcasts::Model) -> Option<NewJob> {
         unique_key: Some(format!("{START}:{}", broadcast.id)),
         on_conflict: OnConflict::Reschedule,
         group: Some(broadcast.id.clone()),
-        ..NewJob::new(&AccountId::of_row(&broadcast.account_id), &args)
+        ..NewJob::new(&broadcast.account_id, &args)
     })
 }
 

@@ -14,7 +14,6 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement, Value};
 
 use crate::{
-    access::AccountId,
     clock::Clock,
     events::{self, EventType},
     jobs::{Handler, Job, Outcome, recurring::Recurring},
@@ -165,7 +164,7 @@ async fn complete(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, 
         let c = counts.get(&broadcast.id).copied().unwrap_or_default();
         events::record(
             &txn,
-            &AccountId::of_row(&broadcast.account_id),
+            &broadcast.account_id,
             EventType::BroadcastCompleted,
             super::event_data(broadcast, c),
             now,

@@ -341,7 +341,7 @@ impl CampaignsService {
                 (Some(b), CampaignType::Outgoing) => b.id.clone(),
                 _ => agent.id.clone(),
             },
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             kind,
             agent_id: agent.id.clone(),
             owns_agent,

@@ -11,7 +11,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    access::AccountId,
     jobs::{JobArgs, NewJob, OnConflict},
     store::entities::{channels::ChannelKind, messages},
 };
@@ -65,7 +64,7 @@ pub fn job(message: &messages::Model, action: Action, now: DateTime<Utc>) -> New
         run_at_ms: now.timestamp_millis(),
         unique_key: Some(key),
         on_conflict: OnConflict::Reschedule,
-        ..NewJob::new(&AccountId::of_row(&message.account_id), &args)
+        ..NewJob::new(&message.account_id, &args)
     }
 }
 

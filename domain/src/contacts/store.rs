@@ -140,13 +140,10 @@ pub async fn find_by_identity(
     kind: IdentityKind,
     external_id: &str,
 ) -> Result<Option<contacts::Model>, DbErr> {
-    let identity = contact_identities::Entity::find_by_id((
-        account_id.to_string(),
-        kind.as_str().to_owned(),
-        external_id.to_owned(),
-    ))
-    .one(db)
-    .await?;
+    let identity =
+        contact_identities::Entity::find_by_id((account_id.clone(), kind.as_str().to_owned(), external_id.to_owned()))
+            .one(db)
+            .await?;
     match identity {
         Some(identity) => find(db, account_id, &identity.contact_id).await,
         None => Ok(None),
@@ -228,7 +225,7 @@ pub async fn create(
     for _ in 0..CREATE_ATTEMPTS {
         let contact = contacts::Model {
             id: crate::ids::new_id(crate::ids::Kind::Contact),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             name: new.name.clone(),
             phone: new.phone.as_ref().map(|p| p.as_str().to_owned()),
             email: new.email.as_ref().map(|e| e.folded().as_str().to_owned()),
@@ -400,7 +397,7 @@ async fn insert_new(
     if inserted == identities.len() as u64 {
         return Ok(true);
     }
-    erase_rows(db, &AccountId::of_row(&contact.account_id), &contact.id).await?;
+    erase_rows(db, &contact.account_id, &contact.id).await?;
     Ok(false)
 }
 
@@ -510,7 +507,7 @@ pub async fn record(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let data = events::payload(&contact_message(contact.clone(), identities), "frontdesk.v1.Contact");
-    events::record(db, &AccountId::of_row(&contact.account_id), event, data, now).await?;
+    events::record(db, &contact.account_id, event, data, now).await?;
     Ok(())
 }
 

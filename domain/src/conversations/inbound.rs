@@ -158,9 +158,9 @@ impl BatchWriter for ArrivalWriter {
 #[derive(Default)]
 struct Known {
     /// By account and phone.
-    by_phone: HashMap<(String, String), contact_rows::Model>,
+    by_phone: HashMap<(AccountId, String), contact_rows::Model>,
     /// By account, identity kind and external id.
-    by_identity: HashMap<(String, &'static str, String), contact_rows::Model>,
+    by_identity: HashMap<(AccountId, &'static str, String), contact_rows::Model>,
     /// By contact and channel name.
     open: HashMap<(String, String), conversations::Model>,
 }
@@ -171,15 +171,15 @@ impl Known {
         match sender {
             Sender::Phone(phone) => {
                 let phone = E164Phone::parse(phone)?;
-                self.by_phone.get(&(account_id.to_string(), phone.as_str().to_owned()))
+                self.by_phone.get(&(account_id.clone(), phone.as_str().to_owned()))
             }
             Sender::Identity { kind, external_id } => self
                 .by_identity
-                .get(&(account_id.to_string(), *kind, external_id.clone()))
+                .get(&(account_id.clone(), *kind, external_id.clone()))
                 // A WhatsApp sender may be a contact known by phone before it wrote on WhatsApp.
                 .or_else(|| {
                     let phone = whatsapp_phone(kind, external_id)?;
-                    self.by_phone.get(&(account_id.to_string(), phone.as_str().to_owned()))
+                    self.by_phone.get(&(account_id.clone(), phone.as_str().to_owned()))
                 }),
         }
     }
@@ -190,11 +190,11 @@ impl Known {
             Sender::Phone(_) => {
                 if let Some(phone) = &contact.phone {
                     self.by_phone
-                        .insert((account_id.to_string(), phone.clone()), contact.clone());
+                        .insert((account_id.clone(), phone.clone()), contact.clone());
                 }
             }
             Sender::Identity { kind, external_id } => {
-                let key = (account_id.to_string(), *kind, external_id.clone());
+                let key = (account_id.clone(), *kind, external_id.clone());
                 self.by_identity.insert(key, contact.clone());
             }
         }
@@ -279,7 +279,7 @@ impl ArrivalWriter {
     ) -> ApiResult<ApiResult<(messages::Model, conversations::Model)>> {
         let (channel, inbound) = (&arrival.channel, &arrival.message);
         // The channel's row says whose the arrival is.
-        let account_id = &AccountId::of_row(&channel.account_id);
+        let account_id = &channel.account_id;
         let new = match new_contact(channel, inbound) {
             Ok(new) => new,
             Err(refusal) => return Ok(Err(refusal)),
@@ -304,7 +304,7 @@ impl ArrivalWriter {
             if let Some(opted_out) = opt_out.filter(|wanted| *wanted != contact.opted_out) {
                 let changed = contacts::set_opted_out(txn, account_id, &contact.id, opted_out, now).await?;
                 if let (Some(changed), Some(phone)) = (changed, &contact.phone) {
-                    known.by_phone.insert((account_id.to_string(), phone.clone()), changed);
+                    known.by_phone.insert((account_id.clone(), phone.clone()), changed);
                 }
             }
         }

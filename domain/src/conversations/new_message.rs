@@ -183,7 +183,7 @@ pub fn insert_statement(messages: &[messages::Model]) -> Statement {
         |field: fn(&messages::Model) -> bool| -> Value { messages.iter().map(field).collect::<Vec<bool>>().into() };
     let values = vec![
         texts(|m| &m.id),
-        texts(|m| &m.account_id),
+        texts(|m| m.account_id.as_str()),
         texts(|m| &m.conversation_id),
         texts(|m| &m.contact_id),
         texts(|m| &m.channel_id),

@@ -12,7 +12,6 @@ use sea_orm::{
 
 use super::{render, status::steps};
 use crate::{
-    access::AccountId,
     channels::{InboundReaction, ProviderStatus, Sender, StatusUpdate, Watermark},
     events,
     store::entities::{
@@ -105,7 +104,7 @@ async fn report(
             MessageStatus::Received | MessageStatus::Queued => {}
         }
         if let Some(event) = super::status::event(*step) {
-            let account_id = AccountId::of_row(&message.account_id);
+            let account_id = message.account_id.clone();
             events::record(&txn, &account_id, event, render::message_data(&message), now).await?;
         }
     }
@@ -261,10 +260,7 @@ impl LateReport {
 pub fn late_job(channel: &channels::Model, update: &StatusUpdate, now: DateTime<Utc>) -> crate::jobs::NewJob {
     crate::jobs::NewJob {
         run_at_ms: now.timestamp_millis() + 1_000,
-        ..crate::jobs::NewJob::new(
-            &AccountId::of_row(&channel.account_id),
-            &LateReport::new(&channel.id, update),
-        )
+        ..crate::jobs::NewJob::new(&channel.account_id, &LateReport::new(&channel.id, update))
     }
 }
 

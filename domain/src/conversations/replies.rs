@@ -11,7 +11,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    access::AccountId,
     jobs::{JobArgs, NewJob, OnConflict},
     store::entities::conversations,
 };
@@ -56,6 +55,6 @@ pub fn job(conversation: &conversations::Model, policy: ReplyPolicy, now: DateTi
         run_at_ms: now.timestamp_millis() + debounce,
         unique_key: Some(format!("reply:{}", conversation.id)),
         on_conflict: OnConflict::Reschedule,
-        ..NewJob::new(&AccountId::of_row(&conversation.account_id), &args)
+        ..NewJob::new(&conversation.account_id, &args)
     }
 }

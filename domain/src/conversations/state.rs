@@ -142,7 +142,7 @@ pub async fn apply(
     if let Some(event) = change.event {
         for conversation in &changed {
             let data = render::conversation_data(conversation);
-            events::record(db, &AccountId::of_row(&conversation.account_id), event, data, now).await?;
+            events::record(db, &conversation.account_id, event, data, now).await?;
         }
     }
     Ok(changed)

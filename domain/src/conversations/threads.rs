@@ -93,7 +93,7 @@ fn new_row(
 ) -> conversations::Model {
     conversations::Model {
         id: crate::ids::new_id(crate::ids::Kind::Conversation),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         contact_id: contact_id.to_owned(),
         channel: channel.name.clone(),
         channel_id: channel.id.clone(),

@@ -49,7 +49,7 @@ pub async fn create_default(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     pipelines::Entity::insert(pipelines::ActiveModel {
-        account_id: Set(account_id.to_string()),
+        account_id: Set(account_id.clone()),
         id: Set(DEFAULT_PIPELINE.to_owned()),
         name: Set("Main pipeline".to_owned()),
         created_at: Set(now),
@@ -60,7 +60,7 @@ pub async fn create_default(
         .iter()
         .zip(0..)
         .map(|((id, name), position)| stages::ActiveModel {
-            account_id: Set(account_id.to_string()),
+            account_id: Set(account_id.clone()),
             id: Set((*id).to_owned()),
             pipeline_id: Set(DEFAULT_PIPELINE.to_owned()),
             name: Set((*name).to_owned()),
@@ -155,14 +155,14 @@ async fn pipeline_message(db: &impl ConnectionTrait, p: pipelines::Model) -> Api
 }
 
 async fn find_pipeline(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<pipelines::Model> {
-    pipelines::Entity::find_by_id((account_id.to_string(), id.to_owned()))
+    pipelines::Entity::find_by_id((account_id.clone(), id.to_owned()))
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found("pipeline"))
 }
 
 async fn find_stage(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<stages::Model> {
-    stages::Entity::find_by_id((account_id.to_string(), id.to_owned()))
+    stages::Entity::find_by_id((account_id.clone(), id.to_owned()))
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found("stage"))
@@ -233,7 +233,7 @@ async fn insert_stage(
     position: i32,
     now: DateTime<Utc>,
 ) -> ApiResult<stages::Model> {
-    if stages::Entity::find_by_id((account_id.to_string(), id.clone()))
+    if stages::Entity::find_by_id((account_id.clone(), id.clone()))
         .one(db)
         .await?
         .is_some()
@@ -241,7 +241,7 @@ async fn insert_stage(
         return Err(taken("stage", &id));
     }
     let stage = stages::Model {
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         id,
         pipeline_id: pipeline.to_string(),
         name,
@@ -291,7 +291,7 @@ impl Pipelines for PipelinesService {
         }
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
-        if pipelines::Entity::find_by_id((account_id.to_string(), id.clone()))
+        if pipelines::Entity::find_by_id((account_id.clone(), id.clone()))
             .one(&txn)
             .await
             .map_err(ApiError::from)?
@@ -300,7 +300,7 @@ impl Pipelines for PipelinesService {
             return Err(taken("pipeline", &id).into());
         }
         let pipeline = pipelines::Model {
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             id: id.clone(),
             name,
             created_at: self.clock.now(),
@@ -376,7 +376,7 @@ impl Pipelines for PipelinesService {
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;
-        pipelines::Entity::delete_by_id((account_id.to_string(), id.clone()))
+        pipelines::Entity::delete_by_id((account_id.clone(), id.clone()))
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;
@@ -441,7 +441,7 @@ impl Pipelines for PipelinesService {
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
         let stage = find_stage(&txn, &account_id, &id).await?;
-        stages::Entity::delete_by_id((account_id.to_string(), id.clone()))
+        stages::Entity::delete_by_id((account_id.clone(), id.clone()))
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;

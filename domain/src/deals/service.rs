@@ -47,7 +47,7 @@ pub async fn create_in(
     let position = store::stage_size(txn, account_id, &stage.id).await?;
     let deal = deals::Model {
         id: crate::ids::new_id(crate::ids::Kind::Deal),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         title: fields.title.unwrap_or_default().trim().to_owned(),
         description: fields.description.unwrap_or_default(),
         company: fields.company.unwrap_or_default(),
@@ -140,7 +140,7 @@ async fn record_change(
         None => EventType::DealCreated,
         Some(_) => EventType::DealUpdated,
     };
-    let account_id = AccountId::of_row(&after.account_id);
+    let account_id = after.account_id.clone();
     events::record(db, &account_id, event, data.clone(), now).await?;
     if let Some(before) = before
         && before.stage != after.stage

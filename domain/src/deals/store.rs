@@ -22,7 +22,7 @@ pub async fn stage(
     account_id: &AccountId,
     stage_id: &str,
 ) -> Result<Option<stages::Model>, DbErr> {
-    stages::Entity::find_by_id((account_id.to_string(), stage_id.to_owned()))
+    stages::Entity::find_by_id((account_id.clone(), stage_id.to_owned()))
         .one(db)
         .await
 }
@@ -150,7 +150,7 @@ pub fn list_statement(backend: DbBackend, account_id: &str, filters: &Filters, p
 fn deal_from_row(row: &QueryResult) -> Result<deals::Model, DbErr> {
     Ok(deals::Model {
         id: column(row, 0)?,
-        account_id: column(row, 1)?,
+        account_id: AccountId::of_row(column::<String>(row, 1)?),
         title: column(row, 2)?,
         description: column(row, 3)?,
         company: column(row, 4)?,

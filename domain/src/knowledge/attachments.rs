@@ -90,7 +90,7 @@ pub async fn attach(
     // Insert unless attached already (also when a concurrent attach of the pair wins), then read the pair.
     let link = agent_kb_sources::Model {
         id: crate::ids::new_id(crate::ids::Kind::AgentSource),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         agent_id: agent.id.clone(),
         source_id: source.id.clone(),
         created_at: now,

@@ -57,7 +57,7 @@ pub async fn create(
     let id = crate::ids::new_id(crate::ids::Kind::KnowledgeSource);
     let source = kb_sources::Model {
         id: id.clone(),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         kind: new.kind,
         status: kb_sources::SourceStatus::Queued,
         pages_total: i32::try_from(new.pages.len()).unwrap_or(i32::MAX),

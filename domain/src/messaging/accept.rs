@@ -271,7 +271,7 @@ impl AcceptWriter {
         let (accepted, taken): (Vec<_>, Vec<_>) = plans.into_iter().partition(|(_, plan)| {
             plan.key
                 .as_ref()
-                .is_none_or(|key| kept.contains(&(key.account_id.clone(), key.key.clone())))
+                .is_none_or(|key| kept.contains(&(key.account_id.to_string(), key.key.clone())))
         });
         let messages: Vec<messages::Model> = accepted.iter().map(|(_, plan)| plan.message.clone()).collect();
         let jobs: Vec<NewJob> = accepted.iter().map(|(_, plan)| plan.job.clone()).collect();
@@ -379,8 +379,8 @@ impl AcceptWriter {
             message_id: message.id.clone(),
             contact_id: contact.id.clone(),
         };
-        let key = send.key().map(|(account, key)| idempotency_keys::Model {
-            account_id: account.to_owned(),
+        let key = send.key().map(|(_, key)| idempotency_keys::Model {
+            account_id: send.account_id.clone(),
             key: key.to_owned(),
             fingerprint: outgoing.fingerprint.clone(),
             message_id: answered.message_id.clone(),

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::channels::pacing::{MAX_WAIT, Pacer, Slot};
 use crate::{
-    access::AccountId,
     channels::{Outbound, SendOutcome, Template, registry::Adapters},
     clock::Clock,
     conversations::{
@@ -60,7 +59,7 @@ pub fn job(message: &messages::Model, channel_id: &str, max_attempts: i32, now: 
         lane: channel_id.to_owned(),
         run_at_ms: now.timestamp_millis(),
         max_attempts,
-        ..NewJob::new(&AccountId::of_row(&message.account_id), &args)
+        ..NewJob::new(&message.account_id, &args)
     }
 }
 
@@ -122,7 +121,7 @@ impl Deliver {
         let Some(contact) = contact else {
             return Ok(Loaded::Gone);
         };
-        let address = address(&self.db, &message.account_id, &channel, &contact).await?;
+        let address = address(&self.db, message.account_id.as_str(), &channel, &contact).await?;
         if channel.kind == ChannelKind::Sms && contact.opted_out {
             return Ok(Loaded::Cancelled(
                 message.id,

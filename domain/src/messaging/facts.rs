@@ -23,7 +23,7 @@ pub struct Facts {
     contacts: HashMap<String, contacts::Model>,
     identities: HashMap<String, Vec<contact_identities::Model>>,
     /// By account, oldest first.
-    channels: HashMap<String, Vec<channels::Model>>,
+    channels: HashMap<AccountId, Vec<channels::Model>>,
     /// By contact: the channel of its latest conversation.
     latest_channel: HashMap<String, String>,
     /// By contact and channel name.
@@ -86,9 +86,7 @@ impl Facts {
 
     /// The account's contact with this id (another account's is as absent as a missing one).
     pub fn contact(&self, account_id: &AccountId, contact_id: &str) -> Option<&contacts::Model> {
-        self.contacts
-            .get(contact_id)
-            .filter(|c| c.account_id == account_id.as_str())
+        self.contacts.get(contact_id).filter(|c| c.account_id == *account_id)
     }
 
     pub fn identities(&self, contact_id: &str) -> &[contact_identities::Model] {
@@ -96,7 +94,7 @@ impl Facts {
     }
 
     pub fn channels(&self, account_id: &AccountId) -> &[channels::Model] {
-        self.channels.get(account_id.as_str()).map_or(&[], Vec::as_slice)
+        self.channels.get(account_id).map_or(&[], Vec::as_slice)
     }
 
     pub fn latest_channel(&self, contact_id: &str) -> Option<&str> {

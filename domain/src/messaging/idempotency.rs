@@ -33,7 +33,7 @@ pub async fn earlier(
     fingerprint: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Answered>, ApiError> {
-    let row = idempotency_keys::Entity::find_by_id((account_id.to_string(), key.to_owned()))
+    let row = idempotency_keys::Entity::find_by_id((account_id.clone(), key.to_owned()))
         .filter(idempotency_keys::Column::CreatedAt.gt(now - KEPT))
         .one(db)
         .await?;
@@ -58,7 +58,7 @@ pub async fn live(
     // The two lists cross: keep the pairs asked for.
     Ok(rows
         .into_iter()
-        .map(|row| ((row.account_id.clone(), row.key.clone()), row))
+        .map(|row| ((row.account_id.to_string(), row.key.clone()), row))
         .filter(|(pair, _)| keys.iter().any(|(account, key)| pair.0 == *account && pair.1 == *key))
         .collect())
 }

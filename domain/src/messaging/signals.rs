@@ -69,7 +69,7 @@ impl Signals {
         let Some(provider_message_id) = message.provider_message_id.as_deref() else {
             return Ok(None);
         };
-        let Some(to) = address(&self.db, &message.account_id, &channel, &contact).await? else {
+        let Some(to) = address(&self.db, message.account_id.as_str(), &channel, &contact).await? else {
             return Ok(None);
         };
         let Ok(ready) = self.adapters.for_channel(&channel) else {

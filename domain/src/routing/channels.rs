@@ -227,7 +227,7 @@ impl ChannelsService {
             config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
             configured_keys: to_json_text(&config.keys().collect::<Vec<_>>()),
             id,
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             name: r.name.clone(),
             kind,
             provider,

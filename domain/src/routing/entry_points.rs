@@ -116,7 +116,7 @@ pub async fn set_default(
     agents::require(db, account_id, agent_id, "agent_id").await?;
     let row = channel_defaults::Model {
         id: crate::ids::new_id(crate::ids::Kind::ChannelDefault),
-        account_id: account_id.to_string(),
+        account_id: account_id.clone(),
         channel: channel.to_owned(),
         agent_id: agent_id.to_owned(),
         created_at: now,
@@ -207,7 +207,7 @@ impl EntryPointsService {
         let agent = agents::find(&txn, account_id, &r.agent_id).await?;
         let row = entry_points::Model {
             id: crate::ids::new_id(crate::ids::Kind::EntryPoint),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             agent_id: agent.id,
             channel: r.channel,
             keywords: to_json_text(&trimmed(matching.keywords)),

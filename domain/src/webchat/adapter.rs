@@ -8,7 +8,7 @@ use super::{
     live::{Live, Push, SessionKey},
 };
 use crate::channels::{ChannelAdapter, Outbound, SendOutcome};
-use crate::{access::AccountId, resource_id::ChannelId, store::entities::messages};
+use crate::{resource_id::ChannelId, store::entities::messages};
 
 pub struct WebChatAdapter {
     live: Live,
@@ -26,7 +26,7 @@ impl ChannelAdapter for WebChatAdapter {
     /// it reaches a session of theirs or nobody.
     async fn send(&self, message: &Outbound<'_>) -> SendOutcome {
         let (account, channel) = (
-            AccountId::of_row(&message.message.account_id),
+            message.message.account_id.clone(),
             ChannelId::new(&message.message.channel_id),
         );
         let session = SessionKey::new(&account, &channel, message.to);
@@ -72,11 +72,7 @@ mod tests {
                 provider_message_id: "msg_1".to_owned()
             }
         );
-        let key = SessionKey::new(
-            &AccountId::of_row(&stored.account_id),
-            &ChannelId::new(&stored.channel_id),
-            "cs_1",
-        );
+        let key = SessionKey::new(&stored.account_id, &ChannelId::new(&stored.channel_id), "cs_1");
         let mut socket = live.subscribe(&key, &stored.channel_id).await.unwrap();
         assert!(matches!(adapter.send(&outbound).await, SendOutcome::Delivered { .. }));
         let Some(Push::Frame(frame)) = socket.rx.recv().await else {

@@ -15,7 +15,6 @@ use sea_orm::{
 };
 
 use crate::{
-    access::AccountId,
     clock::Clock,
     contacts::store as contacts,
     jobs::{Handler, Job, Outcome, recurring::Recurring},
@@ -67,7 +66,7 @@ impl EmptySessions {
             let txn = crate::store::begin_write(&self.db).await?;
             if untouched(&txn, session).await? {
                 // Its conversations, identities and this session go with it.
-                contacts::erase(&txn, &AccountId::of_row(&session.account_id), &session.contact_id).await?;
+                contacts::erase(&txn, &session.account_id, &session.contact_id).await?;
             } else {
                 chat_sessions::Entity::delete_by_id(session.id.clone())
                     .exec(&txn)
@@ -82,7 +81,7 @@ impl EmptySessions {
 /// Whether the session's contact holds nothing but the session: no message on any channel, no deal, no
 /// other session, and nothing the business gave it (it was never updated).
 async fn untouched(db: &impl ConnectionTrait, session: &chat_sessions::Model) -> Result<bool, DbErr> {
-    let account_id = AccountId::of_row(&session.account_id);
+    let account_id = session.account_id.clone();
     let Some(contact) = contacts::lock(db, &account_id, &session.contact_id).await? else {
         return Ok(false);
     };

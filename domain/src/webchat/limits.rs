@@ -75,7 +75,7 @@ impl VisitorLimits {
         .await?;
         self.count(
             "webchat:account-sessions",
-            &channel.account_id,
+            channel.account_id.as_str(),
             b.account_sessions_per_minute,
             "new sessions on this account's web chat",
         )
@@ -96,7 +96,7 @@ impl VisitorLimits {
         .await?;
         self.count(
             "webchat:account-messages",
-            &session.account_id,
+            session.account_id.as_str(),
             b.account_messages_per_minute,
             "messages on this account's web chat",
         )

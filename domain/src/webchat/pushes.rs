@@ -55,7 +55,7 @@ impl LiveFeed for Pushes {
         }
         let frame = frames::message(change, message, None);
         self.to_sessions_of(
-            &AccountId::of_row(&message.account_id),
+            &message.account_id,
             &ContactId::new(&message.contact_id),
             &ChannelId::new(&message.channel_id),
             Push::Frame(frame),
@@ -66,7 +66,7 @@ impl LiveFeed for Pushes {
     async fn typing(&self, conversation: &conversations::Model, on: bool) {
         if conversation.channel_type == ChannelKind::Webchat {
             let frame = Push::Frame(frames::typing(on));
-            let account = AccountId::of_row(&conversation.account_id);
+            let account = conversation.account_id.clone();
             let (contact, channel) = (
                 ContactId::new(&conversation.contact_id),
                 ChannelId::new(&conversation.channel_id),

@@ -101,7 +101,7 @@ pub async fn start(
         ..NewContact::default()
     };
     // The channel's row says whose the visitor is.
-    let account_id = AccountId::of_row(&channel.account_id);
+    let account_id = channel.account_id.clone();
     let contact = contacts::create(&txn, &account_id, person, now)
         .await
         .map_err(|err| match err {
@@ -261,11 +261,7 @@ pub async fn message_in_thread(
 
 /// Where the session's pushes go.
 pub fn key(session: &chat_sessions::Model) -> SessionKey {
-    SessionKey::new(
-        &AccountId::of_row(&session.account_id),
-        &ChannelId::new(&session.channel_id),
-        &session.id,
-    )
+    SessionKey::new(&session.account_id, &ChannelId::new(&session.channel_id), &session.id)
 }
 
 /// The push addresses of the sessions `select` picks.

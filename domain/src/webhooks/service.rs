@@ -214,7 +214,7 @@ impl WebhooksService {
         let row = webhooks::Model {
             secret: super::secret::seal(&self.sealer, &id, &secret),
             id,
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             name,
             url: fields.url.unwrap_or_default(),
             description: fields.description.unwrap_or_default(),
@@ -318,7 +318,7 @@ impl WebhooksService {
         let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
         let delivery = webhook_deliveries::Model {
             id: new_delivery_id(),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             webhook_id: webhook.id.clone(),
             event_id,
             event_type: EventType::WebhookTest.as_str().to_owned(),

@@ -92,7 +92,7 @@ pub async fn hold(db: &DatabaseConnection, hold: &Hold<'_>, now: DateTime<Utc>) 
     let lasts = chrono::Duration::from_std(hold.lasts).unwrap_or(chrono::Duration::MAX);
     let row = credit_holds::Model {
         key: hold.key.to_owned(),
-        account_id: hold.account_id.as_str().to_owned(),
+        account_id: hold.account_id.clone(),
         amount_milli: hold.amount_milli,
         purpose: hold.purpose.as_str().to_owned(),
         expires_at: now.checked_add_signed(lasts).unwrap_or(DateTime::<Utc>::MAX_UTC),

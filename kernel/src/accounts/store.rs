@@ -196,7 +196,7 @@ async fn write_ledger(
     let id = crate::ids::new_id(crate::ids::Kind::LedgerEntry);
     credit_ledger::Entity::insert(credit_ledger::ActiveModel {
         id: Set(id.clone()),
-        account_id: Set(account_id.as_str().to_owned()),
+        account_id: Set(account_id.clone()),
         delta_milli: Set(delta_milli),
         balance_after_milli: Set(balance_after_milli),
         reason: Set(reason.to_owned()),

@@ -145,7 +145,7 @@ pub async fn record_directed(
 /// so the statement reads the same for any number of them and its plan is reused.
 pub async fn record_all(
     db: &impl ConnectionTrait,
-    events: Vec<(String, EventType, serde_json::Value)>,
+    events: Vec<(AccountId, EventType, serde_json::Value)>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     if events.is_empty() {
@@ -154,7 +154,7 @@ pub async fn record_all(
     if db.get_database_backend() != DbBackend::Postgres {
         let rows = events
             .into_iter()
-            .map(|(account_id, event, data)| row(new_id(), &AccountId::of_row(account_id), event, data, now, None));
+            .map(|(account_id, event, data)| row(new_id(), &account_id, event, data, now, None));
         event_outbox::Entity::insert_many(rows)
             .exec_without_returning(db)
             .await?;
@@ -173,7 +173,7 @@ pub async fn record_all(
     );
     for (account_id, event, data) in events {
         ids.push(new_id());
-        accounts.push(account_id);
+        accounts.push(account_id.to_string());
         types.push(event.as_str().to_owned());
         payloads.push(data.to_string());
     }
@@ -213,7 +213,7 @@ fn row(
     event_outbox::ActiveModel {
         seq: NotSet,
         id: Set(id),
-        account_id: Set(account_id.to_string()),
+        account_id: Set(account_id.clone()),
         event_type: Set(event.as_str().to_owned()),
         payload: Set(data.to_string()),
         created_at: Set(now),

@@ -21,7 +21,7 @@ pub fn job_message(job: &jobs::Model, now_ms: i64) -> frontdesk_api::admin::v1::
     };
     frontdesk_api::admin::v1::Job {
         id: job.id.clone(),
-        account_id: job.account_id.clone(),
+        account_id: job.account_id.to_string(),
         kind: job.kind.clone(),
         status: status.to_owned(),
         attempts: job.attempts,

@@ -245,7 +245,7 @@ impl Evaluate {
             .one(&txn)
             .await?
             .ok_or_else(|| ApiError::not_found("evaluation"))?;
-        let account_id = AccountId::of_row(&row.account_id);
+        let account_id = row.account_id.clone();
         match settle {
             Settle::Charge { key, cost } => {
                 let reason = format!("evaluation {id}");

@@ -40,7 +40,7 @@ impl EvaluationsService {
         let now = self.clock.now();
         let row = evaluations::Model {
             id: crate::ids::new_id(crate::ids::Kind::Evaluation),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             agent_id: agent.id,
             status: evaluations::EvaluationStatus::Queued,
             cases: to_json_text(&cases),

@@ -163,7 +163,7 @@ impl Builtins {
     }
 
     fn account(&self) -> AccountId {
-        AccountId::of_row(&self.conversation.account_id)
+        self.conversation.account_id.clone()
     }
 
     /// A write of the tool `name`, at most once per key: the n-th call of a tool in a reply run again (its

@@ -125,7 +125,7 @@ impl Import {
     async fn embed(&self, source: &kb_sources::Model, mut pages: watch::Receiver<()>) {
         let Some(embedder) = &self.embedder else { return };
         let owner = Owner::Source(source.id.clone());
-        let account_id = AccountId::of_row(&source.account_id);
+        let account_id = source.account_id.clone();
         loop {
             let all_read = pages.changed().await.is_err();
             let take = if all_read { Take::All } else { Take::WholeBatches };
@@ -165,7 +165,7 @@ impl Import {
             };
             let read = match read {
                 Ok(extracted) => {
-                    let account_id = AccountId::of_row(&source.account_id);
+                    let account_id = source.account_id.clone();
                     let now = self.clock.now();
                     Ok(pairs::rewrite(self.pairs.as_ref(), &self.db, &account_id, &page.id, extracted, now).await)
                 }

@@ -12,7 +12,6 @@ use sea_orm::{
 use super::{extract::Extracted, fetch::PageError};
 use crate::error::Reason;
 use crate::{
-    access::AccountId,
     accounts,
     error::ApiError,
     events::{self, EventType},
@@ -60,7 +59,7 @@ pub async fn page_read(
     }
     // The page's hold (when a model wrote its pairs) becomes its charge.
     let reason = format!("knowledge import {}", source.id);
-    let account_id = AccountId::of_row(&source.account_id);
+    let account_id = source.account_id.clone();
     let key = super::pairs::hold_key(&page.id);
     match accounts::holds::settle(&txn, &account_id, &key, cost, &reason, None, now).await {
         Ok(()) => {}
@@ -248,7 +247,7 @@ pub async fn finished(
         && let Some(source) = kb_sources::Entity::find_by_id(source_id).one(&txn).await?
     {
         let data = events::payload(&sources::render(&txn, &source).await?, "frontdesk.v1.KbSource");
-        events::record(&txn, &AccountId::of_row(&source.account_id), event, data, now).await?;
+        events::record(&txn, &source.account_id, event, data, now).await?;
     }
     txn.commit().await
 }

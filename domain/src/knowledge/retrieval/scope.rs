@@ -48,7 +48,7 @@ impl Scope {
             .await?;
         let analyzer = Analyzer::for_language(&agent.language);
         Ok(Self {
-            account_id: AccountId::of_row(&agent.account_id),
+            account_id: agent.account_id.clone(),
             agent_id: agent.id.clone(),
             source_ids,
             words: QuestionWords::for_analyzer(&analyzer),

@@ -62,7 +62,7 @@ pub async fn embed_and_store(
             let row = faq_vectors::Model {
                 faq_id: p.faq_id.clone(),
                 model: embedder.name().to_owned(),
-                account_id: account_id.to_string(),
+                account_id: account_id.clone(),
                 agent_id,
                 source_id,
                 faq_updated_at: p.updated_at,

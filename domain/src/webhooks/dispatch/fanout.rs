@@ -10,6 +10,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait
 
 use super::placeholders;
 use crate::{
+    access::AccountId,
     store::entities::webhook_deliveries,
     webhooks::{service::new_delivery_id, subscription},
 };
@@ -64,7 +65,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
             }
             rows.push(webhook_deliveries::ActiveModel::from(webhook_deliveries::Model {
                 id: new_delivery_id(),
-                account_id: event.account_id.clone(),
+                account_id: AccountId::of_row(&event.account_id),
                 webhook_id: subscription.id.clone(),
                 event_id: event.id.clone(),
                 event_type: event.event_type.clone(),
@@ -272,7 +273,7 @@ async fn subscriptions(db: &impl ConnectionTrait, accounts: &[&str]) -> Result<V
 mod tests {
     use chrono::Utc;
 
-    use super::claim_events;
+    use super::{AccountId, claim_events};
     use crate::{
         events::{EventType, record_all},
         store::test_databases::{Kind, TestDb},
@@ -286,7 +287,7 @@ mod tests {
         let burst: Vec<_> = (0..20_000)
             .map(|n| {
                 (
-                    "acc_busy".to_owned(),
+                    AccountId::of_row("acc_busy"),
                     EventType::DealCreated,
                     serde_json::json!({ "n": n }),
                 )
@@ -295,7 +296,11 @@ mod tests {
         for chunk in burst.chunks(2_000) {
             record_all(db, chunk.to_vec(), Utc::now()).await.unwrap();
         }
-        let quiet = vec![("acc_quiet".to_owned(), EventType::DealCreated, serde_json::json!({}))];
+        let quiet = vec![(
+            AccountId::of_row("acc_quiet"),
+            EventType::DealCreated,
+            serde_json::json!({}),
+        )];
         record_all(db, quiet, Utc::now()).await.unwrap();
         let batch = claim_events(db, 500, Utc::now()).await.unwrap();
         assert_eq!(batch.len(), 500, "the batch is full");

@@ -10,7 +10,7 @@ pub struct Model {
     pub broadcast_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub contact_id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     /// `""` until the send made its message.
     pub conversation_id: String,
     pub message_id: String,

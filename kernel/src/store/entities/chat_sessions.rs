@@ -9,7 +9,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub channel_id: String,
     pub contact_id: String,
     pub visitor_name: String,

@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub contact_id: String,
     /// The channel's name, as the API shows it.
     pub channel: String,
@@ -57,7 +57,7 @@ pub fn sample() -> Model {
     let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
     Model {
         id: "cv_1".into(),
-        account_id: "acct_1".into(),
+        account_id: crate::tenant::AccountId::of_row("acct_1"),
         contact_id: "ct_1".into(),
         channel: "sms-main".into(),
         channel_id: "ch_1".into(),

@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub amount_milli: i64,
     pub purpose: String,
     pub expires_at: DateTimeUtc,

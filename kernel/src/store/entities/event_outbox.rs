@@ -10,7 +10,7 @@ pub struct Model {
     pub seq: i64,
     #[sea_orm(unique)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub event_type: String,
     /// The event's `data`, as JSON.
     pub payload: String,

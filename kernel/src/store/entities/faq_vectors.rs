@@ -10,7 +10,7 @@ pub struct Model {
     pub faq_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub model: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub agent_id: Option<String>,
     pub source_id: Option<String>,
     /// The FAQ's `updated_at` when it was embedded: another value means the FAQ changed since.

@@ -12,7 +12,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     /// The account the work belongs to; "" for the engine's own housekeeping.
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub kind: String,
     /// What shares a concurrency cap (a channel's sends); "" for none.
     pub lane: String,

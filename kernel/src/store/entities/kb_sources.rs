@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub kind: SourceKind,
     pub status: SourceStatus,
     pub pages_total: i32,

@@ -10,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub seq: i64,
     pub id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub conversation_id: String,
     pub contact_id: String,
     pub channel_id: String,
@@ -121,7 +121,7 @@ pub fn sample(author: Author, text: &str) -> Model {
     Model {
         seq: 1,
         id: "msg_1".into(),
-        account_id: "acct_1".into(),
+        account_id: crate::tenant::AccountId::of_row("acct_1"),
         conversation_id: "cv_1".into(),
         contact_id: "ct_1".into(),
         channel_id: "ch_1".into(),

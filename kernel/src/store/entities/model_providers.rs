@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "model_providers")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub provider: String,
     pub sealed_key: String,
     pub base_url: String,

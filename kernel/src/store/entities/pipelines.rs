@@ -6,7 +6,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "pipelines")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub name: String,

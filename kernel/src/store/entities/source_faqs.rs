@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     pub source_id: String,
     /// Order within the source (the order of its sections).
     pub position: i32,

@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
-    pub account_id: String,
+    pub account_id: crate::tenant::AccountId,
     /// The conversation whose reply wrote it: a conversation's writes of a day are counted.
     pub conversation_id: String,
     /// What the tool answered the model.
