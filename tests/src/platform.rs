@@ -272,26 +272,3 @@ pub fn to_prost(value: Value) -> prost_types::Value {
     };
     prost_types::Value { kind: Some(kind) }
 }
-
-/// Declares `struct $name<'a>(Platform<'a>)`, which derefs to the kit's client and has `new`, so a test
-/// file can add helpers of its own.
-#[macro_export]
-macro_rules! platform_client {
-    ($name:ident) => {
-        struct $name<'a>($crate::platform::Platform<'a>);
-
-        impl<'a> std::ops::Deref for $name<'a> {
-            type Target = $crate::platform::Platform<'a>;
-
-            fn deref(&self) -> &$crate::platform::Platform<'a> {
-                &self.0
-            }
-        }
-
-        impl $name<'_> {
-            async fn new(server: &$crate::Server) -> $name<'_> {
-                $name($crate::platform::Platform::new(server).await)
-            }
-        }
-    };
-}

@@ -15,8 +15,8 @@ use frontdesk_api::{
 use frontdesk_tests::{
     Answer, Db, Server, admin, call_with, on_both_databases,
     platform::{
-        agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp,
-        authed,
+        Platform, agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found,
+        assert_timestamp, authed,
     },
 };
 use serde_json::{Value, json};
@@ -26,56 +26,52 @@ const SUNSET: &str = "Thu, 31 Dec 2026 23:59:59 GMT";
 
 const PHONE: &str = "+919812345678";
 
-frontdesk_tests::platform_client!(Api);
+/// A campaign call: whatever it answers carries the deprecation headers.
+async fn facade(api: &Platform<'_>, method: &str, path: &str, body: Option<Value>) -> Answer {
+    let answer = api.send(method, path, body).await;
+    assert_deprecated(&answer, &format!("{method} {path}"));
+    answer
+}
 
-impl Api<'_> {
-    /// A campaign call: whatever it answers carries the deprecation headers.
-    async fn facade(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
-        let answer = self.send(method, path, body).await;
-        assert_deprecated(&answer, &format!("{method} {path}"));
-        answer
-    }
+/// A campaign call that must answer 200; the campaign (or the list's body).
+async fn facade_ok(api: &Platform<'_>, method: &str, path: &str, body: Option<Value>) -> Value {
+    let answer = facade(api, method, path, body).await;
+    assert_eq!(answer.status, 200, "{method} {path}: {}", answer.body);
+    assert_eq!(answer.body["success"], true);
+    answer.body
+}
 
-    /// A campaign call that must answer 200; the campaign (or the list's body).
-    async fn facade_ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let answer = self.facade(method, path, body).await;
-        assert_eq!(answer.status, 200, "{method} {path}: {}", answer.body);
-        assert_eq!(answer.body["success"], true);
-        answer.body
-    }
+/// An SMS channel on Twilio.
+async fn sms(api: &Platform<'_>, name: &str) {
+    api.ok(
+        "POST",
+        "/v1/channels",
+        Some(json!({"name": name, "type": "sms", "config": {
+            "account_sid": "AC0123456789", "auth_token": "tok_twilio", "from_number": "+15550001111"
+        }})),
+    )
+    .await;
+}
 
-    /// An SMS channel on Twilio.
-    async fn sms(&self, name: &str) {
-        self.ok(
-            "POST",
-            "/v1/channels",
-            Some(json!({"name": name, "type": "sms", "config": {
-                "account_sid": "AC0123456789", "auth_token": "tok_twilio", "from_number": "+15550001111"
-            }})),
-        )
-        .await;
-    }
+async fn create_broadcast(api: &Platform<'_>, body: Value) -> Value {
+    api.ok("POST", "/v1/broadcasts", Some(body)).await["broadcast"].clone()
+}
 
-    async fn broadcast(&self, body: Value) -> Value {
-        self.ok("POST", "/v1/broadcasts", Some(body)).await["broadcast"].clone()
-    }
+async fn listed_ids(api: &Platform<'_>, path: &str, key: &str) -> Vec<String> {
+    api.ok("GET", path, None).await[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: no {key}"))
+        .iter()
+        .map(|item| item["id"].as_str().unwrap().to_owned())
+        .collect()
+}
 
-    async fn ids(&self, path: &str, key: &str) -> Vec<String> {
-        self.ok("GET", path, None).await[key]
-            .as_array()
-            .unwrap_or_else(|| panic!("{path}: no {key}"))
-            .iter()
-            .map(|item| item["id"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    /// The first page of campaigns (every test here has fewer than 50).
-    async fn campaigns(&self, query: &str) -> Vec<Value> {
-        self.facade_ok("GET", &format!("/v1/campaigns{query}"), None).await["campaigns"]
-            .as_array()
-            .unwrap()
-            .clone()
-    }
+/// The first page of campaigns (every test here has fewer than 50).
+async fn campaigns(api: &Platform<'_>, query: &str) -> Vec<Value> {
+    facade_ok(api, "GET", &format!("/v1/campaigns{query}"), None).await["campaigns"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// `Deprecation`, `Sunset` and a successor `Link`.
@@ -106,8 +102,8 @@ on_both_databases!(
     broadcasts_are_drafted_scheduled_changed_and_cancelled,
     |db: Db| async move {
         let server = Server::start(&db, &[]).await;
-        let api = Api::new(&server).await;
-        api.sms("sms").await;
+        let api = Platform::new(&server).await;
+        sms(&api, "sms").await;
         let agent = api.agent("Replies").await;
         let vip = api
             .ok("POST", "/v1/contacts", Some(json!({"name": "Vip", "tags": ["vip"]})))
@@ -115,15 +111,17 @@ on_both_databases!(
             .clone();
         let audience = json!({"contact_ids": [vip], "tags": ["vip"], "phones": [PHONE]});
 
-        let draft = api
-            .broadcast(json!({
+        let draft = create_broadcast(
+            &api,
+            json!({
                 "name": "Diwali offer",
                 "agent_id": agent,
                 "channel": "sms",
                 "audience": audience,
                 "opener": "Happy Diwali! 20% off cleanings this week."
-            }))
-            .await;
+            }),
+        )
+        .await;
         assert_id(&draft["id"], "brd_");
         assert_eq!(
             (
@@ -163,16 +161,18 @@ on_both_databases!(
         );
 
         let send_at = in_days(7);
-        let scheduled = api
-            .broadcast(json!({
+        let scheduled = create_broadcast(
+            &api,
+            json!({
                 "name": "Recall",
                 "agent_id": agent,
                 "channel": "sms",
                 "audience": {"phones": [PHONE, "+14155550100"]},
                 "opener": "Time for your checkup!",
                 "send_at": send_at
-            }))
-            .await;
+            }),
+        )
+        .await;
         assert_eq!(
             (scheduled["status"].clone(), scheduled["send_at"].clone()),
             (json!("scheduled"), json!(send_at))
@@ -223,23 +223,22 @@ on_both_databases!(
 
         // Lists, newest first, filtered by status.
         assert_eq!(
-            api.ids("/v1/broadcasts", "broadcasts").await,
+            listed_ids(&api, "/v1/broadcasts", "broadcasts").await,
             vec![scheduled_id.clone(), draft_id.clone()],
             "refused broadcasts are not stored"
         );
         assert_eq!(
-            api.ids("/v1/broadcasts?status=draft", "broadcasts").await,
+            listed_ids(&api, "/v1/broadcasts?status=draft", "broadcasts").await,
             vec![draft_id.clone()]
         );
         assert_eq!(
-            api.ids("/v1/broadcasts?status=scheduled", "broadcasts").await,
+            listed_ids(&api, "/v1/broadcasts?status=scheduled", "broadcasts").await,
             vec![scheduled_id.clone()]
         );
         let page = api.ok("GET", "/v1/broadcasts?limit=1", None).await;
         let cursor = page["next_cursor"].as_str().expect("a second page");
         assert_eq!(
-            api.ids(&format!("/v1/broadcasts?limit=1&cursor={cursor}"), "broadcasts")
-                .await,
+            listed_ids(&api, &format!("/v1/broadcasts?limit=1&cursor={cursor}"), "broadcasts").await,
             vec![draft_id.clone()]
         );
 
@@ -329,7 +328,7 @@ on_both_databases!(
             (json!("cancelled"), json!("Time for your checkup!"))
         );
         assert_eq!(
-            api.ids("/v1/broadcasts?status=cancelled", "broadcasts").await,
+            listed_ids(&api, "/v1/broadcasts?status=cancelled", "broadcasts").await,
             vec![scheduled_id.clone()]
         );
         assert_not_found(
@@ -387,18 +386,18 @@ on_both_databases!(
 
 on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     api.webchat("web").await;
-    api.sms("sms").await;
+    sms(&api, "sms").await;
 
     // Incoming: an agent that is the channel's default.
-    let incoming = api
-        .facade_ok(
-            "POST",
-            "/v1/campaigns",
-            Some(json!({"name": "Walk-ins", "type": "Incoming", "channel": "web", "instructions": "Greet walk-ins."})),
-        )
-        .await["campaign"]
+    let incoming = facade_ok(
+        &api,
+        "POST",
+        "/v1/campaigns",
+        Some(json!({"name": "Walk-ins", "type": "Incoming", "channel": "web", "instructions": "Greet walk-ins."})),
+    )
+    .await["campaign"]
         .clone();
     assert_id(&incoming["id"], "agt_");
     assert_eq!(
@@ -446,21 +445,21 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
 
     // Outgoing: a broadcast with a new agent to answer replies.
     let send_at = in_days(5);
-    let outgoing = api
-        .facade_ok(
-            "POST",
-            "/v1/campaigns",
-            Some(json!({
-                "name": "Recall",
-                "type": "Outgoing",
-                "channel": "sms",
-                "instructions": "Book checkups.",
-                "opener": "Time for your checkup!",
-                "audience": {"phones": [PHONE]},
-                "send_at": send_at
-            })),
-        )
-        .await["campaign"]
+    let outgoing = facade_ok(
+        &api,
+        "POST",
+        "/v1/campaigns",
+        Some(json!({
+            "name": "Recall",
+            "type": "Outgoing",
+            "channel": "sms",
+            "instructions": "Book checkups.",
+            "opener": "Time for your checkup!",
+            "audience": {"phones": [PHONE]},
+            "send_at": send_at
+        })),
+    )
+    .await["campaign"]
         .clone();
     assert_id(&outgoing["id"], "brd_");
     assert_eq!(
@@ -516,16 +515,16 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
         Some(json!({"name": "Reader", "tags": ["newsletter"]})),
     )
     .await;
-    let drafted = api
-        .facade_ok(
-            "POST",
-            "/v1/campaigns",
-            Some(json!({
-                "name": "Newsletter", "type": "Outgoing", "channel": "sms", "agent_id": own_agent,
-                "opener": "News!", "audience": {"tags": ["newsletter"]}
-            })),
-        )
-        .await["campaign"]
+    let drafted = facade_ok(
+        &api,
+        "POST",
+        "/v1/campaigns",
+        Some(json!({
+            "name": "Newsletter", "type": "Outgoing", "channel": "sms", "agent_id": own_agent,
+            "opener": "News!", "audience": {"tags": ["newsletter"]}
+        })),
+    )
+    .await["campaign"]
         .clone();
     assert_eq!(
         (
@@ -537,16 +536,16 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
     );
 
     // Combined: the channel's default agent, with a broadcast.
-    let combined = api
-        .facade_ok(
-            "POST",
-            "/v1/campaigns",
-            Some(json!({
-                "name": "Both ways", "type": "Combined", "channel": "sms", "instructions": "Help.",
-                "opener": "Hello from the clinic", "audience": {"phones": [PHONE]}
-            })),
-        )
-        .await["campaign"]
+    let combined = facade_ok(
+        &api,
+        "POST",
+        "/v1/campaigns",
+        Some(json!({
+            "name": "Both ways", "type": "Combined", "channel": "sms", "instructions": "Help.",
+            "opener": "Hello from the clinic", "audience": {"phones": [PHONE]}
+        })),
+    )
+    .await["campaign"]
         .clone();
     assert_eq!(combined["agent_id"], combined["id"]);
     assert_eq!(combined["type"], "Combined");
@@ -583,23 +582,24 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
             "send_at",
         ),
     ] {
-        let answer = api.facade("POST", "/v1/campaigns", Some(body.clone())).await;
+        let answer = facade(&api, "POST", "/v1/campaigns", Some(body.clone())).await;
         assert_invalid(&answer, field, &body.to_string());
     }
-    let unknown = api
-        .facade(
-            "POST",
-            "/v1/campaigns",
-            Some(json!({"name": "X", "type": "Incoming", "channel": "web", "colour": "red"})),
-        )
-        .await;
+    let unknown = facade(
+        &api,
+        "POST",
+        "/v1/campaigns",
+        Some(json!({"name": "X", "type": "Incoming", "channel": "web", "colour": "red"})),
+    )
+    .await;
     assert_eq!(unknown.status, 400);
     assert_not_found(
-        &api.facade("GET", "/v1/campaigns/agt_0000000000000000", None).await,
+        &facade(&api, "GET", "/v1/campaigns/agt_0000000000000000", None).await,
         "unknown campaign",
     );
     assert_not_found(
-        &api.facade(
+        &facade(
+            &api,
             "PUT",
             "/v1/campaigns/brd_0000000000000000",
             Some(json!({"instructions": "x"})),
@@ -617,15 +617,15 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
 
     // Reads show what the new APIs made, too.
     let direct_agent = api.agent("Made directly").await;
-    let direct_broadcast = api
-        .broadcast(
-            json!({"agent_id": direct_agent, "channel": "sms", "audience": {"phones": [PHONE]}, "opener": "Hi there"}),
-        )
-        .await["id"]
+    let direct_broadcast = create_broadcast(
+        &api,
+        json!({"agent_id": direct_agent, "channel": "sms", "audience": {"phones": [PHONE]}, "opener": "Hi there"}),
+    )
+    .await["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let listed = api.campaigns("").await;
+    let listed = campaigns(&api, "").await;
     let find = |id: &str| {
         listed
             .iter()
@@ -667,18 +667,12 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
         (json!("Outgoing"), json!(direct_agent), json!(direct_broadcast))
     );
     assert_eq!(find(&incoming_id)["type"], "Incoming");
-    let got = api
-        .facade_ok("GET", &format!("/v1/campaigns/{direct_agent}"), None)
-        .await["campaign"]
-        .clone();
+    let got = facade_ok(&api, "GET", &format!("/v1/campaigns/{direct_agent}"), None).await["campaign"].clone();
     assert_eq!(
         (got["type"].clone(), got["name"].clone()),
         (json!("Incoming"), json!("Made directly"))
     );
-    let got = api
-        .facade_ok("GET", &format!("/v1/campaigns/{outgoing_id}"), None)
-        .await["campaign"]
-        .clone();
+    let got = facade_ok(&api, "GET", &format!("/v1/campaigns/{outgoing_id}"), None).await["campaign"].clone();
     assert_eq!(
         (got["type"].clone(), got["agent_id"].clone(), got["opener"].clone()),
         (
@@ -687,18 +681,18 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
             json!("Time for your checkup!")
         )
     );
-    let page = api.facade_ok("GET", "/v1/campaigns?limit=1", None).await;
+    let page = facade_ok(&api, "GET", "/v1/campaigns?limit=1", None).await;
     assert_eq!(page["campaigns"].as_array().unwrap().len(), 1);
     assert!(page["next_cursor"].is_string(), "{}", page);
 
     // Updates land on the agent and the broadcast.
-    let updated = api
-        .facade_ok(
-            "PUT",
-            &format!("/v1/campaigns/{incoming_id}"),
-            Some(json!({"instructions": "Greet walk-ins warmly."})),
-        )
-        .await["campaign"]
+    let updated = facade_ok(
+        &api,
+        "PUT",
+        &format!("/v1/campaigns/{incoming_id}"),
+        Some(json!({"instructions": "Greet walk-ins warmly."})),
+    )
+    .await["campaign"]
         .clone();
     assert_eq!(
         (
@@ -713,7 +707,8 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
         (agent["instructions"].clone(), agent["name"].clone()),
         (json!("Greet walk-ins warmly."), json!("Walk-ins"))
     );
-    api.facade_ok(
+    facade_ok(
+        &api,
         "PUT",
         &format!("/v1/campaigns/{outgoing_id}"),
         Some(json!({"opener": "Your checkup is due!"})),
@@ -775,16 +770,16 @@ on_both_databases!(campaigns_are_a_facade_over_agents_and_broadcasts, |db: Db| a
 
 on_both_databases!(campaigns_answer_410_after_the_sunset, |db: Db| async move {
     let server = Server::start(&db, &[("FRONTDESK_TEST_CLOCK", "true")]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     api.webchat("web").await;
     let incoming = json!({"name": "Walk-ins", "type": "Incoming", "channel": "web", "instructions": "Greet."});
-    let id = api.facade_ok("POST", "/v1/campaigns", Some(incoming.clone())).await["campaign"]["id"]
+    let id = facade_ok(&api, "POST", "/v1/campaigns", Some(incoming.clone())).await["campaign"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    api.facade_ok("GET", "/v1/campaigns", None).await;
-    api.facade_ok("GET", &format!("/v1/campaigns/{id}"), None).await;
-    let agents_before = api.ids("/v1/agents", "agents").await;
+    facade_ok(&api, "GET", "/v1/campaigns", None).await;
+    facade_ok(&api, "GET", &format!("/v1/campaigns/{id}"), None).await;
+    let agents_before = listed_ids(&api, "/v1/agents", "agents").await;
 
     let after_sunset = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap().timestamp();
     let clock = admin::client(&server)
@@ -816,7 +811,7 @@ on_both_databases!(campaigns_answer_410_after_the_sunset, |db: Db| async move {
             "/v1/",
         ),
     ] {
-        let answer = api.facade(method, &path, body).await;
+        let answer = facade(&api, method, &path, body).await;
         assert_eq!(
             (answer.status, answer.code()),
             (410, "gone"),
@@ -835,28 +830,28 @@ on_both_databases!(campaigns_answer_410_after_the_sunset, |db: Db| async move {
     let agent = api.ok("GET", &format!("/v1/agents/{id}"), None).await["agent"].clone();
     assert_eq!(agent["instructions"], "Greet.", "the refused PUT changed nothing");
     assert_eq!(
-        api.ids("/v1/agents", "agents").await,
+        listed_ids(&api, "/v1/agents", "agents").await,
         agents_before,
         "the refused POST made nothing"
     );
 
     // Back to the system clock: the facade answers again.
     admin::set_test_clock(&server, None).await.expect("the clock resets");
-    api.facade_ok("GET", "/v1/campaigns", None).await;
-    let updated = api
-        .facade_ok(
-            "PUT",
-            &format!("/v1/campaigns/{id}"),
-            Some(json!({"instructions": "Greet again."})),
-        )
-        .await;
+    facade_ok(&api, "GET", "/v1/campaigns", None).await;
+    let updated = facade_ok(
+        &api,
+        "PUT",
+        &format!("/v1/campaigns/{id}"),
+        Some(json!({"instructions": "Greet again."})),
+    )
+    .await;
     assert_eq!(updated["campaign"]["instructions"], "Greet again.");
 });
 
 on_both_databases!(broadcasts_and_campaigns_over_grpc, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
-    api.sms("sms").await;
+    let api = Platform::new(&server).await;
+    sms(&api, "sms").await;
     let agent = api.agent("Replies").await;
     let mut broadcasts = BroadcastsClient::connect(server.grpc.clone()).await.unwrap();
     let mut campaigns = CampaignsClient::connect(server.grpc.clone()).await.unwrap();
@@ -989,14 +984,16 @@ on_both_databases!(
     broadcasts_and_campaigns_are_isolated_and_agencies_act_on_sub_accounts,
     |db: Db| async move {
         let server = Server::start(&db, &[]).await;
-        let a = Api::new(&server).await;
-        let b = Api::new(&server).await;
-        a.sms("sms").await;
-        b.sms("sms").await;
+        let a = Platform::new(&server).await;
+        let b = Platform::new(&server).await;
+        sms(&a, "sms").await;
+        sms(&b, "sms").await;
         let a_agent = a.agent("A").await;
-        let a_broadcast = a
-            .broadcast(json!({"agent_id": a_agent, "channel": "sms", "audience": {"phones": [PHONE]}, "opener": "Hi"}))
-            .await["id"]
+        let a_broadcast = create_broadcast(
+            &a,
+            json!({"agent_id": a_agent, "channel": "sms", "audience": {"phones": [PHONE]}, "opener": "Hi"}),
+        )
+        .await["id"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -1026,7 +1023,7 @@ on_both_databases!(
                 Some(json!({"opener": "Taken"})),
             ),
         ] {
-            assert_not_found(&b.facade(method, &path, body).await, &format!("B {method} {path}"));
+            assert_not_found(&facade(&b, method, &path, body).await, &format!("B {method} {path}"));
         }
         let answer = b
             .send(
@@ -1036,8 +1033,8 @@ on_both_databases!(
             )
             .await;
         assert_invalid(&answer, "agent_id", "B's broadcast with A's agent");
-        assert!(b.ids("/v1/broadcasts", "broadcasts").await.is_empty());
-        assert!(b.campaigns("").await.is_empty(), "B's campaigns are B's");
+        assert!(listed_ids(&b, "/v1/broadcasts", "broadcasts").await.is_empty());
+        assert!(campaigns(&b, "").await.is_empty(), "B's campaigns are B's");
         let a_broadcast_now = a.ok("GET", &format!("/v1/broadcasts/{a_broadcast}"), None).await;
         assert_eq!(
             (
@@ -1051,7 +1048,6 @@ on_both_databases!(
         // An agency works on its sub-account's broadcasts and campaigns.
         let (agency, child) = agency_and_child(&server).await;
         let child_id = child.account_id.clone();
-        let (agency, child) = (Api(agency), Api(child));
         agency
             .ok(
                 "POST",
@@ -1085,40 +1081,47 @@ on_both_databases!(
             .unwrap()
             .to_owned();
         assert_eq!(
-            child.ids("/v1/broadcasts", "broadcasts").await,
+            listed_ids(&child, "/v1/broadcasts", "broadcasts").await,
             vec![child_broadcast.clone()]
         );
         assert!(
-            agency.ids("/v1/broadcasts", "broadcasts").await.is_empty(),
+            listed_ids(&agency, "/v1/broadcasts", "broadcasts").await.is_empty(),
             "not the agency's own"
         );
         assert_eq!(
-            agency
-                .ids(&format!("/v1/broadcasts?sub_account_id={child_id}"), "broadcasts")
-                .await,
+            listed_ids(
+                &agency,
+                &format!("/v1/broadcasts?sub_account_id={child_id}"),
+                "broadcasts"
+            )
+            .await,
             vec![child_broadcast.clone()]
         );
-        let through_agency = agency.campaigns(&format!("?sub_account_id={child_id}")).await;
+        let through_agency = campaigns(&agency, &format!("?sub_account_id={child_id}")).await;
         let ids: Vec<&str> = through_agency.iter().map(|c| c["id"].as_str().unwrap()).collect();
         assert!(
             ids.contains(&child_agent.as_str()) && ids.contains(&child_broadcast.as_str()),
             "{ids:?}"
         );
-        assert!(agency.campaigns("").await.is_empty(), "the agency itself has none");
-        let made = agency
-            .facade_ok(
-                "POST",
-                &format!("/v1/campaigns?sub_account_id={child_id}"),
-                Some(json!({"name": "Walk-ins", "type": "Incoming", "channel": "sms"})),
-            )
-            .await["campaign"]["id"]
+        assert!(campaigns(&agency, "").await.is_empty(), "the agency itself has none");
+        let made = facade_ok(
+            &agency,
+            "POST",
+            &format!("/v1/campaigns?sub_account_id={child_id}"),
+            Some(json!({"name": "Walk-ins", "type": "Incoming", "channel": "sms"})),
+        )
+        .await["campaign"]["id"]
             .as_str()
             .unwrap()
             .to_owned();
-        assert!(child.ids("/v1/agents", "agents").await.contains(&made));
-        let answer = agency
-            .facade("GET", &format!("/v1/campaigns?sub_account_id={}", a.account_id), None)
-            .await;
+        assert!(listed_ids(&child, "/v1/agents", "agents").await.contains(&made));
+        let answer = facade(
+            &agency,
+            "GET",
+            &format!("/v1/campaigns?sub_account_id={}", a.account_id),
+            None,
+        )
+        .await;
         assert_insufficient_scope(&answer, "not its child: campaigns");
         let answer = agency
             .send("GET", &format!("/v1/broadcasts?sub_account_id={}", a.account_id), None)

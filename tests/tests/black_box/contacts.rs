@@ -10,7 +10,7 @@ use frontdesk_api::v1::{
 };
 use frontdesk_tests::{
     Db, Server, admin, call_with, join_all, on_both_databases,
-    platform::{assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp},
+    platform::{Platform, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp},
     redis_server, violated_fields,
     webhook_receiver::Receiver,
 };
@@ -18,33 +18,29 @@ use serde_json::{Value, json};
 use tonic::Code;
 use tonic_types::StatusExt;
 
-frontdesk_tests::platform_client!(Api);
+/// A new contact; its JSON.
+async fn create(api: &Platform<'_>, body: Value) -> Value {
+    api.ok("POST", "/v1/contacts", Some(body)).await["contact"].clone()
+}
 
-impl Api<'_> {
-    /// A new contact; its JSON.
-    async fn create(&self, body: Value) -> Value {
-        self.ok("POST", "/v1/contacts", Some(body)).await["contact"].clone()
-    }
+/// A new contact; its id.
+async fn contact(api: &Platform<'_>, body: Value) -> String {
+    create(api, body).await["id"].as_str().unwrap().to_owned()
+}
 
-    /// A new contact; its id.
-    async fn contact(&self, body: Value) -> String {
-        self.create(body).await["id"].as_str().unwrap().to_owned()
-    }
+async fn patch(api: &Platform<'_>, id: &str, body: Value) -> Value {
+    api.ok("PATCH", &format!("/v1/contacts/{id}"), Some(body)).await["contact"].clone()
+}
 
-    async fn patch(&self, id: &str, body: Value) -> Value {
-        self.ok("PATCH", &format!("/v1/contacts/{id}"), Some(body)).await["contact"].clone()
-    }
+/// The ids the list at `/v1/contacts?query` answers.
+async fn listed(api: &Platform<'_>, query: &str) -> Vec<String> {
+    api.ids(&format!("/v1/contacts?{query}"), "contacts", "id").await
+}
 
-    /// The ids the list at `/v1/contacts?query` answers.
-    async fn listed(&self, query: &str) -> Vec<String> {
-        self.ids(&format!("/v1/contacts?{query}"), "contacts", "id").await
-    }
-
-    /// Asserts that the list at `/v1/contacts?query` answers `expected`, in order.
-    async fn lists(&self, query: &str, expected: &[&String]) {
-        let expected: Vec<String> = expected.iter().map(|id| (*id).clone()).collect();
-        assert_eq!(self.listed(query).await, expected, "{query}");
-    }
+/// Asserts that the list at `/v1/contacts?query` answers `expected`, in order.
+async fn lists(api: &Platform<'_>, query: &str, expected: &[&String]) {
+    let expected: Vec<String> = expected.iter().map(|id| (*id).clone()).collect();
+    assert_eq!(listed(api, query).await, expected, "{query}");
 }
 
 /// Webhooks may reach the loopback receiver, retried quickly; PostgreSQL runs with Redis as in production.
@@ -63,17 +59,19 @@ async fn start(db: &Db) -> Server {
 
 on_both_databases!(contacts_are_created_read_patched_and_erased, |db: Db| async move {
     let server = start(&db).await;
-    let api = Api::new(&server).await;
-    let asha = api
-        .create(json!({
+    let api = Platform::new(&server).await;
+    let asha = create(
+        &api,
+        json!({
             "name": "  Asha Rao ",
             "phone": "+919812345678",
             "email": "Asha.Rao@Example.com",
             "identities": [{"type": "whatsapp", "external_id": "919812345678"}],
             "tags": ["vip", "lead", "vip"],
             "attributes": {"city": "Pune", "plan": "growth"},
-        }))
-        .await;
+        }),
+    )
+    .await;
     assert_id(&asha["id"], "ct_");
     assert_eq!(asha["name"], "Asha Rao");
     assert_eq!(asha["phone"], "+919812345678");
@@ -104,7 +102,7 @@ on_both_databases!(contacts_are_created_read_patched_and_erased, |db: Db| async 
     );
 
     // Every field is present on a contact created with nothing but a name.
-    let bare = api.create(json!({"name": "Walk-in"})).await;
+    let bare = create(&api, json!({"name": "Walk-in"})).await;
     for (field, empty) in [
         ("phone", json!("")),
         ("email", json!("")),
@@ -116,19 +114,19 @@ on_both_databases!(contacts_are_created_read_patched_and_erased, |db: Db| async 
     }
 
     // PATCH changes only what the body names; lists and maps are replaced whole.
-    let renamed = api.patch(id, json!({"name": "Asha R."})).await;
+    let renamed = patch(&api, id, json!({"name": "Asha R."})).await;
     assert_eq!(renamed["name"], "Asha R.");
     for unchanged in ["phone", "email", "identities", "tags", "attributes", "created_at"] {
         assert_eq!(renamed[unchanged], asha[unchanged], "{unchanged}");
     }
-    let replaced = api
-        .patch(
-            id,
-            json!({"tags": ["customer"], "attributes": {"city": "Mumbai"}, "opted_out": true,
+    let replaced = patch(
+        &api,
+        id,
+        json!({"tags": ["customer"], "attributes": {"city": "Mumbai"}, "opted_out": true,
                    "identities": [{"type": "whatsapp", "external_id": "919812345678"},
                                   {"type": "webchat", "external_id": "visitor-42"}]}),
-        )
-        .await;
+    )
+    .await;
     assert_eq!(replaced["tags"], json!(["customer"]));
     assert_eq!(replaced["attributes"], json!({"city": "Mumbai"}));
     assert_eq!(replaced["opted_out"], true);
@@ -139,12 +137,12 @@ on_both_databases!(contacts_are_created_read_patched_and_erased, |db: Db| async 
         .map(|i| i["type"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["whatsapp", "webchat"]);
-    let cleared = api
-        .patch(
-            id,
-            json!({"phone": "", "email": "", "identities": [], "attributes": {}}),
-        )
-        .await;
+    let cleared = patch(
+        &api,
+        id,
+        json!({"phone": "", "email": "", "identities": [], "attributes": {}}),
+    )
+    .await;
     assert_eq!(
         (
             &cleared["phone"],
@@ -162,40 +160,48 @@ on_both_databases!(contacts_are_created_read_patched_and_erased, |db: Db| async 
     assert_invalid(&recap, "recap", "recap is not writable");
 
     // DELETE erases: the contact is gone and its phone is free for a new contact.
-    let phoned = api
-        .contact(json!({"phone": "+14155550123", "identities": [{"type": "messenger", "external_id": "psid-1"}]}))
-        .await;
+    let phoned = contact(
+        &api,
+        json!({"phone": "+14155550123", "identities": [{"type": "messenger", "external_id": "psid-1"}]}),
+    )
+    .await;
     let deleted = api.ok("DELETE", &format!("/v1/contacts/{phoned}"), None).await;
     assert_eq!(deleted["id"], phoned.as_str());
     for method in ["GET", "DELETE"] {
         let gone = api.send(method, &format!("/v1/contacts/{phoned}"), None).await;
         assert_not_found(&gone, &format!("{method} after delete"));
     }
-    let again = api
-        .create(json!({"phone": "+14155550123", "identities": [{"type": "messenger", "external_id": "psid-1"}]}))
-        .await;
+    let again = create(
+        &api,
+        json!({"phone": "+14155550123", "identities": [{"type": "messenger", "external_id": "psid-1"}]}),
+    )
+    .await;
     assert_ne!(again["id"], phoned.as_str());
 });
 
 on_both_databases!(the_list_searches_filters_and_pages, |db: Db| async move {
     let server = start(&db).await;
-    let api = Api::new(&server).await;
-    let asha = api
-        .contact(json!({"name": "Asha Rao", "phone": "+919812345678", "tags": ["vip"]}))
-        .await;
-    let ben = api
-        .contact(json!({"name": "Ben Okafor", "email": "ben@okafor.io", "tags": ["VIP", "lead"]}))
-        .await;
-    let cara = api
-        .contact(json!({"name": "Cara 100% Real", "phone": "+14155550123", "tags": ["lead"]}))
-        .await;
-    let dev = api
-        .contact(json!({"name": "Dev", "email": "dev_rao@mail.example.com"}))
-        .await;
-    let other = Api::new(&server).await;
-    other.contact(json!({"name": "Asha Rao elsewhere"})).await;
+    let api = Platform::new(&server).await;
+    let asha = contact(
+        &api,
+        json!({"name": "Asha Rao", "phone": "+919812345678", "tags": ["vip"]}),
+    )
+    .await;
+    let ben = contact(
+        &api,
+        json!({"name": "Ben Okafor", "email": "ben@okafor.io", "tags": ["VIP", "lead"]}),
+    )
+    .await;
+    let cara = contact(
+        &api,
+        json!({"name": "Cara 100% Real", "phone": "+14155550123", "tags": ["lead"]}),
+    )
+    .await;
+    let dev = contact(&api, json!({"name": "Dev", "email": "dev_rao@mail.example.com"})).await;
+    let other = Platform::new(&server).await;
+    contact(&other, json!({"name": "Asha Rao elsewhere"})).await;
 
-    api.lists("", &[&dev, &cara, &ben, &asha]).await;
+    lists(&api, "", &[&dev, &cara, &ben, &asha]).await;
     for (query, expected) in [
         ("q=asha", vec![&asha]),
         ("q=RAO", vec![&dev, &asha]),
@@ -211,7 +217,7 @@ on_both_databases!(the_list_searches_filters_and_pages, |db: Db| async move {
         ("tag=vi", vec![]),
         ("tag=lead&q=ben", vec![&ben]),
     ] {
-        api.lists(query, &expected).await;
+        lists(&api, query, &expected).await;
     }
 
     let mut seen = Vec::new();
@@ -250,7 +256,7 @@ on_both_databases!(the_list_searches_filters_and_pages, |db: Db| async move {
 
 on_both_databases!(bad_input_is_a_400_naming_the_field, |db: Db| async move {
     let server = start(&db).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let many_tags: Vec<String> = (0..51).map(|i| format!("t{i}")).collect();
     let many_attributes: serde_json::Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!("v"))).collect();
     let cases = [
@@ -286,7 +292,7 @@ on_both_databases!(bad_input_is_a_400_naming_the_field, |db: Db| async move {
         ),
         (json!({"nickname": "Ash"}), "nickname"),
     ];
-    let target = api.contact(json!({"name": "Target"})).await;
+    let target = contact(&api, json!({"name": "Target"})).await;
     for (body, field) in &cases {
         let created = api.send("POST", "/v1/contacts", Some(body.clone())).await;
         assert_invalid(&created, field, &format!("POST {body}"));
@@ -300,21 +306,21 @@ on_both_databases!(bad_input_is_a_400_naming_the_field, |db: Db| async move {
         message.body["error"]["message"],
         "phone: must be in E.164 format, e.g. +919812345678"
     );
-    api.lists("", &[&target]).await;
+    lists(&api, "", &[&target]).await;
     let untouched = api.ok("GET", &format!("/v1/contacts/{target}"), None).await["contact"].clone();
     assert_eq!(untouched["created_at"], untouched["updated_at"]);
 });
 
 on_both_databases!(a_taken_phone_email_or_identity_is_a_409, |db: Db| async move {
     let server = start(&db).await;
-    let api = Api::new(&server).await;
-    let asha = api
-        .contact(
-            json!({"name": "Asha", "phone": "+919812345678", "email": "asha@example.com",
+    let api = Platform::new(&server).await;
+    let asha = contact(
+        &api,
+        json!({"name": "Asha", "phone": "+919812345678", "email": "asha@example.com",
                         "identities": [{"type": "instagram", "external_id": "ig-7"}]}),
-        )
-        .await;
-    let ben = api.contact(json!({"name": "Ben", "phone": "+14155550123"})).await;
+    )
+    .await;
+    let ben = contact(&api, json!({"name": "Ben", "phone": "+14155550123"})).await;
     for body in [
         json!({"phone": "+919812345678"}),
         json!({"email": "ASHA@example.com"}),
@@ -343,23 +349,29 @@ on_both_databases!(a_taken_phone_email_or_identity_is_a_409, |db: Db| async move
         );
     }
     // A refused create leaves nothing behind.
-    api.lists("", &[&ben, &asha]).await;
-    api.lists("q=%2B91980", &[]).await;
+    lists(&api, "", &[&ben, &asha]).await;
+    lists(&api, "q=%2B91980", &[]).await;
     let ben_now = api.ok("GET", &format!("/v1/contacts/{ben}"), None).await["contact"].clone();
     assert_eq!(ben_now["phone"], "+14155550123", "a refused PATCH changes nothing");
     // A contact keeps its own keys when patched with them, and another account may hold the same ones.
-    api.patch(&asha, json!({"phone": "+919812345678", "email": "Asha@Example.com"}))
-        .await;
-    let other = Api::new(&server).await;
-    other
-        .create(json!({"phone": "+919812345678", "email": "asha@example.com",
-                       "identities": [{"type": "instagram", "external_id": "ig-7"}]}))
-        .await;
+    patch(
+        &api,
+        &asha,
+        json!({"phone": "+919812345678", "email": "Asha@Example.com"}),
+    )
+    .await;
+    let other = Platform::new(&server).await;
+    create(
+        &other,
+        json!({"phone": "+919812345678", "email": "asha@example.com",
+                       "identities": [{"type": "instagram", "external_id": "ig-7"}]}),
+    )
+    .await;
 });
 
 on_both_databases!(concurrent_creates_of_one_phone_make_one_contact, |db: Db| async move {
     let server = start(&db).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let body = json!({"name": "Asha", "phone": "+919812345678"}).to_string();
     let (url, key) = (server.url("/v1/contacts"), api.key.clone());
     let attempts = (0..8).map(|_| {
@@ -375,16 +387,14 @@ on_both_databases!(concurrent_creates_of_one_phone_make_one_contact, |db: Db| as
         let message = refused.body["error"]["message"].as_str().unwrap();
         assert!(message.contains(winner.as_str().unwrap()), "{message}");
     }
-    assert_eq!(api.listed("").await, [winner.as_str().unwrap()]);
+    assert_eq!(listed(&api, "").await, [winner.as_str().unwrap()]);
 });
 
 on_both_databases!(another_accounts_contacts_are_invisible, |db: Db| async move {
     let server = start(&db).await;
-    let alice = Api::new(&server).await;
-    let bob = Api::new(&server).await;
-    let id = alice
-        .contact(json!({"name": "Alice's", "phone": "+919812345678"}))
-        .await;
+    let alice = Platform::new(&server).await;
+    let bob = Platform::new(&server).await;
+    let id = contact(&alice, json!({"name": "Alice's", "phone": "+919812345678"})).await;
     for (method, body) in [
         ("GET", None),
         ("PATCH", Some(json!({"name": "mine now"}))),
@@ -393,8 +403,8 @@ on_both_databases!(another_accounts_contacts_are_invisible, |db: Db| async move 
         let answer = bob.send(method, &format!("/v1/contacts/{id}"), body).await;
         assert_not_found(&answer, &format!("{method} another account's contact"));
     }
-    assert!(bob.listed("").await.is_empty());
-    assert!(bob.listed("q=98123").await.is_empty());
+    assert!(listed(&bob, "").await.is_empty());
+    assert!(listed(&bob, "q=98123").await.is_empty());
     let still = alice.ok("GET", &format!("/v1/contacts/{id}"), None).await;
     assert_eq!(still["contact"]["name"], "Alice's");
 
@@ -415,7 +425,7 @@ on_both_databases!(another_accounts_contacts_are_invisible, |db: Db| async move 
 
 on_both_databases!(contacts_over_grpc, |db: Db| async move {
     let server = start(&db).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let mut contacts = ContactsClient::connect(server.grpc.clone()).await.unwrap();
     let created = contacts
         .create_contact(api.grpc(CreateContactRequest {
@@ -514,7 +524,7 @@ on_both_databases!(contacts_over_grpc, |db: Db| async move {
 on_both_databases!(contact_events_are_delivered_signed, |db: Db| async move {
     let server = start(&db).await;
     let receiver = Receiver::start().await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let subscribed = api
         .ok(
             "POST",
@@ -523,17 +533,15 @@ on_both_databases!(contact_events_are_delivered_signed, |db: Db| async move {
         )
         .await;
     let secret = subscribed["secret"].as_str().unwrap().to_owned();
-    let created = api
-        .create(json!({"name": "Asha", "phone": "+919812345678", "tags": ["vip"]}))
-        .await;
+    let created = create(&api, json!({"name": "Asha", "phone": "+919812345678", "tags": ["vip"]})).await;
     let id = created["id"].as_str().unwrap();
     // A PATCH that changes nothing is no update.
-    let same = api.patch(id, json!({"name": "Asha", "tags": ["vip"]})).await;
+    let same = patch(&api, id, json!({"name": "Asha", "tags": ["vip"]})).await;
     assert_eq!(same, created);
-    let updated = api.patch(id, json!({"opted_out": true})).await;
+    let updated = patch(&api, id, json!({"opted_out": true})).await;
     assert_eq!(updated["opted_out"], true);
     // Another account's contacts are not this subscription's business.
-    Api::new(&server).await.create(json!({"name": "Elsewhere"})).await;
+    create(&Platform::new(&server).await, json!({"name": "Elsewhere"})).await;
 
     receiver.wait_for(2, Duration::from_secs(30)).await;
     frontdesk_tests::admin::quiesce(&server).await;

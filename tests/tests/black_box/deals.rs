@@ -13,70 +13,66 @@ use frontdesk_tests::{Db, Server, admin, call_with, on_both_databases, platform:
 use serde_json::{Value, json};
 use tonic::{Code, metadata::MetadataValue};
 
-frontdesk_tests::platform_client!(Api);
+async fn create(api: &Platform<'_>, body: Value) -> Value {
+    let answer = api.send("POST", "/v1/deals", Some(body)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.body["deal"].clone()
+}
 
-impl Api<'_> {
-    async fn create(&self, body: Value) -> Value {
-        let answer = self.send("POST", "/v1/deals", Some(body)).await;
-        assert_eq!(answer.status, 200, "{}", answer.body);
-        answer.body["deal"].clone()
-    }
+async fn read_deal(api: &Platform<'_>, id: &str) -> Value {
+    api.send("GET", &format!("/v1/deals/{id}"), None).await.body["deal"].clone()
+}
 
-    async fn get(&self, id: &str) -> Value {
-        self.send("GET", &format!("/v1/deals/{id}"), None).await.body["deal"].clone()
-    }
+async fn deal_ids(api: &Platform<'_>, query: &str) -> Vec<String> {
+    let answer = api.send("GET", &format!("/v1/deals?{query}"), None).await;
+    assert_eq!(answer.status, 200, "{query}: {}", answer.body);
+    answer.body["deals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect()
+}
 
-    async fn ids(&self, query: &str) -> Vec<String> {
-        let answer = self.send("GET", &format!("/v1/deals?{query}"), None).await;
-        assert_eq!(answer.status, 200, "{query}: {}", answer.body);
-        answer.body["deals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["id"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    /// Every id the list `query` gives, following `next_cursor` page after page, `pause` between pages.
-    async fn every_page(&self, query: &str, pause: std::time::Duration) -> Vec<String> {
-        let mut seen = Vec::new();
-        let mut path = format!("/v1/deals?{query}");
-        loop {
-            let page = self.send("GET", &path, None).await;
-            assert_eq!(page.status, 200, "{}", page.body);
-            seen.extend(
-                page.body["deals"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|d| d["id"].as_str().unwrap().to_owned()),
-            );
-            match page.body["next_cursor"].as_str() {
-                Some(next) => path = format!("/v1/deals?{query}&cursor={next}"),
-                None => return seen,
-            }
-            tokio::time::sleep(pause).await;
+/// Every id the list `query` gives, following `next_cursor` page after page, `pause` between pages.
+async fn every_page(api: &Platform<'_>, query: &str, pause: std::time::Duration) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut path = format!("/v1/deals?{query}");
+    loop {
+        let page = api.send("GET", &path, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        seen.extend(
+            page.body["deals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["id"].as_str().unwrap().to_owned()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(next) => path = format!("/v1/deals?{query}&cursor={next}"),
+            None => return seen,
         }
-    }
-
-    async fn positions(&self, stage: &str) -> Vec<(String, i64)> {
-        let answer = self
-            .send("GET", &format!("/v1/deals?stage={stage}&limit=200"), None)
-            .await;
-        let mut pairs: Vec<(String, i64)> = answer.body["deals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| (d["id"].as_str().unwrap().to_owned(), d["position"].as_i64().unwrap()))
-            .collect();
-        pairs.sort_by_key(|(_, p)| *p);
-        pairs
+        tokio::time::sleep(pause).await;
     }
 }
 
-async fn api(server: &Server) -> Api<'_> {
+async fn positions(api: &Platform<'_>, stage: &str) -> Vec<(String, i64)> {
+    let answer = api
+        .send("GET", &format!("/v1/deals?stage={stage}&limit=200"), None)
+        .await;
+    let mut pairs: Vec<(String, i64)> = answer.body["deals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap().to_owned(), d["position"].as_i64().unwrap()))
+        .collect();
+    pairs.sort_by_key(|(_, p)| *p);
+    pairs
+}
+
+async fn api(server: &Server) -> Platform<'_> {
     let (account_id, key) = admin::account(server, "growth", 0).await;
-    Api(Platform::of(server, &account_id, &key))
+    Platform::of(server, &account_id, &key)
 }
 
 async fn events(db: &Db, account_deal: &str) -> Vec<String> {
@@ -126,15 +122,17 @@ async fn an_unknown_stage_is_named_once_in_the_message() {
 on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| async move {
     let server = Server::start(&db, &[("FRONTDESK_TEST_CLOCK", "true")]).await;
     let api = api(&server).await;
-    let a = api
-        .create(json!({"title": "A", "stage": "new", "value": 100, "tags": ["vip"], "priority": "high"}))
-        .await;
-    let b = api
-        .create(json!({"title": "B", "stage": "new", "company": "Rao Dental"}))
-        .await;
-    let c = api
-        .create(json!({"title": "C", "stage": "new", "close_date": "2026-12-31T00:00:00Z"}))
-        .await;
+    let a = create(
+        &api,
+        json!({"title": "A", "stage": "new", "value": 100, "tags": ["vip"], "priority": "high"}),
+    )
+    .await;
+    let b = create(&api, json!({"title": "B", "stage": "new", "company": "Rao Dental"})).await;
+    let c = create(
+        &api,
+        json!({"title": "C", "stage": "new", "close_date": "2026-12-31T00:00:00Z"}),
+    )
+    .await;
     assert_eq!(
         (a["position"].as_i64(), b["position"].as_i64(), c["position"].as_i64()),
         (Some(0), Some(1), Some(2))
@@ -147,7 +145,7 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
     assert_eq!(c["close_date"], "2026-12-31T00:00:00Z");
     assert_eq!(b["close_date"], Value::Null);
     let a_id = a["id"].as_str().unwrap();
-    assert_eq!(api.get(a_id).await, a);
+    assert_eq!(read_deal(&api, a_id).await, a);
 
     // PATCH changes only what the body names.
     let patched = api
@@ -203,10 +201,10 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
             .map(|v| v["id"].as_str().unwrap().to_owned())
             .collect::<Vec<_>>()
     };
-    let new_stage: Vec<String> = api.positions("new").await.into_iter().map(|(id, _)| id).collect();
+    let new_stage: Vec<String> = positions(&api, "new").await.into_iter().map(|(id, _)| id).collect();
     assert_eq!(new_stage, ids(&[&b, &c]));
     assert_eq!(
-        api.positions("new").await.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
+        positions(&api, "new").await.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
         [0, 1]
     );
     let c_id = c["id"].as_str().unwrap();
@@ -216,7 +214,7 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
         Some(json!({"stage": "qualified", "position": 0})),
     )
     .await;
-    let qualified = api.positions("qualified").await;
+    let qualified = positions(&api, "qualified").await;
     assert_eq!(qualified, vec![(c_id.to_owned(), 0), (a_id.to_owned(), 1)]);
     let within = api
         .send(
@@ -230,7 +228,7 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
         "a move within the stage keeps stage_entered_at"
     );
     assert_eq!(
-        api.positions("qualified").await,
+        positions(&api, "qualified").await,
         vec![(a_id.to_owned(), 0), (c_id.to_owned(), 1)]
     );
     let by_patch = api
@@ -244,7 +242,7 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
         by_patch.body["deal"]["position"], 2,
         "a new stage by PATCH goes to the end"
     );
-    assert_eq!(api.positions("new").await.len(), 0);
+    assert_eq!(positions(&api, "new").await.len(), 0);
 
     let deleted = api.send("DELETE", &format!("/v1/deals/{a_id}"), None).await;
     assert_eq!(
@@ -253,7 +251,7 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
     );
     assert_eq!(api.send("GET", &format!("/v1/deals/{a_id}"), None).await.status, 404);
     assert_eq!(
-        api.positions("qualified")
+        positions(&api, "qualified")
             .await
             .iter()
             .map(|(_, p)| *p)
@@ -276,24 +274,24 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
 on_both_databases!(every_filter_narrows_the_list_and_combines, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
     let api = api(&server).await;
-    let one = api
-        .create(
-            json!({"title": "Implant package", "stage": "new", "status": "open", "priority": "urgent",
+    let one = create(
+        &api,
+        json!({"title": "Implant package", "stage": "new", "status": "open", "priority": "urgent",
         "source": "website", "contact_id": "ct_1", "assigned_to": "tm_1", "tags": ["vip", "50%_off"]}),
-        )
-        .await;
-    let two = api
-        .create(
-            json!({"title": "Whitening", "company": "Smile Co", "stage": "proposal", "status": "won",
+    )
+    .await;
+    let two = create(
+        &api,
+        json!({"title": "Whitening", "company": "Smile Co", "stage": "proposal", "status": "won",
         "priority": "low", "source": "manual", "contact_id": "ct_2", "tags": ["repeat"]}),
-        )
-        .await;
-    let three = api
-        .create(
-            json!({"title": "Checkup", "description": "yearly IMPLANT review", "stage": "proposal",
+    )
+    .await;
+    let three = create(
+        &api,
+        json!({"title": "Checkup", "description": "yearly IMPLANT review", "stage": "proposal",
         "status": "lost", "priority": "urgent", "source": "website", "assigned_to": "tm_1"}),
-        )
-        .await;
+    )
+    .await;
     let id = |d: &Value| d["id"].as_str().unwrap().to_owned();
     let (one, two, three) = (id(&one), id(&two), id(&three));
     for (query, expected) in [
@@ -316,15 +314,15 @@ on_both_databases!(every_filter_narrows_the_list_and_combines, |db: Db| async mo
         ("assigned_to=tm_1&tag=vip", vec![&one]),
     ] {
         let expected: Vec<String> = expected.into_iter().cloned().collect();
-        assert_eq!(api.ids(query).await, expected, "{query}");
+        assert_eq!(deal_ids(&api, query).await, expected, "{query}");
     }
-    assert_eq!(api.ids("created_after=2000-01-01T00:00:00Z").await.len(), 3);
-    assert!(api.ids("created_after=2100-01-01T00:00:00Z").await.is_empty());
+    assert_eq!(deal_ids(&api, "created_after=2000-01-01T00:00:00Z").await.len(), 3);
+    assert!(deal_ids(&api, "created_after=2100-01-01T00:00:00Z").await.is_empty());
     assert_eq!(
-        api.ids("created_before=2100-01-01T00:00:00Z&status=won").await,
+        deal_ids(&api, "created_before=2100-01-01T00:00:00Z&status=won").await,
         vec![two.clone()]
     );
-    assert!(api.ids("created_before=2000-01-01T00:00:00Z").await.is_empty());
+    assert!(deal_ids(&api, "created_before=2000-01-01T00:00:00Z").await.is_empty());
 });
 
 on_both_databases!(paging_is_stable_while_deals_are_created, |db: Db| async move {
@@ -333,7 +331,7 @@ on_both_databases!(paging_is_stable_while_deals_are_created, |db: Db| async move
     let mut originals = HashSet::new();
     for i in 0..250 {
         originals.insert(
-            api.create(json!({"title": format!("deal {i}"), "stage": "new"})).await["id"]
+            create(&api, json!({"title": format!("deal {i}"), "stage": "new"})).await["id"]
                 .as_str()
                 .unwrap()
                 .to_owned(),
@@ -347,7 +345,7 @@ on_both_databases!(paging_is_stable_while_deals_are_created, |db: Db| async move
             call_with("POST", &url, &[("x-api-key", &writer_key)], Some(&body)).await;
         }
     });
-    let seen = api.every_page("limit=50", std::time::Duration::from_millis(20)).await;
+    let seen = every_page(&api, "limit=50", std::time::Duration::from_millis(20)).await;
     writer.await.unwrap();
     let unique: HashSet<&String> = seen.iter().collect();
     assert_eq!(unique.len(), seen.len(), "no duplicates across pages");
@@ -361,7 +359,7 @@ on_both_databases!(deals_created_in_the_same_instant_page_by_id, |db: Db| async 
     let server = Server::start(&db, &[]).await;
     let api = api(&server).await;
     for i in 0..7 {
-        api.create(json!({"title": format!("twin {i}"), "stage": "new"})).await;
+        create(&api, json!({"title": format!("twin {i}"), "stage": "new"})).await;
     }
     {
         use sea_orm::ConnectionTrait;
@@ -371,9 +369,9 @@ on_both_databases!(deals_created_in_the_same_instant_page_by_id, |db: Db| async 
             .await
             .unwrap();
     }
-    let mut expected = api.ids("limit=200").await;
+    let mut expected = deal_ids(&api, "limit=200").await;
     expected.sort_unstable_by(|a, b| b.cmp(a));
-    let seen = api.every_page("limit=2", std::time::Duration::ZERO).await;
+    let seen = every_page(&api, "limit=2", std::time::Duration::ZERO).await;
     assert_eq!(
         seen, expected,
         "a tie on created_at pages on by id, newest id first, none skipped"
@@ -385,7 +383,7 @@ on_both_databases!(
     |db: Db| async move {
         let server = Server::start(&db, &[]).await;
         let api = api(&server).await;
-        let deal = api.create(json!({"title": "Keep", "stage": "new"})).await;
+        let deal = create(&api, json!({"title": "Keep", "stage": "new"})).await;
         let id = deal["id"].as_str().unwrap().to_owned();
         for (body, field) in [
             (json!({"title": "x", "stage": "nowhere"}), "stage"),
@@ -436,7 +434,7 @@ on_both_databases!(
             .await;
         assert_eq!(failed.status, 400);
         assert_eq!(events(&db, &id).await.len(), before, "a failed change writes no event");
-        assert_eq!(api.get(&id).await["title"], "Keep", "and changes nothing");
+        assert_eq!(read_deal(&api, &id).await["title"], "Keep", "and changes nothing");
     }
 );
 
@@ -444,7 +442,7 @@ on_both_databases!(another_accounts_deals_are_invisible, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
     let alice = api(&server).await;
     let bob = api(&server).await;
-    let deal = alice.create(json!({"title": "Alice's", "stage": "new"})).await;
+    let deal = create(&alice, json!({"title": "Alice's", "stage": "new"})).await;
     let id = deal["id"].as_str().unwrap();
     for (method, path, body) in [
         ("GET", format!("/v1/deals/{id}"), None),
@@ -455,8 +453,8 @@ on_both_databases!(another_accounts_deals_are_invisible, |db: Db| async move {
         let answer = bob.send(method, &path, body).await;
         assert_eq!((answer.status, answer.code()), (404, "not_found"), "{method} {path}");
     }
-    assert!(bob.ids("").await.is_empty());
-    assert_eq!(alice.get(id).await["title"], "Alice's");
+    assert!(deal_ids(&bob, "").await.is_empty());
+    assert_eq!(read_deal(&alice, id).await["title"], "Alice's");
     let scoped = admin::issue_key(&server, &bob.account_id, &["agents"]).await;
     let refused = call_with("GET", &server.url("/v1/deals"), &[("x-api-key", &scoped)], None).await;
     assert_eq!(
@@ -544,7 +542,7 @@ on_both_databases!(
             .await;
         assert_eq!(renamed.body["pipeline"]["name"], "Partner deals");
 
-        let deal = api.create(json!({"title": "Referral", "stage": "demo"})).await;
+        let deal = create(&api, json!({"title": "Referral", "stage": "demo"})).await;
         assert_eq!(deal["pipeline_id"], "partners");
         let id = deal["id"].as_str().unwrap();
         assert_eq!(api.send("DELETE", "/v1/stages/demo", None).await.status, 200);
@@ -553,12 +551,12 @@ on_both_databases!(
             ["deal.created", "deal.updated"],
             "the orphaned deal's change is an event"
         );
-        let orphan = api.get(id).await;
+        let orphan = read_deal(&api, id).await;
         assert_eq!(
             (orphan["stage"].as_str(), orphan["pipeline_id"].clone()),
             (Some("demo"), Value::Null)
         );
-        assert_eq!(api.ids("pipeline_id=partners").await.len(), 0);
+        assert_eq!(deal_ids(&api, "pipeline_id=partners").await.len(), 0);
         let stage_order = api.send("GET", "/v1/pipelines", None).await.body["pipelines"][1]["stages"]
             .as_array()
             .unwrap()
@@ -953,8 +951,8 @@ on_both_databases!(an_agency_works_on_its_sub_accounts_deals, |db: Db| async mov
     let server = Server::start(&db, &[]).await;
     let (agency, agency_key) = admin::account(&server, "scale", 0).await;
     let (child, child_key) = admin::account_under(&server, "growth", 0, &agency).await;
-    let agency_api = Api(Platform::of(&server, &agency, &agency_key));
-    let child_api = Api(Platform::of(&server, &child, &child_key));
+    let agency_api = Platform::of(&server, &agency, &agency_key);
+    let child_api = Platform::of(&server, &child, &child_key);
     let made = agency_api
         .send(
             "POST",
@@ -965,11 +963,11 @@ on_both_databases!(an_agency_works_on_its_sub_accounts_deals, |db: Db| async mov
     assert_eq!(made.status, 200, "{}", made.body);
     let id = made.body["deal"]["id"].as_str().unwrap().to_owned();
     assert_eq!(
-        child_api.ids("").await,
+        deal_ids(&child_api, "").await,
         vec![id.clone()],
         "the deal is the sub-account's"
     );
-    assert!(agency_api.ids("").await.is_empty(), "not the agency's own");
+    assert!(deal_ids(&agency_api, "").await.is_empty(), "not the agency's own");
     let via_body = agency_api
         .send(
             "POST",
@@ -979,11 +977,11 @@ on_both_databases!(an_agency_works_on_its_sub_accounts_deals, |db: Db| async mov
         .await;
     assert_eq!(via_body.status, 200);
     assert_eq!(
-        child_api.ids("").await.len(),
+        deal_ids(&child_api, "").await.len(),
         2,
         "sub_account_id in the body acts the same"
     );
-    assert_eq!(agency_api.ids(&format!("sub_account_id={child}")).await.len(), 2);
+    assert_eq!(deal_ids(&agency_api, &format!("sub_account_id={child}")).await.len(), 2);
 });
 
 on_both_databases!(concurrent_moves_keep_positions_dense, |db: Db| async move {
@@ -992,7 +990,7 @@ on_both_databases!(concurrent_moves_keep_positions_dense, |db: Db| async move {
     let mut ids = Vec::new();
     for i in 0..12 {
         ids.push(
-            api.create(json!({"title": format!("d{i}"), "stage": "new"})).await["id"]
+            create(&api, json!({"title": format!("d{i}"), "stage": "new"})).await["id"]
                 .as_str()
                 .unwrap()
                 .to_owned(),
@@ -1011,8 +1009,8 @@ on_both_databases!(concurrent_moves_keep_positions_dense, |db: Db| async move {
         let answer = task.await.unwrap();
         assert_eq!(answer.status, 200, "every concurrent move succeeds: {}", answer.body);
     }
-    let new = api.positions("new").await;
-    let qualified = api.positions("qualified").await;
+    let new = positions(&api, "new").await;
+    let qualified = positions(&api, "qualified").await;
     assert_eq!(new.len() + qualified.len(), 12);
     for stage in [new, qualified] {
         let positions: Vec<i64> = stage.iter().map(|(_, p)| *p).collect();
@@ -1029,7 +1027,7 @@ async fn a_change_whose_event_cannot_be_written_is_not_made() {
     let db = Db::postgres().await;
     let server = Server::start(&db, &[]).await;
     let api = api(&server).await;
-    let deal = api.create(json!({"title": "Original", "stage": "new"})).await;
+    let deal = create(&api, json!({"title": "Original", "stage": "new"})).await;
     let id = deal["id"].as_str().unwrap();
     {
         use sea_orm::ConnectionTrait;
@@ -1048,7 +1046,7 @@ async fn a_change_whose_event_cannot_be_written_is_not_made() {
         .await;
     assert_eq!((failed.status, failed.code()), (500, "internal"), "{}", failed.body);
     assert_eq!(
-        api.get(id).await["title"],
+        read_deal(&api, id).await["title"],
         "Original",
         "the change rolled back with its event"
     );

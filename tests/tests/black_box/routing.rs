@@ -13,8 +13,8 @@ use frontdesk_api::v1::{
 use frontdesk_tests::{
     Db, Server, admin, call_with, on_both_databases,
     platform::{
-        agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp,
-        authed,
+        Platform, agency_and_child, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found,
+        assert_timestamp, authed,
     },
 };
 use serde_json::{Value, json};
@@ -22,44 +22,40 @@ use tonic::Code;
 
 const TWILIO_TOKEN: &str = "tok_SECRET_123";
 
-frontdesk_tests::platform_client!(Api);
-
 /// What the resolver answered: (agent_id, entry_point_id, reason).
 type Route = (Option<String>, Option<String>, String);
 
-impl Api<'_> {
-    /// A rule for `agent`; its id.
-    async fn rule(&self, agent: &str, body: Value) -> String {
-        self.ok("POST", &format!("/v1/agents/{agent}/entry-points"), Some(body))
-            .await["entry_point"]["id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    }
+/// A rule for `agent`; its id.
+async fn create_rule(api: &Platform<'_>, agent: &str, body: Value) -> String {
+    api.ok("POST", &format!("/v1/agents/{agent}/entry-points"), Some(body))
+        .await["entry_point"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
 
-    async fn set_default(&self, channel: &str, agent: &str) -> Value {
-        self.ok(
-            "PUT",
-            "/v1/entry-points/channel-defaults",
-            Some(json!({"channel": channel, "agent_id": agent})),
-        )
-        .await
-    }
+async fn set_default(api: &Platform<'_>, channel: &str, agent: &str) -> Value {
+    api.ok(
+        "PUT",
+        "/v1/entry-points/channel-defaults",
+        Some(json!({"channel": channel, "agent_id": agent})),
+    )
+    .await
+}
 
-    async fn resolve(&self, body: Value) -> Route {
-        let answer = self.ok("POST", "/v1/entry-points/resolve", Some(body.clone())).await;
-        for key in ["agent_id", "entry_point_id", "reason"] {
-            assert!(
-                answer.as_object().unwrap().contains_key(key),
-                "{body}: the answer always has {key}: {answer}"
-            );
-        }
-        (
-            answer["agent_id"].as_str().map(str::to_owned),
-            answer["entry_point_id"].as_str().map(str::to_owned),
-            answer["reason"].as_str().unwrap().to_owned(),
-        )
+async fn resolve(api: &Platform<'_>, body: Value) -> Route {
+    let answer = api.ok("POST", "/v1/entry-points/resolve", Some(body.clone())).await;
+    for key in ["agent_id", "entry_point_id", "reason"] {
+        assert!(
+            answer.as_object().unwrap().contains_key(key),
+            "{body}: the answer always has {key}: {answer}"
+        );
     }
+    (
+        answer["agent_id"].as_str().map(str::to_owned),
+        answer["entry_point_id"].as_str().map(str::to_owned),
+        answer["reason"].as_str().unwrap().to_owned(),
+    )
 }
 
 fn by_rule(agent: &str, rule: &str) -> Route {
@@ -80,7 +76,7 @@ fn not_connected() -> Route {
 
 on_both_databases!(channels_are_connected_listed_and_disconnected, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let mut bodies = Vec::new();
 
     let sms = api
@@ -306,7 +302,7 @@ on_both_databases!(channels_are_connected_listed_and_disconnected, |db: Db| asyn
 
 on_both_databases!(entry_points_and_channel_defaults_are_managed, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     api.webchat("web").await;
     api.webchat("landing").await;
     let first = api.agent("First").await;
@@ -357,7 +353,7 @@ on_both_databases!(entry_points_and_channel_defaults_are_managed, |db: Db| async
         (json!(0), json!(false))
     );
     let catch_all = catch_all["id"].as_str().unwrap().to_owned();
-    let third = api.rule(&second, json!({"channel": "web", "priority": -5})).await;
+    let third = create_rule(&api, &second, json!({"channel": "web", "priority": -5})).await;
 
     // Lists and filters.
     assert_eq!(
@@ -539,14 +535,14 @@ on_both_databases!(entry_points_and_channel_defaults_are_managed, |db: Db| async
         api.ok("GET", "/v1/entry-points/channel-defaults", None).await["channel_defaults"],
         json!([])
     );
-    let set = api.set_default("web", &first).await["channel_default"].clone();
+    let set = set_default(&api, "web", &first).await["channel_default"].clone();
     assert_eq!(
         (set["channel"].clone(), set["agent_id"].clone()),
         (json!("web"), json!(first))
     );
     assert_timestamp(&set["updated_at"], "updated_at");
-    api.set_default("landing", &first).await;
-    let replaced = api.set_default("web", &second).await;
+    set_default(&api, "landing", &first).await;
+    let replaced = set_default(&api, "web", &second).await;
     assert_eq!(replaced["channel_default"]["agent_id"], json!(second));
     let defaults = api.ok("GET", "/v1/entry-points/channel-defaults", None).await["channel_defaults"].clone();
     let mut pairs: Vec<(String, String)> = defaults
@@ -601,7 +597,7 @@ on_both_databases!(entry_points_and_channel_defaults_are_managed, |db: Db| async
 
 on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     api.webchat("web").await;
     api.webchat("landing").await;
     let general = api.agent("General").await;
@@ -612,56 +608,57 @@ on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move
     let offers = api.agent("Offers").await;
     let ortho = api.agent("Ortho").await;
     let endo = api.agent("Endo").await;
-    api.set_default("web", &general).await;
+    set_default(&api, "web", &general).await;
 
-    let implant_rule = api
-        .rule(
-            &implants,
-            json!({"channel": "web", "match": {"keywords": ["implant"]}, "priority": 10}),
-        )
-        .await;
-    let vip_rule = api
-        .rule(
-            &vip,
-            json!({"channel": "web", "match": {"ref": "vip-ad"}, "priority": 20}),
-        )
-        .await;
-    let tied_rule = api
-        .rule(
-            &other,
-            json!({"channel": "web", "match": {"keywords": ["implant"]}, "priority": 10}),
-        )
-        .await;
-    api.rule(
+    let implant_rule = create_rule(
+        &api,
+        &implants,
+        json!({"channel": "web", "match": {"keywords": ["implant"]}, "priority": 10}),
+    )
+    .await;
+    let vip_rule = create_rule(
+        &api,
+        &vip,
+        json!({"channel": "web", "match": {"ref": "vip-ad"}, "priority": 20}),
+    )
+    .await;
+    let tied_rule = create_rule(
+        &api,
+        &other,
+        json!({"channel": "web", "match": {"keywords": ["implant"]}, "priority": 10}),
+    )
+    .await;
+    create_rule(
+        &api,
         &other,
         json!({"channel": "web", "match": {"keywords": ["price"]}, "priority": 100, "enabled": false}),
     )
     .await;
-    let whitening_rule = api
-        .rule(
-            &whitening,
-            json!({"channel": "web", "match": {"keywords": ["whitening"]}, "priority": 50}),
-        )
-        .await;
-    let offers_rule = api
-        .rule(
-            &offers,
-            json!({"channel": "web", "match": {"url_prefix": "https://clinic.example.com/offers"}, "priority": 5}),
-        )
-        .await;
-    let ortho_rule = api
-        .rule(
-            &ortho,
-            json!({"channel": "web", "match": {"keywords": ["braces"], "ref": "ig"}, "priority": 30}),
-        )
-        .await;
-    let endo_rule = api
-        .rule(
-            &endo,
-            json!({"channel": "web", "match": {"keywords": ["root canal"]}, "priority": 40}),
-        )
-        .await;
-    let landing_rule = api.rule(&other, json!({"channel": "landing"})).await;
+    let whitening_rule = create_rule(
+        &api,
+        &whitening,
+        json!({"channel": "web", "match": {"keywords": ["whitening"]}, "priority": 50}),
+    )
+    .await;
+    let offers_rule = create_rule(
+        &api,
+        &offers,
+        json!({"channel": "web", "match": {"url_prefix": "https://clinic.example.com/offers"}, "priority": 5}),
+    )
+    .await;
+    let ortho_rule = create_rule(
+        &api,
+        &ortho,
+        json!({"channel": "web", "match": {"keywords": ["braces"], "ref": "ig"}, "priority": 30}),
+    )
+    .await;
+    let endo_rule = create_rule(
+        &api,
+        &endo,
+        json!({"channel": "web", "match": {"keywords": ["root canal"]}, "priority": 40}),
+    )
+    .await;
+    let landing_rule = create_rule(&api, &other, json!({"channel": "landing"})).await;
 
     let web = |text: &str| json!({"channel": "web", "text": text});
     for (body, expected, case) in [
@@ -753,7 +750,7 @@ on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move
             "unknown channel",
         ),
     ] {
-        assert_eq!(api.resolve(body.clone()).await, expected, "{case}: {body}");
+        assert_eq!(resolve(&api, body.clone()).await, expected, "{case}: {body}");
     }
 
     // Precedence follows updates.
@@ -764,7 +761,7 @@ on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move
     )
     .await;
     assert_eq!(
-        api.resolve(web("implant")).await,
+        resolve(&api, web("implant")).await,
         by_rule(&other, &tied_rule),
         "raised above the older rule"
     );
@@ -775,7 +772,7 @@ on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move
     )
     .await;
     assert_eq!(
-        api.resolve(web("implant")).await,
+        resolve(&api, web("implant")).await,
         by_rule(&implants, &implant_rule),
         "disabled: the next rule"
     );
@@ -787,7 +784,7 @@ on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move
         Some(json!({"status": "paused"})),
     )
     .await;
-    assert_eq!(api.resolve(web("whitening")).await, by_default(&general));
+    assert_eq!(resolve(&api, web("whitening")).await, by_default(&general));
     api.ok(
         "PUT",
         &format!("/v1/agents/{whitening}"),
@@ -795,67 +792,67 @@ on_both_databases!(the_resolver_applies_rules_by_precedence, |db: Db| async move
     )
     .await;
     assert_eq!(
-        api.resolve(web("whitening")).await,
+        resolve(&api, web("whitening")).await,
         by_rule(&whitening, &whitening_rule)
     );
 
     // A deleted rule no longer matches.
     api.ok("DELETE", &format!("/v1/entry-points/{endo_rule}"), None).await;
-    assert_eq!(api.resolve(web("root canal")).await, by_default(&general));
+    assert_eq!(resolve(&api, web("root canal")).await, by_default(&general));
 
     // Without the default (its agent deleted), what no rule takes has no route.
     api.ok("DELETE", &format!("/v1/agents/{general}"), None).await;
-    assert_eq!(api.resolve(web("hello")).await, no_route());
+    assert_eq!(resolve(&api, web("hello")).await, no_route());
     assert_eq!(
-        api.resolve(web("implant")).await,
+        resolve(&api, web("implant")).await,
         by_rule(&implants, &implant_rule),
         "rules still apply"
     );
-    api.set_default("web", &vip).await;
-    assert_eq!(api.resolve(web("hello")).await, by_default(&vip));
+    set_default(&api, "web", &vip).await;
+    assert_eq!(resolve(&api, web("hello")).await, by_default(&vip));
 
     // A disconnected channel routes nothing; its rules match again when it is connected again.
     api.ok("DELETE", "/v1/channels/landing", None).await;
     assert_eq!(
-        api.resolve(json!({"channel": "landing", "text": "hi"})).await,
+        resolve(&api, json!({"channel": "landing", "text": "hi"})).await,
         not_connected()
     );
     api.webchat("landing").await;
     assert_eq!(
-        api.resolve(json!({"channel": "landing", "text": "hi"})).await,
+        resolve(&api, json!({"channel": "landing", "text": "hi"})).await,
         by_rule(&other, &landing_rule)
     );
 
     // Another account's rules and defaults play no part.
-    let stranger = Api::new(&server).await;
-    assert_eq!(stranger.resolve(web("implant")).await, not_connected());
+    let stranger = Platform::new(&server).await;
+    assert_eq!(resolve(&stranger, web("implant")).await, not_connected());
     stranger.webchat("web").await;
-    assert_eq!(stranger.resolve(web("implant")).await, no_route());
+    assert_eq!(resolve(&stranger, web("implant")).await, no_route());
 });
 
 on_both_databases!(a_new_agent_answers_nothing_until_routed, |db: Db| async move {
     let server = Server::start(&db, &[]).await;
 
     // Through a channel default.
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     api.webchat("web").await;
     let agent = api.agent("Brand new").await;
     let hello = json!({"channel": "web", "text": "Hello, are you open today?"});
-    assert_eq!(api.resolve(hello.clone()).await, no_route());
-    api.set_default("web", &agent).await;
-    assert_eq!(api.resolve(hello.clone()).await, by_default(&agent));
+    assert_eq!(resolve(&api, hello.clone()).await, no_route());
+    set_default(&api, "web", &agent).await;
+    assert_eq!(resolve(&api, hello.clone()).await, by_default(&agent));
 
     // Through an entry point, on a fresh account.
-    let fresh = Api::new(&server).await;
+    let fresh = Platform::new(&server).await;
     fresh.webchat("web").await;
     let agent = fresh.agent("Brand new too").await;
-    assert_eq!(fresh.resolve(hello.clone()).await, no_route());
-    let rule = fresh.rule(&agent, json!({"channel": "web"})).await;
-    assert_eq!(fresh.resolve(hello.clone()).await, by_rule(&agent, &rule));
+    assert_eq!(resolve(&fresh, hello.clone()).await, no_route());
+    let rule = create_rule(&fresh, &agent, json!({"channel": "web"})).await;
+    assert_eq!(resolve(&fresh, hello.clone()).await, by_rule(&agent, &rule));
 
     // A channel that is not connected says so, whatever the agents.
     assert_eq!(
-        fresh.resolve(json!({"channel": "sms", "text": "hi"})).await,
+        resolve(&fresh, json!({"channel": "sms", "text": "hi"})).await,
         not_connected()
     );
 });
@@ -1072,14 +1069,14 @@ on_both_databases!(
     routing_is_isolated_and_agencies_act_on_sub_accounts,
     |db: Db| async move {
         let server = Server::start(&db, &[]).await;
-        let a = Api::new(&server).await;
-        let b = Api::new(&server).await;
+        let a = Platform::new(&server).await;
+        let b = Platform::new(&server).await;
         a.webchat("web").await;
         b.webchat("web").await;
         let a_agent = a.agent("A").await;
         let b_agent = b.agent("B").await;
-        let a_rule = a.rule(&a_agent, json!({"channel": "web"})).await;
-        a.set_default("web", &a_agent).await;
+        let a_rule = create_rule(&a, &a_agent, json!({"channel": "web"})).await;
+        set_default(&a, "web", &a_agent).await;
 
         for (method, path, body) in [
             ("GET", format!("/v1/entry-points/{a_rule}"), None),
@@ -1124,12 +1121,12 @@ on_both_databases!(
         );
         assert_eq!(b.ids("/v1/channels", "channels", "name").await, vec!["web".to_owned()]);
         assert_eq!(
-            b.resolve(json!({"channel": "web", "text": "hi"})).await,
+            resolve(&b, json!({"channel": "web", "text": "hi"})).await,
             no_route(),
             "A's routing is A's"
         );
         assert_eq!(
-            a.resolve(json!({"channel": "web", "text": "hi"})).await,
+            resolve(&a, json!({"channel": "web", "text": "hi"})).await,
             by_rule(&a_agent, &a_rule)
         );
         assert_not_found(&b.send("DELETE", "/v1/channels/ig", None).await, "no such channel");
@@ -1137,7 +1134,6 @@ on_both_databases!(
         // An agency routes for its sub-account.
         let (agency, child) = agency_and_child(&server).await;
         let child_id = child.account_id.clone();
-        let (agency, child) = (Api(agency), Api(child));
         agency
             .ok(
                 "POST",
@@ -1167,7 +1163,7 @@ on_both_databases!(
             vec!["clinic-web".to_owned()]
         );
         assert_eq!(
-            child.resolve(json!({"channel": "clinic-web", "text": "hi"})).await,
+            resolve(&child, json!({"channel": "clinic-web", "text": "hi"})).await,
             by_default(&clinic_agent)
         );
         assert!(

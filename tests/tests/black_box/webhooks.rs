@@ -26,24 +26,12 @@ const FAST: &[(&str, &str)] = &[
 
 const WAIT: Duration = Duration::from_secs(30);
 
-frontdesk_tests::platform_client!(Api);
-
-impl Api<'_> {
-    /// Creates a subscription; returns (webhook, secret).
-    async fn subscribe(&self, body: Value) -> (Value, String) {
-        let answer = self.send("POST", "/v1/webhooks", Some(body)).await;
-        assert_eq!(answer.status, 200, "{}", answer.body);
-        let secret = answer.body["secret"].as_str().unwrap().to_owned();
-        (answer.body["webhook"].clone(), secret)
-    }
-
-    async fn deal(&self, title: &str) -> String {
-        let answer = self
-            .send("POST", "/v1/deals", Some(json!({"title": title, "stage": "new"})))
-            .await;
-        assert_eq!(answer.status, 200, "{}", answer.body);
-        answer.body["deal"]["id"].as_str().unwrap().to_owned()
-    }
+/// Creates a subscription; returns (webhook, secret).
+async fn subscription(api: &Platform<'_>, body: Value) -> (Value, String) {
+    let answer = api.send("POST", "/v1/webhooks", Some(body)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let secret = answer.body["secret"].as_str().unwrap().to_owned();
+    (answer.body["webhook"].clone(), secret)
 }
 
 fn ids_and_names(list: &Value) -> Vec<(String, Value)> {
@@ -57,26 +45,29 @@ fn ids_and_names(list: &Value) -> Vec<(String, Value)> {
 
 on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
-    let api = Api::new(&server).await;
-    let (first, secret) = api
-        .subscribe(
-            json!({"name": "crm", "url": "http://127.0.0.1:9/a", "events": ["deal.created"],
+    let api = Platform::new(&server).await;
+    let (first, secret) = subscription(
+        &api,
+        json!({"name": "crm", "url": "http://127.0.0.1:9/a", "events": ["deal.created"],
                           "description": "CRM sync"}),
-        )
-        .await;
+    )
+    .await;
     assert_eq!(first["id"], "1");
     assert_eq!(first["status"], "active");
     assert_eq!(first["events"], json!(["deal.created"]));
     assert_eq!(first["disabled_reason"], Value::Null);
     assert!(secret.starts_with("whsec_") && secret.len() == 6 + 32, "{secret}");
-    let (second, _) = api.subscribe(json!({"url": "http://127.0.0.1:9/b"})).await;
+    let (second, _) = subscription(&api, json!({"url": "http://127.0.0.1:9/b"})).await;
     assert_eq!(
         (second["id"].clone(), second["name"].clone()),
         (json!("2"), Value::Null)
     );
     assert_eq!(second["events"], json!(["*"]), "no events means all");
-    api.subscribe(json!({"name": "audit", "url": "http://127.0.0.1:9/c", "events": ["*"]}))
-        .await;
+    subscription(
+        &api,
+        json!({"name": "audit", "url": "http://127.0.0.1:9/c", "events": ["*"]}),
+    )
+    .await;
 
     let list = api.get("/v1/webhooks").await;
     assert_eq!(list["success"], true);
@@ -170,7 +161,7 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
     assert_eq!(grpc.get_webhook(request).await.unwrap_err().code(), Code::NotFound);
 
     // Another account sees none of them.
-    let other = Api::new(&server).await;
+    let other = Platform::new(&server).await;
     assert_eq!(other.get("/v1/webhooks").await["webhooks"], json!([]));
     assert_eq!(other.send("GET", "/v1/webhooks/billing", None).await.status, 404);
 });
@@ -180,7 +171,7 @@ on_both_databases!(subscriptions_by_position_and_name, |db: Db| async move {
 async fn every_contract_event_type_can_be_subscribed_to() {
     let db = Db::sqlite();
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     let contract = [
         "contact.created",
         "contact.updated",
@@ -202,13 +193,13 @@ async fn every_contract_event_type_can_be_subscribed_to() {
         "conversation.handoff",
         "webhook.test",
     ];
-    let (handoff, _) = api
-        .subscribe(json!({"url": "https://93.184.215.14/handoff", "events": ["conversation.handoff"]}))
-        .await;
+    let (handoff, _) = subscription(
+        &api,
+        json!({"url": "https://93.184.215.14/handoff", "events": ["conversation.handoff"]}),
+    )
+    .await;
     assert_eq!(handoff["events"], json!(["conversation.handoff"]));
-    let (all, _) = api
-        .subscribe(json!({"url": "https://93.184.215.14/all", "events": contract}))
-        .await;
+    let (all, _) = subscription(&api, json!({"url": "https://93.184.215.14/all", "events": contract})).await;
     assert_eq!(all["events"], json!(contract));
 }
 
@@ -216,7 +207,7 @@ async fn every_contract_event_type_can_be_subscribed_to() {
 async fn bad_input_and_access() {
     let db = Db::sqlite();
     let server = Server::start(&db, &[]).await;
-    let api = Api::new(&server).await;
+    let api = Platform::new(&server).await;
     for (body, field) in [
         (json!({"url": "ftp://example.com/hook"}), "url"),
         (json!({"url": "https://user:secret@example.com/hook"}), "url"),
@@ -338,14 +329,16 @@ print(len(cases))
 on_both_databases!(deal_events_are_delivered_signed, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
-    let api = Api::new(&server).await;
-    let (_, secret) = api
-        .subscribe(json!({"name": "crm", "url": receiver.url, "events": ["deal.created", "deal.stage_changed"]}))
-        .await;
+    let api = Platform::new(&server).await;
+    let (_, secret) = subscription(
+        &api,
+        json!({"name": "crm", "url": receiver.url, "events": ["deal.created", "deal.stage_changed"]}),
+    )
+    .await;
     // Another account's subscription to every event, made before the events happen: fan-out must not give it
     // this account's events.
-    let other = Api::new(&server).await;
-    other.subscribe(json!({"url": receiver.url.clone() + "?other"})).await;
+    let other = Platform::new(&server).await;
+    subscription(&other, json!({"url": receiver.url.clone() + "?other"})).await;
     let deal = api.deal("Acme renewal").await;
     let moved = api
         .send("POST", &format!("/v1/deals/{deal}/move"), Some(json!({"stage": "won"})))
@@ -423,8 +416,8 @@ async fn metrics_count_attempts() {
     let db = Db::sqlite();
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
-    let api = Api::new(&server).await;
-    api.subscribe(json!({"name": "m", "url": receiver.url})).await;
+    let api = Platform::new(&server).await;
+    subscription(&api, json!({"name": "m", "url": receiver.url})).await;
     api.send("POST", "/v1/webhooks/m/test", None).await;
     receiver.wait_for(1, WAIT).await;
     let client = frontdesk_tests::http_client();
@@ -452,8 +445,8 @@ on_both_databases!(test_event_retries_on_schedule, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
     receiver.then(&[500, 503]);
-    let api = Api::new(&server).await;
-    let (_, secret) = api.subscribe(json!({"name": "ops", "url": receiver.url})).await;
+    let api = Platform::new(&server).await;
+    let (_, secret) = subscription(&api, json!({"name": "ops", "url": receiver.url})).await;
     let test = api.send("POST", "/v1/webhooks/ops/test", None).await;
     assert_eq!(test.status, 200, "{}", test.body);
     assert_eq!(test.body["delivery"]["event_type"], "webhook.test");
@@ -500,10 +493,12 @@ on_both_databases!(test_event_retries_on_schedule, |db: Db| async move {
 on_both_databases!(receiver_down_then_up_loses_nothing, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let mut receiver = Receiver::start().await;
-    let api = Api::new(&server).await;
-    let (_, secret) = api
-        .subscribe(json!({"name": "crm", "url": receiver.url, "events": ["deal.created"]}))
-        .await;
+    let api = Platform::new(&server).await;
+    let (_, secret) = subscription(
+        &api,
+        json!({"name": "crm", "url": receiver.url, "events": ["deal.created"]}),
+    )
+    .await;
     receiver.down().await;
     let mut deals = HashSet::new();
     for n in 0..5 {
@@ -542,9 +537,12 @@ on_both_databases!(gone_disables_and_re_enable_redelivers, |db: Db| async move {
     let server = Server::start(&db, FAST).await;
     let receiver = Receiver::start().await;
     receiver.answer(410);
-    let api = Api::new(&server).await;
-    api.subscribe(json!({"name": "old", "url": receiver.url, "events": ["deal.created"]}))
-        .await;
+    let api = Platform::new(&server).await;
+    subscription(
+        &api,
+        json!({"name": "old", "url": receiver.url, "events": ["deal.created"]}),
+    )
+    .await;
     let first = api.deal("first").await;
     let disabled = api
         .poll("/v1/webhooks/old", |b| b["webhook"]["status"] == "disabled")
@@ -617,14 +615,13 @@ on_both_databases!(
         );
         gone.answer(410);
         later.answer(500);
-        let api = Api::new(&server).await;
+        let api = Platform::new(&server).await;
         for (name, receiver, event) in [
             ("ok", &ok, "deal.created"),
             ("gone", &gone, "deal.created"),
             ("later", &later, "deal.updated"),
         ] {
-            api.subscribe(json!({"name": name, "url": receiver.url, "events": [event]}))
-                .await;
+            subscription(&api, json!({"name": name, "url": receiver.url, "events": [event]})).await;
         }
         let deal = api.deal("Kept while pending").await;
         for (method, path, body) in [
@@ -706,8 +703,8 @@ async fn continuous_failure_disables() {
     let server = Server::start(&db, &env).await;
     let receiver = Receiver::start().await;
     receiver.answer(500);
-    let api = Api::new(&server).await;
-    api.subscribe(json!({"name": "flaky", "url": receiver.url})).await;
+    let api = Platform::new(&server).await;
+    subscription(&api, json!({"name": "flaky", "url": receiver.url})).await;
     api.send("POST", "/v1/webhooks/flaky/test", None).await;
     let disabled = api
         .poll("/v1/webhooks/flaky/health", |b| b["health"]["status"] == "disabled")
@@ -721,7 +718,7 @@ async fn continuous_failure_disables() {
     // The state is in the database: a restart keeps it.
     let (account_id, key) = (api.account_id.clone(), api.key.clone());
     let server = server.restart().await;
-    let api = Api(Platform::of(&server, &account_id, &key));
+    let api = Platform::of(&server, &account_id, &key);
     assert_eq!(api.get("/v1/webhooks/flaky").await["webhook"]["status"], "disabled");
 }
 
@@ -770,9 +767,8 @@ on_both_databases!(sigkill_with_1000_pending_loses_nothing, |db: Db| async move 
     env.push(("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", &schedule));
     let server = Server::start(&db, &env).await;
     let mut receiver = Receiver::start().await;
-    let api = Api::new(&server).await;
-    api.subscribe(json!({"url": receiver.url, "events": ["deal.created"]}))
-        .await;
+    let api = Platform::new(&server).await;
+    subscription(&api, json!({"url": receiver.url, "events": ["deal.created"]})).await;
     // The endpoint is down while the events are made, so all 1,000 are pending; then it comes back slowly
     // and the process is killed in the middle of delivering them.
     receiver.down().await;
