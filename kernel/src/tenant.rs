@@ -1,8 +1,9 @@
 //! The tenant as a type: the account a call, a row or a job belongs to. Functions that scope by account take
 //! `&AccountId` beside their `&str` ids, so ids passed in the wrong order do not compile, and a bare string
 //! never becomes a tenant by conversion: there is none, and each constructor is named for where the trust
-//! comes from, so a reader sees at every call why the account is one. Every table's `account_id` column is
-//! one (a stored row's account was a tenant when the row was written), so rows arrive with it typed. It
+//! comes from, so a reader sees at every call why the account is one. The one other way in is reading a
+//! row: every table's `account_id` column is one (the database value type, `DeriveValueType`), as a stored
+//! row's account was a tenant when the row was written. It
 //! lives among the foundations so that `store`, `accounts`, `events` and `jobs` can take one too; `access`,
 //! where a call's tenant comes from, re-exports it.
 
