@@ -1,8 +1,8 @@
 //! The admin gRPC service as the tests use it: accounts with a known plan, limit and key.
 
 use frontdesk_api::admin::v1::{
-    CreateAccountRequest, GetBacklogRequest, IssueApiKeyRequest, SetTestClockRequest, UpdateAccountRequest,
-    admin_client::AdminClient,
+    CreateAccountRequest, GetBacklogRequest, IssueApiKeyRequest, ListJobsRequest, SetTestClockRequest,
+    UpdateAccountRequest, admin_client::AdminClient,
 };
 use tonic::{Request, service::interceptor::InterceptedService, transport::Channel};
 
@@ -130,6 +130,43 @@ pub async fn quiesce(server: &Server) {
         assert!(
             std::time::Instant::now() < deadline,
             "the service never got quiet: {backlog:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Which jobs [`until_done`] waits for.
+pub enum Jobs<'a> {
+    /// The jobs of a lane (a channel's sends).
+    Lane(&'a str),
+    /// The jobs of a group (a broadcast's).
+    Group(&'a str),
+}
+
+/// Waits until no job of `jobs` is waiting or running, scheduled later ones included: what was going to
+/// happen has happened (where [`quiesce`] waits only for what is due now).
+pub async fn until_done(server: &Server, jobs: Jobs<'_>) {
+    let mut admin = client(server).await;
+    let (lane, group) = match jobs {
+        Jobs::Lane(lane) => (lane.to_owned(), String::new()),
+        Jobs::Group(group) => (String::new(), group.to_owned()),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let request = ListJobsRequest {
+            lane: lane.clone(),
+            group: group.clone(),
+            limit: 1,
+            ..Default::default()
+        };
+        let listed = admin.list_jobs(request).await.expect("jobs").into_inner();
+        if listed.jobs.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jobs still waiting: {:?}",
+            listed.jobs
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

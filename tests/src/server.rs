@@ -167,6 +167,23 @@ impl Server {
         sample(&metrics, name, &[label]).unwrap_or_else(|| panic!("no {name} with {label} in {metrics}"))
     }
 
+    /// Waits (30 s at most) until the text of `/metrics` satisfies `done` (a counter's first increment, say);
+    /// that text.
+    pub async fn metrics_when(&self, done: impl Fn(&str) -> bool) -> String {
+        let started = std::time::Instant::now();
+        loop {
+            let metrics = self.metrics().await;
+            if done(&metrics) {
+                return metrics;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the metrics never came:\n{metrics}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The Prometheus text of `/metrics`.
     pub async fn metrics(&self) -> String {
         let answer = crate::http_client()

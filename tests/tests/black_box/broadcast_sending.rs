@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use frontdesk_tests::{
-    Db, admin,
+    Db,
+    admin::{self, Jobs},
     meta::{self, FakeGraph, MetaChannel},
     on_both_databases,
     platform::{Platform, assert_invalid},
@@ -201,7 +202,7 @@ on_both_databases!(a_broadcast_whose_channel_goes_fails, |db: Db| async move {
         "{failed}"
     );
     let sent = twilio.arrived();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    admin::until_done(&server, Jobs::Group(&id)).await;
     admin::quiesce(&server).await;
     assert_eq!(twilio.arrived(), sent, "nothing more went out");
     assert!(sent < 20);
@@ -302,8 +303,8 @@ on_both_databases!(a_cancel_stops_what_is_not_sent, |db: Db| async move {
     let cancelled = platform.ok("POST", &format!("/v1/broadcasts/{id}/cancel"), None).await["broadcast"].clone();
     let sent_at_cancel = twilio.arrived();
     assert_eq!(cancelled["status"], "cancelled");
-    // Long enough for several more paced sends, had any survived.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // No send of the broadcast is left to run, paced ones included.
+    admin::until_done(&server, Jobs::Group(&id)).await;
     admin::quiesce(&server).await;
     assert_eq!(
         twilio.arrived(),

@@ -13,7 +13,9 @@ use chrono::{Datelike, TimeZone, Utc};
 
 use frontdesk_api::v1::{TranscriptRequest, conversations_client::ConversationsClient};
 use frontdesk_tests::{
-    Answer, Db, Server, admin, on_both_databases,
+    Answer, Db, Server,
+    admin::{self, Jobs},
+    on_both_databases,
     platform::{Platform, assert_id, assert_insufficient_scope, assert_invalid, assert_not_found, assert_timestamp},
     sms::{self, SmsChannel},
     twilio::{self, FakeTwilio, new_message_sid},
@@ -24,16 +26,16 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(30);
 
 /// An account with an sms channel `sms-main`.
-struct Desk<'a> {
+struct Inbox<'a> {
     api: Platform<'a>,
     sms: SmsChannel,
 }
 
-impl<'a> Desk<'a> {
-    async fn new(server: &'a Server, twilio: &FakeTwilio) -> Desk<'a> {
+impl<'a> Inbox<'a> {
+    async fn new(server: &'a Server, twilio: &FakeTwilio) -> Inbox<'a> {
         let api = Platform::new(server).await;
         let sms = SmsChannel::connect(&api, twilio, "sms-main", None).await;
-        Desk { api, sms }
+        Inbox { api, sms }
     }
 
     /// `POST /v1/contacts/send` (202); the message.
@@ -173,10 +175,11 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
-        SmsChannel::connect(&desk.api, &twilio, "sms-two", None).await;
-        let agent = desk.api.agent("Night shift").await;
-        desk.api
+        let inbox = Inbox::new(&server, &twilio).await;
+        SmsChannel::connect(&inbox.api, &twilio, "sms-two", None).await;
+        let agent = inbox.api.agent("Night shift").await;
+        inbox
+            .api
             .ok(
                 "PUT",
                 "/v1/entry-points/channel-defaults",
@@ -187,27 +190,28 @@ on_both_databases!(
         // a: an API send only; b: the contact wrote; c: wrote, then handed off and read; d: a send on sms-two,
         // answered by its default agent; e: wrote, then closed.
         let a_phone = "+14155550101";
-        let a = desk.text(a_phone, "Your order shipped").await["conversation_id"]
+        let a = inbox.text(a_phone, "Your order shipped").await["conversation_id"]
             .as_str()
             .unwrap()
             .to_owned();
-        let b = id(&desk.inbound("+14155550102", "Hello?").await);
-        let c = id(&desk.inbound("+14155550103", "I need a person").await);
-        desk.act(&c, "handoff", Some(json!({"reason": "asked for a person"})))
+        let b = id(&inbox.inbound("+14155550102", "Hello?").await);
+        let c = id(&inbox.inbound("+14155550103", "I need a person").await);
+        inbox
+            .act(&c, "handoff", Some(json!({"reason": "asked for a person"})))
             .await;
-        desk.act(&c, "read", None).await;
-        let d = desk
+        inbox.act(&c, "read", None).await;
+        let d = inbox
             .send(json!({"phone": "+14155550104", "text": "Welcome", "channel": "sms-two"}))
             .await["conversation_id"]
             .as_str()
             .unwrap()
             .to_owned();
-        let e = id(&desk.inbound("+14155550105", "Bye").await);
-        desk.act(&e, "close", None).await;
+        let e = id(&inbox.inbound("+14155550105", "Bye").await);
+        inbox.act(&e, "close", None).await;
         let (a, b, c, d, e) = (a.as_str(), b.as_str(), c.as_str(), d.as_str(), e.as_str());
 
-        assert_eq!(desk.listed("").await, [e, d, c, b, a]);
-        let listed = desk.api.ok("GET", "/v1/conversations", None).await;
+        assert_eq!(inbox.listed("").await, [e, d, c, b, a]);
+        let listed = inbox.api.ok("GET", "/v1/conversations", None).await;
         assert_eq!(listed["next_cursor"], Value::Null);
         let first = &listed["conversations"][4];
         assert_id(&first["id"], "cv_");
@@ -229,38 +233,38 @@ on_both_databases!(
         assert_timestamp(&first["created_at"], "created_at");
 
         // A new message brings a conversation back to the top.
-        desk.inbound(a_phone, "Thanks!").await;
-        assert_eq!(desk.listed("").await, [a, e, d, c, b]);
+        inbox.inbound(a_phone, "Thanks!").await;
+        assert_eq!(inbox.listed("").await, [a, e, d, c, b]);
 
-        assert_eq!(desk.listed("status=open").await, [a, d, c, b]);
-        assert_eq!(desk.listed("status=closed").await, [e]);
-        assert_eq!(desk.listed("channel=sms-two").await, [d]);
-        assert_eq!(desk.listed("channel=sms-main").await, [a, e, c, b]);
-        assert_eq!(desk.listed(&format!("agent_id={agent}")).await, [d]);
-        let b_contact = desk.conversation(b).await["conversation"]["contact_id"]
+        assert_eq!(inbox.listed("status=open").await, [a, d, c, b]);
+        assert_eq!(inbox.listed("status=closed").await, [e]);
+        assert_eq!(inbox.listed("channel=sms-two").await, [d]);
+        assert_eq!(inbox.listed("channel=sms-main").await, [a, e, c, b]);
+        assert_eq!(inbox.listed(&format!("agent_id={agent}")).await, [d]);
+        let b_contact = inbox.conversation(b).await["conversation"]["contact_id"]
             .as_str()
             .unwrap()
             .to_owned();
-        assert_eq!(desk.listed(&format!("contact_id={b_contact}")).await, [b]);
-        assert_eq!(desk.listed("unread=true").await, [a, e, b]);
-        assert_eq!(desk.listed("unread=false").await, [d, c]);
-        assert_eq!(desk.listed("handoff=true").await, [c]);
-        assert_eq!(desk.listed("handoff=false").await, [a, e, d, b]);
-        assert_eq!(desk.listed("status=open&unread=true&channel=sms-main").await, [a, b]);
-        assert!(desk.listed("contact_id=ct_nobody").await.is_empty());
+        assert_eq!(inbox.listed(&format!("contact_id={b_contact}")).await, [b]);
+        assert_eq!(inbox.listed("unread=true").await, [a, e, b]);
+        assert_eq!(inbox.listed("unread=false").await, [d, c]);
+        assert_eq!(inbox.listed("handoff=true").await, [c]);
+        assert_eq!(inbox.listed("handoff=false").await, [a, e, d, b]);
+        assert_eq!(inbox.listed("status=open&unread=true&channel=sms-main").await, [a, b]);
+        assert!(inbox.listed("contact_id=ct_nobody").await.is_empty());
 
         // Paging follows the same order, each conversation once.
-        assert_eq!(desk.paged(2).await, [a, e, d, c, b]);
+        assert_eq!(inbox.paged(2).await, [a, e, d, c, b]);
 
         // A send to the contact's open conversation brings it to the top too, its unread count kept.
         let path = format!("/v1/contacts/{b_contact}/send-message");
-        let sent = desk
+        let sent = inbox
             .api
             .send("POST", &path, Some(json!({"text": "We are on it"})))
             .await;
         assert_eq!(sent.status, 202, "{}", sent.body);
-        assert_eq!(desk.listed("").await, [b, a, e, d, c]);
-        assert_eq!(desk.conversation(b).await["conversation"]["unread_count"], 1);
+        assert_eq!(inbox.listed("").await, [b, a, e, d, c]);
+        assert_eq!(inbox.conversation(b).await["conversation"]["unread_count"], 1);
 
         for (query, field) in [
             ("status=archived", "status"),
@@ -268,7 +272,7 @@ on_both_databases!(
             ("limit=201", "limit"),
             ("cursor=not-a-cursor", "cursor"),
         ] {
-            let answer = desk.api.send("GET", &format!("/v1/conversations?{query}"), None).await;
+            let answer = inbox.api.send("GET", &format!("/v1/conversations?{query}"), None).await;
             assert_invalid(&answer, field, query);
         }
     }
@@ -286,13 +290,13 @@ on_both_databases!(
             ("FRONTDESK_CONVERSATION_IDLE_HOURS", "1"),
         ];
         let server = sms::start(&db, &twilio, &env).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         // A window's first second (10:00 is a multiple of five minutes since the epoch), a year ahead.
         let window = Utc.with_ymd_and_hms(Utc::now().year() + 1, 3, 1, 10, 0, 0).unwrap();
         // Plays `phone` writing at `seconds` into the window; its conversation.
         let at = async |seconds: i64, phone: &str| {
             admin::clock_at(&server, window + chrono::Duration::seconds(seconds)).await;
-            id(&desk.inbound(phone, "hello").await)
+            id(&inbox.inbound(phone, "hello").await)
         };
         // Window 0: a at 0:10, b at 3:20, c at 4:40. Window 1: d at 5:10, then a again at 5:30. Window 4: e.
         let a = at(10, "+14155550201").await;
@@ -303,22 +307,22 @@ on_both_databases!(
         let e = at(1_200, "+14155550205").await;
         let (a, b, c, d, e) = (a.as_str(), b.as_str(), c.as_str(), d.as_str(), e.as_str());
 
-        assert_eq!(desk.listed("").await, [e, a, d, c, b]);
+        assert_eq!(inbox.listed("").await, [e, a, d, c, b]);
         for limit in [1, 2, 3] {
-            assert_eq!(desk.paged(limit).await, [e, a, d, c, b], "pages of {limit}");
+            assert_eq!(inbox.paged(limit).await, [e, a, d, c, b], "pages of {limit}");
         }
-        assert_eq!(desk.listed("status=open").await, [e, a, d, c, b]);
+        assert_eq!(inbox.listed("status=open").await, [e, a, d, c, b]);
 
         // An hour and four minutes after the window opened: b (3:20) is idle, c (4:40, the same window) not.
         admin::clock_at(&server, window + chrono::Duration::seconds(3_600 + 240)).await;
         let started = Instant::now();
-        while desk.conversation(b).await["conversation"]["status"] != "closed" {
+        while inbox.conversation(b).await["conversation"]["status"] != "closed" {
             assert!(started.elapsed() < WAIT, "the idle conversation was never closed");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(desk.listed("status=open").await, [e, a, d, c]);
-        assert_eq!(desk.listed("status=closed").await, [b]);
-        assert_eq!(desk.listed("").await, [e, a, d, c, b], "closing moves nothing");
+        assert_eq!(inbox.listed("status=open").await, [e, a, d, c]);
+        assert_eq!(inbox.listed("status=closed").await, [b]);
+        assert_eq!(inbox.listed("").await, [e, a, d, c, b], "closing moves nothing");
     }
 );
 
@@ -327,29 +331,29 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let phone = "+14155550111";
 
         // 103 messages: the contact's m0, our m1, then the contact's m2..m102.
-        let conversation = id(&desk.inbound(phone, "m0").await);
-        let reply = desk.text(phone, "m1").await;
+        let conversation = id(&inbox.inbound(phone, "m0").await);
+        let reply = inbox.text(phone, "m1").await;
         assert_eq!(
             reply["conversation_id"],
             json!(conversation),
             "the reply joins the open conversation"
         );
         for n in 2..103 {
-            desk.inbound(phone, &format!("m{n}")).await;
+            inbox.inbound(phone, &format!("m{n}")).await;
         }
         let all: Vec<String> = (0..103).map(|n| format!("m{n}")).collect();
 
-        let thread = desk.conversation(&conversation).await;
+        let thread = inbox.conversation(&conversation).await;
         assert_eq!(thread["conversation"]["id"], json!(conversation));
         assert_eq!(thread["conversation"]["unread_count"], json!(102));
         assert_eq!(texts(&thread["messages"]), all[3..], "the latest 100, oldest first");
         let oldest_shown = id(&thread["messages"][0]);
 
-        let older = desk
+        let older = inbox
             .api
             .ok(
                 "GET",
@@ -377,7 +381,7 @@ on_both_databases!(
         let mut pages = Vec::new();
         let mut path = format!("/v1/conversations/{conversation}/messages?limit=40");
         loop {
-            let page = desk.api.ok("GET", &path, None).await;
+            let page = inbox.api.ok("GET", &path, None).await;
             pages.push(texts(&page["messages"]));
             let Some(before) = page["next_cursor"].as_str() else {
                 break;
@@ -392,15 +396,15 @@ on_both_databases!(
         assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [40, 40, 23]);
         pages.reverse();
         assert_eq!(pages.concat(), all);
-        let default_page = desk
+        let default_page = inbox
             .api
             .ok("GET", &format!("/v1/conversations/{conversation}/messages"), None)
             .await;
         assert_eq!(texts(&default_page["messages"]), all[53..], "50 by default");
 
-        let elsewhere = id(&desk.inbound("+14155550112", "another thread").await);
-        let foreign = id(&desk.conversation(&elsewhere).await["messages"][0]);
-        let answer = desk
+        let elsewhere = id(&inbox.inbound("+14155550112", "another thread").await);
+        let foreign = id(&inbox.conversation(&elsewhere).await["messages"][0]);
+        let answer = inbox
             .api
             .send(
                 "GET",
@@ -411,7 +415,7 @@ on_both_databases!(
         assert_invalid(&answer, "before", "a message of another conversation");
         for limit in ["0", "201"] {
             let path = format!("/v1/conversations/{conversation}/messages?limit={limit}");
-            assert_invalid(&desk.api.send("GET", &path, None).await, "limit", limit);
+            assert_invalid(&inbox.api.send("GET", &path, None).await, "limit", limit);
         }
     }
 );
@@ -421,16 +425,16 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let receiver = Receiver::start().await;
-        let secret = desk.subscribe(&receiver, &["conversation.closed"]).await;
+        let secret = inbox.subscribe(&receiver, &["conversation.closed"]).await;
         let phone = "+14155550121";
 
-        let first = id(&desk.inbound(phone, "Is my order ready?").await);
-        let closed = desk.act(&first, "close", None).await;
+        let first = id(&inbox.inbound(phone, "Is my order ready?").await);
+        let closed = inbox.act(&first, "close", None).await;
         assert_eq!(closed["status"], "closed");
         assert_timestamp(&closed["closed_at"], "closed_at");
-        let again = desk.act(&first, "close", None).await;
+        let again = inbox.act(&first, "close", None).await;
         assert_eq!(again, closed, "closing a closed conversation changes nothing");
 
         let deliveries = receiver.wait_for(1, WAIT).await;
@@ -442,20 +446,20 @@ on_both_databases!(
         );
 
         // The contact writes again: a new conversation opens; the closed one stays closed.
-        let second = id(&desk.inbound(phone, "Hello again").await);
+        let second = id(&inbox.inbound(phone, "Hello again").await);
         assert_ne!(second, first);
         let contact = closed["contact_id"].as_str().unwrap();
         assert_eq!(
-            desk.listed(&format!("contact_id={contact}")).await,
+            inbox.listed(&format!("contact_id={contact}")).await,
             [second.clone(), first.clone()]
         );
-        let reopened = desk.conversation(&second).await;
+        let reopened = inbox.conversation(&second).await;
         assert_eq!(reopened["conversation"]["status"], "open");
         assert_eq!(texts(&reopened["messages"]), ["Hello again"]);
-        assert_eq!(desk.conversation(&first).await["conversation"], closed);
+        assert_eq!(inbox.conversation(&first).await["conversation"], closed);
 
         // Closing the new one announces it; the repeat above announced nothing.
-        desk.act(&second, "close", None).await;
+        inbox.act(&second, "close", None).await;
         let deliveries = receiver.wait_for(2, WAIT).await;
         let events = of_type(&deliveries, "conversation.closed", &secret);
         assert_eq!(
@@ -470,10 +474,10 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let receiver = Receiver::start().await;
         let body = json!({"name": "hooks", "url": receiver.url, "events": ["message.received"]});
-        desk.api.ok("POST", "/v1/webhooks", Some(body)).await;
+        inbox.api.ok("POST", "/v1/webhooks", Some(body)).await;
 
         // Five numbers write six messages each, all at once, and Twilio sends every one of them twice.
         let mut arrivals = Vec::new();
@@ -484,21 +488,21 @@ on_both_databases!(
             }
         }
         let answers = frontdesk_tests::join_all(arrivals.into_iter().map(|(sid, phone, text)| {
-            let sms = desk.sms.clone();
+            let sms = inbox.sms.clone();
             async move { sms.inbound(&sid, &phone, &text).await }
         }))
         .await;
         assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
 
-        let listed = desk.api.ok("GET", "/v1/conversations?limit=100", None).await;
+        let listed = inbox.api.ok("GET", "/v1/conversations?limit=100", None).await;
         let conversations = listed["conversations"].as_array().unwrap();
         assert_eq!(conversations.len(), 5, "one conversation per number: {listed}");
         for conversation in conversations {
             assert_eq!(conversation["unread_count"], json!(6), "{conversation}");
-            let thread = desk.conversation(conversation["id"].as_str().unwrap()).await;
+            let thread = inbox.conversation(conversation["id"].as_str().unwrap()).await;
             assert_eq!(thread["messages"].as_array().unwrap().len(), 6, "each message once");
         }
-        let contacts = desk.api.ok("GET", "/v1/contacts?limit=100", None).await;
+        let contacts = inbox.api.ok("GET", "/v1/contacts?limit=100", None).await;
         assert_eq!(contacts["contacts"].as_array().unwrap().len(), 5);
         let events = receiver.wait_until(WAIT, |d| d.len() >= 30).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -521,49 +525,49 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let phone = "+14155550131";
         let unread = |conversation: &Value| conversation["unread_count"].as_i64().unwrap();
 
-        desk.inbound(phone, "One").await;
-        let conversation = desk.inbound(phone, "Two").await;
+        inbox.inbound(phone, "One").await;
+        let conversation = inbox.inbound(phone, "Two").await;
         let cv = id(&conversation);
         assert_eq!(unread(&conversation), 2, "each inbound message counts");
-        desk.text(phone, "On it").await;
+        inbox.text(phone, "On it").await;
         assert_eq!(
-            unread(&desk.conversation(&cv).await["conversation"]),
+            unread(&inbox.conversation(&cv).await["conversation"]),
             2,
             "our own messages do not"
         );
 
-        assert_eq!(unread(&desk.act(&cv, "read", None).await), 0);
-        assert_eq!(unread(&desk.act(&cv, "read", None).await), 0);
-        assert_eq!(unread(&desk.act(&cv, "unread", None).await), 1);
+        assert_eq!(unread(&inbox.act(&cv, "read", None).await), 0);
+        assert_eq!(unread(&inbox.act(&cv, "read", None).await), 0);
+        assert_eq!(unread(&inbox.act(&cv, "unread", None).await), 1);
         assert_eq!(
-            unread(&desk.act(&cv, "unread", None).await),
+            unread(&inbox.act(&cv, "unread", None).await),
             1,
             "at least one, not one more"
         );
-        assert_eq!(unread(&desk.inbound(phone, "Three").await), 2);
+        assert_eq!(unread(&inbox.inbound(phone, "Three").await), 2);
         assert_eq!(
-            unread(&desk.act(&cv, "unread", None).await),
+            unread(&inbox.act(&cv, "unread", None).await),
             2,
             "a count above one stays"
         );
-        assert_eq!(unread(&desk.act(&cv, "read", None).await), 0);
-        assert_eq!(desk.listed("unread=true").await, Vec::<String>::new());
+        assert_eq!(unread(&inbox.act(&cv, "read", None).await), 0);
+        assert_eq!(inbox.listed("unread=true").await, Vec::<String>::new());
     }
 );
 
 on_both_databases!(handoff_and_resume_with_the_handoff_event, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     let server = sms::start(&db, &twilio, &[]).await;
-    let desk = Desk::new(&server, &twilio).await;
+    let inbox = Inbox::new(&server, &twilio).await;
     let receiver = Receiver::start().await;
-    let secret = desk.subscribe(&receiver, &["conversation.handoff"]).await;
-    let cv = id(&desk.inbound("+14155550141", "I want a refund").await);
+    let secret = inbox.subscribe(&receiver, &["conversation.handoff"]).await;
+    let cv = id(&inbox.inbound("+14155550141", "I want a refund").await);
 
-    let handed = desk
+    let handed = inbox
         .act(&cv, "handoff", Some(json!({"reason": "asks for a refund"})))
         .await;
     assert_eq!(
@@ -577,13 +581,13 @@ on_both_databases!(handoff_and_resume_with_the_handoff_event, |db: Db| async mov
         "the event carries the conversation"
     );
 
-    let repeated = desk
+    let repeated = inbox
         .act(&cv, "handoff", Some(json!({"reason": "something else"})))
         .await;
     assert_eq!(repeated, handed, "a conversation handed off stays as it was");
 
     let long = "x".repeat(501);
-    let answer = desk
+    let answer = inbox
         .api
         .send(
             "POST",
@@ -593,16 +597,16 @@ on_both_databases!(handoff_and_resume_with_the_handoff_event, |db: Db| async mov
         .await;
     assert_invalid(&answer, "reason", "a reason over 500 characters");
 
-    let resumed = desk.act(&cv, "resume", None).await;
+    let resumed = inbox.act(&cv, "resume", None).await;
     assert_eq!(
         (resumed["handoff"].clone(), resumed["handoff_reason"].clone()),
         (json!(false), json!(""))
     );
-    assert_eq!(desk.act(&cv, "resume", None).await, resumed);
-    assert_eq!(desk.conversation(&cv).await["conversation"], resumed);
+    assert_eq!(inbox.act(&cv, "resume", None).await, resumed);
+    assert_eq!(inbox.conversation(&cv).await["conversation"], resumed);
 
     // A handoff without a reason, after the resume, is a new handoff with its own event.
-    let again = desk.act(&cv, "handoff", None).await;
+    let again = inbox.act(&cv, "handoff", None).await;
     assert_eq!(
         (again["handoff"].clone(), again["handoff_reason"].clone()),
         (json!(true), json!(""))
@@ -614,23 +618,24 @@ on_both_databases!(handoff_and_resume_with_the_handoff_event, |db: Db| async mov
 on_both_databases!(transcripts_in_text_markdown_and_json, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     let server = sms::start(&db, &twilio, &[]).await;
-    let desk = Desk::new(&server, &twilio).await;
+    let inbox = Inbox::new(&server, &twilio).await;
     let phone = "+14155550151";
 
-    let cv = id(&desk.inbound(phone, "Is the shop open today?").await);
-    let answer = desk.text(phone, "Yes, until 6pm").await;
-    sms::message_when(&desk.api, &id(&answer), |m| m["status"] == "sent").await;
-    desk.edit(
-        "PATCH",
-        &format!("/v1/messages/{}", id(&answer)),
-        Some(json!({"text": "Yes, until *7pm*", "resend": false})),
-    )
-    .await;
-    desk.inbound(phone, "My card is 4111 1111 1111 1111").await;
-    let card = id(&desk.conversation(&cv).await["messages"][2]);
-    desk.edit("DELETE", &format!("/v1/messages/{card}"), None).await;
+    let cv = id(&inbox.inbound(phone, "Is the shop open today?").await);
+    let answer = inbox.text(phone, "Yes, until 6pm").await;
+    sms::message_when(&inbox.api, &id(&answer), |m| m["status"] == "sent").await;
+    inbox
+        .edit(
+            "PATCH",
+            &format!("/v1/messages/{}", id(&answer)),
+            Some(json!({"text": "Yes, until *7pm*", "resend": false})),
+        )
+        .await;
+    inbox.inbound(phone, "My card is 4111 1111 1111 1111").await;
+    let card = id(&inbox.conversation(&cv).await["messages"][2]);
+    inbox.edit("DELETE", &format!("/v1/messages/{card}"), None).await;
 
-    let (status, content_type, text) = raw(&desk.api, &format!("/v1/conversations/{cv}/transcript")).await;
+    let (status, content_type, text) = raw(&inbox.api, &format!("/v1/conversations/{cv}/transcript")).await;
     assert_eq!(
         (status, content_type.as_str()),
         (200, "text/plain; charset=utf-8"),
@@ -653,11 +658,14 @@ on_both_databases!(transcripts_in_text_markdown_and_json, |db: Db| async move {
         ]
     );
     assert!(!text.contains("4111") && !text.contains("6pm"), "{text}");
-    let (_, _, explicit) = raw(&desk.api, &format!("/v1/conversations/{cv}/transcript?format=text")).await;
+    let (_, _, explicit) = raw(&inbox.api, &format!("/v1/conversations/{cv}/transcript?format=text")).await;
     assert_eq!(explicit, text);
 
-    let (status, content_type, markdown) =
-        raw(&desk.api, &format!("/v1/conversations/{cv}/transcript?format=markdown")).await;
+    let (status, content_type, markdown) = raw(
+        &inbox.api,
+        &format!("/v1/conversations/{cv}/transcript?format=markdown"),
+    )
+    .await;
     assert_eq!((status, content_type.as_str()), (200, "text/markdown; charset=utf-8"));
     assert!(markdown.starts_with(&format!("# Conversation {cv}\n")), "{markdown}");
     let items: Vec<&str> = markdown.lines().filter(|l| l.starts_with("- ")).collect();
@@ -671,10 +679,10 @@ on_both_databases!(transcripts_in_text_markdown_and_json, |db: Db| async move {
     assert!(!markdown.contains("4111"));
 
     let (status, content_type, json_text) =
-        raw(&desk.api, &format!("/v1/conversations/{cv}/transcript?format=json")).await;
+        raw(&inbox.api, &format!("/v1/conversations/{cv}/transcript?format=json")).await;
     assert_eq!((status, content_type.as_str()), (200, "application/json"));
     let document: Value = serde_json::from_str(&json_text).expect("a JSON transcript");
-    let thread = desk.conversation(&cv).await;
+    let thread = inbox.conversation(&cv).await;
     assert_eq!(document["conversation"], thread["conversation"]);
     assert_eq!(
         document["messages"], thread["messages"],
@@ -690,7 +698,7 @@ on_both_databases!(transcripts_in_text_markdown_and_json, |db: Db| async move {
         (json!(true), json!(""))
     );
 
-    let answer = desk
+    let answer = inbox
         .api
         .send("GET", &format!("/v1/conversations/{cv}/transcript?format=pdf"), None)
         .await;
@@ -699,7 +707,7 @@ on_both_databases!(transcripts_in_text_markdown_and_json, |db: Db| async move {
     // Over gRPC the transcript is a google.api.HttpBody.
     let mut client = ConversationsClient::connect(server.grpc.clone()).await.unwrap();
     let body = client
-        .get_transcript(desk.api.grpc(TranscriptRequest {
+        .get_transcript(inbox.api.grpc(TranscriptRequest {
             conversation_id: cv.clone(),
             format: "markdown".into(),
         }))
@@ -715,14 +723,14 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let phone = "+14155550161";
-        let booked = desk.text(phone, "Your table is booked for 7pm").await;
+        let booked = inbox.text(phone, "Your table is booked for 7pm").await;
         let booked_id = id(&booked);
         let path = format!("/v1/messages/{booked_id}");
-        sms::message_when(&desk.api, &booked_id, |m| m["status"] == "sent").await;
+        sms::message_when(&inbox.api, &booked_id, |m| m["status"] == "sent").await;
 
-        let corrected = desk
+        let corrected = inbox
             .edit("PATCH", &path, Some(json!({"text": "Your table is booked for 8pm"})))
             .await;
         assert_eq!(corrected["text"], "Your table is booked for 8pm");
@@ -730,11 +738,11 @@ on_both_databases!(
         assert_eq!(corrected["edits"].as_array().unwrap().len(), 1);
         assert_eq!(corrected["edits"][0]["text"], "Your table is booked for 7pm");
         assert_timestamp(&corrected["edits"][0]["edited_at"], "edited_at");
-        assert_eq!(desk.message(&booked_id).await, corrected);
+        assert_eq!(inbox.message(&booked_id).await, corrected);
 
         let sent = twilio_sent(&twilio, "Correction: Your table is booked for 8pm").await;
         assert_eq!((sent.len(), sent[0].to()), (1, phone));
-        let thread = desk.conversation(booked["conversation_id"].as_str().unwrap()).await;
+        let thread = inbox.conversation(booked["conversation_id"].as_str().unwrap()).await;
         let messages = thread["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 2);
         let correction = &messages[1];
@@ -754,7 +762,7 @@ on_both_databases!(
         );
 
         // `resend: false` corrects the record only.
-        let quiet = desk
+        let quiet = inbox
             .edit(
                 "PATCH",
                 &path,
@@ -766,12 +774,12 @@ on_both_databases!(
             ["Your table is booked for 7pm", "Your table is booked for 8pm"]
         );
         assert_eq!(quiet["text"], "Your table is booked for 9pm");
-        let same = desk
+        let same = inbox
             .edit("PATCH", &path, Some(json!({"text": "Your table is booked for 9pm"})))
             .await;
         assert_eq!(same, quiet, "the same text again changes nothing and sends nothing");
         assert_eq!(
-            desk.conversation(booked["conversation_id"].as_str().unwrap()).await["messages"]
+            inbox.conversation(booked["conversation_id"].as_str().unwrap()).await["messages"]
                 .as_array()
                 .unwrap()
                 .len(),
@@ -800,9 +808,9 @@ on_both_databases!(
             ),
         ];
         for (body, field, case) in cases {
-            assert_invalid(&desk.api.send("PATCH", &path, Some(body)).await, field, case);
+            assert_invalid(&inbox.api.send("PATCH", &path, Some(body)).await, field, case);
         }
-        let long = desk
+        let long = inbox
             .edit(
                 "PATCH",
                 &path,
@@ -814,9 +822,9 @@ on_both_databases!(
             1_595,
             "fits without the correction message"
         );
-        let cv = id(&desk.inbound(phone, "Thanks!").await);
-        let theirs = id(&desk.conversation(&cv).await["messages"][2]);
-        let answer = desk
+        let cv = id(&inbox.inbound(phone, "Thanks!").await);
+        let theirs = id(&inbox.conversation(&cv).await["messages"][2]);
+        let answer = inbox
             .api
             .send(
                 "PATCH",
@@ -825,10 +833,13 @@ on_both_databases!(
             )
             .await;
         assert_invalid(&answer, "message_id", "an inbound message");
-        desk.edit("DELETE", &path, None).await;
-        let answer = desk.api.send("PATCH", &path, Some(json!({"text": "Back again"}))).await;
+        inbox.edit("DELETE", &path, None).await;
+        let answer = inbox
+            .api
+            .send("PATCH", &path, Some(json!({"text": "Back again"})))
+            .await;
         assert_invalid(&answer, "message_id", "a removed message");
-        let answer = desk
+        let answer = inbox
             .api
             .send(
                 "PATCH",
@@ -845,7 +856,7 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let phone = "+14155550171";
 
         // An MMS a customer should not have sent.
@@ -856,14 +867,14 @@ on_both_databases!(
             "My card: 4111 1111 1111 1111",
             &[("https://media.example/card.jpg", "image/jpeg")],
         );
-        let hook = twilio::post_signed(desk.sms.local_url(), &desk.sms.webhook_url, &twilio.auth_token, &form).await;
+        let hook = twilio::post_signed(inbox.sms.local_url(), &inbox.sms.webhook_url, &twilio.auth_token, &form).await;
         assert_eq!(hook.status, 200, "{hook:?}");
-        let cv = id(&desk.api.ok("GET", "/v1/conversations", None).await["conversations"][0]);
-        let card = desk.conversation(&cv).await["messages"][0].clone();
+        let cv = id(&inbox.api.ok("GET", "/v1/conversations", None).await["conversations"][0]);
+        let card = inbox.conversation(&cv).await["messages"][0].clone();
         assert_eq!(card["attachments"].as_array().unwrap().len(), 1, "{card}");
         let path = format!("/v1/messages/{}", id(&card));
 
-        let removed = desk.edit("DELETE", &path, None).await;
+        let removed = inbox.edit("DELETE", &path, None).await;
         assert_eq!(
             (
                 removed["removed"].clone(),
@@ -872,9 +883,9 @@ on_both_databases!(
             ),
             (json!(true), json!(""), json!([]))
         );
-        assert_eq!(desk.message(&id(&card)).await, removed);
+        assert_eq!(inbox.message(&id(&card)).await, removed);
         assert_eq!(
-            desk.edit("DELETE", &path, None).await,
+            inbox.edit("DELETE", &path, None).await,
             removed,
             "removing again changes nothing"
         );
@@ -890,15 +901,16 @@ on_both_databases!(
         let mut config = twilio.channel_config();
         config["max_per_second"] = json!("0.25");
         let slow = json!({"name": "sms-slow", "type": "sms", "config": config});
-        desk.api.ok("POST", "/v1/channels", Some(slow)).await;
+        let slow = inbox.api.ok("POST", "/v1/channels", Some(slow)).await;
         let slow_phone = "+14155550172";
-        desk.send(json!({"phone": slow_phone, "text": "First", "channel": "sms-slow"}))
+        inbox
+            .send(json!({"phone": slow_phone, "text": "First", "channel": "sms-slow"}))
             .await;
         twilio_sent(&twilio, "First").await;
-        let second = desk
+        let second = inbox
             .send(json!({"phone": slow_phone, "text": "Second, by mistake", "channel": "sms-slow"}))
             .await;
-        let removed = desk
+        let removed = inbox
             .edit("DELETE", &format!("/v1/messages/{}", id(&second)), None)
             .await;
         assert_eq!(
@@ -911,7 +923,7 @@ on_both_databases!(
             (json!(true), json!(""), json!("failed"), json!("cancelled"))
         );
         // Its turn comes about three seconds later, and passes.
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        admin::until_done(&server, Jobs::Lane(&id(&slow["channel"]))).await;
         let sent: Vec<String> = twilio.sent_to(slow_phone).iter().map(|m| m.body().to_owned()).collect();
         assert_eq!(sent, ["First"], "the removed message never went out");
     }
@@ -920,14 +932,14 @@ on_both_databases!(
 on_both_databases!(one_reaction_per_author_replaced_and_removed, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     let server = sms::start(&db, &twilio, &[]).await;
-    let desk = Desk::new(&server, &twilio).await;
+    let inbox = Inbox::new(&server, &twilio).await;
     let phone = "+14155550181";
-    let ours = id(&desk.text(phone, "See you at 7").await);
-    sms::message_when(&desk.api, &ours, |m| m["status"] == "sent").await;
+    let ours = id(&inbox.text(phone, "See you at 7").await);
+    sms::message_when(&inbox.api, &ours, |m| m["status"] == "sent").await;
     let path = format!("/v1/messages/{ours}/reactions");
     let react = |emoji: &str| json!({ "emoji": emoji });
 
-    let thumbs = desk.edit("POST", &path, Some(react("👍"))).await;
+    let thumbs = inbox.edit("POST", &path, Some(react("👍"))).await;
     let reactions = thumbs["reactions"].as_array().unwrap();
     assert_eq!(reactions.len(), 1);
     assert_eq!(
@@ -936,7 +948,7 @@ on_both_databases!(one_reaction_per_author_replaced_and_removed, |db: Db| async 
     );
     assert_timestamp(&reactions[0]["created_at"], "created_at");
 
-    let heart = desk.edit("POST", &path, Some(react("❤️"))).await;
+    let heart = inbox.edit("POST", &path, Some(react("❤️"))).await;
     assert_eq!(
         heart["reactions"].as_array().unwrap().len(),
         1,
@@ -944,35 +956,35 @@ on_both_databases!(one_reaction_per_author_replaced_and_removed, |db: Db| async 
     );
     assert_eq!(heart["reactions"][0]["emoji"], "❤️");
     assert_eq!(
-        desk.edit("POST", &path, Some(react("❤️"))).await,
+        inbox.edit("POST", &path, Some(react("❤️"))).await,
         heart,
         "the same one changes nothing"
     );
-    let family = desk.edit("POST", &path, Some(react("👨‍👩‍👧"))).await;
+    let family = inbox.edit("POST", &path, Some(react("👨‍👩‍👧"))).await;
     assert_eq!(
         family["reactions"][0]["emoji"], "👨‍👩‍👧",
         "one grapheme of several code points"
     );
-    assert_eq!(desk.message(&ours).await, family);
+    assert_eq!(inbox.message(&ours).await, family);
 
-    let cleared = desk.edit("POST", &path, Some(react(""))).await;
+    let cleared = inbox.edit("POST", &path, Some(react(""))).await;
     assert_eq!(cleared["reactions"], json!([]));
-    assert_eq!(desk.edit("POST", &path, Some(react(""))).await, cleared);
+    assert_eq!(inbox.edit("POST", &path, Some(react(""))).await, cleared);
 
     for bad in ["ab", "👍👍", "a", "1", "👍 "] {
-        assert_invalid(&desk.api.send("POST", &path, Some(react(bad))).await, "emoji", bad);
+        assert_invalid(&inbox.api.send("POST", &path, Some(react(bad))).await, "emoji", bad);
     }
 
-    let cv = id(&desk.inbound(phone, "Great, thanks").await);
-    let theirs = id(&desk.conversation(&cv).await["messages"][1]);
-    let thanked = desk
+    let cv = id(&inbox.inbound(phone, "Great, thanks").await);
+    let theirs = id(&inbox.conversation(&cv).await["messages"][1]);
+    let thanked = inbox
         .edit("POST", &format!("/v1/messages/{theirs}/reactions"), Some(react("🙏")))
         .await;
     assert_eq!(
         thanked["reactions"][0]["emoji"], "🙏",
         "inbound messages take reactions too"
     );
-    let answer = desk
+    let answer = inbox
         .api
         .send("POST", "/v1/messages/msg_0000000000000000/reactions", Some(react("👍")))
         .await;
@@ -984,14 +996,14 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let phone = "+14155550191";
-        desk.inbound(phone, "Hello").await;
-        let ours = desk.text(phone, "Hi there").await;
+        inbox.inbound(phone, "Hello").await;
+        let ours = inbox.text(phone, "Hi there").await;
         let cv = ours["conversation_id"].as_str().unwrap().to_owned();
         let message = id(&ours);
-        sms::message_when(&desk.api, &message, |m| m["status"] == "sent").await;
-        let before = desk.conversation(&cv).await;
+        sms::message_when(&inbox.api, &message, |m| m["status"] == "sent").await;
+        let before = inbox.conversation(&cv).await;
 
         let other = Platform::new(&server).await;
         let routes: Vec<(&str, String, Option<Value>)> = vec![
@@ -1029,12 +1041,12 @@ on_both_databases!(
             other.ok("GET", "/v1/conversations", None).await["conversations"],
             json!([])
         );
-        assert_eq!(desk.conversation(&cv).await, before, "nothing changed for the owner");
+        assert_eq!(inbox.conversation(&cv).await, before, "nothing changed for the owner");
 
-        let deals_only = admin::issue_key(&server, &desk.api.account_id, &["deals"]).await;
-        let conversations_only = admin::issue_key(&server, &desk.api.account_id, &["conversations"]).await;
-        let messages_only = admin::issue_key(&server, &desk.api.account_id, &["messages"]).await;
-        let as_key = |key: &str| Platform::of(&server, &desk.api.account_id, key);
+        let deals_only = admin::issue_key(&server, &inbox.api.account_id, &["deals"]).await;
+        let conversations_only = admin::issue_key(&server, &inbox.api.account_id, &["conversations"]).await;
+        let messages_only = admin::issue_key(&server, &inbox.api.account_id, &["messages"]).await;
+        let as_key = |key: &str| Platform::of(&server, &inbox.api.account_id, key);
         let (deals_only, conversations_only, messages_only) =
             (as_key(&deals_only), as_key(&conversations_only), as_key(&messages_only));
         for (method, path, body) in &routes {
@@ -1081,31 +1093,31 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let (phone, bystander) = ("+14155550301", "+14155550302");
 
         // Two conversations of the contact (one closed) with messages both ways, and another contact's.
-        let first = id(&desk.inbound(phone, "Please forget me").await);
-        let reply = id(&desk.text(phone, "Sorry to see you go").await);
-        sms::message_when(&desk.api, &reply, |m| m["status"] == "sent").await;
-        desk.act(&first, "close", None).await;
-        let second = id(&desk.inbound(phone, "Really, all of it").await);
+        let first = id(&inbox.inbound(phone, "Please forget me").await);
+        let reply = id(&inbox.text(phone, "Sorry to see you go").await);
+        sms::message_when(&inbox.api, &reply, |m| m["status"] == "sent").await;
+        inbox.act(&first, "close", None).await;
+        let second = id(&inbox.inbound(phone, "Really, all of it").await);
         assert_ne!(first, second);
         let mut messages = vec![reply];
         for conversation in [&first, &second] {
-            let thread = desk.conversation(conversation).await;
+            let thread = inbox.conversation(conversation).await;
             messages.extend(thread["messages"].as_array().unwrap().iter().map(id));
         }
         messages.sort();
         messages.dedup();
         assert_eq!(messages.len(), 3, "{messages:?}");
-        let other = id(&desk.inbound(bystander, "I stay").await);
-        let contact = desk.conversation(&second).await["conversation"]["contact_id"]
+        let other = id(&inbox.inbound(bystander, "I stay").await);
+        let contact = inbox.conversation(&second).await["conversation"]["contact_id"]
             .as_str()
             .unwrap()
             .to_owned();
 
-        desk.api.ok("DELETE", &format!("/v1/contacts/{contact}"), None).await;
+        inbox.api.ok("DELETE", &format!("/v1/contacts/{contact}"), None).await;
 
         let mut gone = vec![format!("/v1/contacts/{contact}")];
         for conversation in [&first, &second] {
@@ -1115,24 +1127,25 @@ on_both_databases!(
         }
         gone.extend(messages.iter().map(|m| format!("/v1/messages/{m}")));
         for path in &gone {
-            assert_not_found(&desk.api.send("GET", path, None).await, path);
+            assert_not_found(&inbox.api.send("GET", path, None).await, path);
         }
         assert_eq!(
-            desk.listed("").await,
+            inbox.listed("").await,
             [other.as_str()],
             "only the other contact's conversation is listed"
         );
-        assert!(desk.listed(&format!("contact_id={contact}")).await.is_empty());
-        let contacts = desk.api.ids("/v1/contacts", "contacts", "id").await;
+        assert!(inbox.listed(&format!("contact_id={contact}")).await.is_empty());
+        let contacts = inbox.api.ids("/v1/contacts", "contacts", "id").await;
         assert_eq!(contacts.len(), 1, "{contacts:?}");
         assert!(!contacts.contains(&contact));
         assert!(
-            desk.api
+            inbox
+                .api
                 .ids("/v1/contacts?q=4155550301", "contacts", "id")
                 .await
                 .is_empty()
         );
-        let kept = desk.conversation(&other).await;
+        let kept = inbox.conversation(&other).await;
         assert_eq!(
             texts(&kept["messages"]),
             ["I stay"],
@@ -1148,13 +1161,13 @@ on_both_databases!(
     |db: Db| async move {
         let twilio = FakeTwilio::start().await;
         let server = sms::start(&db, &twilio, &[]).await;
-        let desk = Desk::new(&server, &twilio).await;
+        let inbox = Inbox::new(&server, &twilio).await;
         let receiver = Receiver::start().await;
-        let secret = desk.subscribe(&receiver, &["conversation.created"]).await;
+        let secret = inbox.subscribe(&receiver, &["conversation.created"]).await;
         // Plays a new number writing `text`; its conversation as `conversation.created` showed it.
         let opened = async |phone: &str, text: &str| {
             let before = receiver.deliveries().len();
-            let answer = desk.sms.inbound(&new_message_sid(), phone, text).await;
+            let answer = inbox.sms.inbound(&new_message_sid(), phone, text).await;
             assert_eq!(answer.status, 200, "{answer:?}");
             let events = receiver.wait_for(before + 1, WAIT).await;
             of_type(&events, "conversation.created", &secret)[before].clone()
@@ -1165,14 +1178,16 @@ on_both_databases!(
         assert_eq!(unrouted["agent_id"], "");
 
         // A channel default, and an entry point for bookings that outranks it.
-        let front = desk.api.agent("Front desk").await;
-        let bookings = desk.api.agent("Bookings").await;
+        let front = inbox.api.agent("Front inbox").await;
+        let bookings = inbox.api.agent("Bookings").await;
         let body = json!({"channel": "sms-main", "agent_id": front});
-        desk.api
+        inbox
+            .api
             .ok("PUT", "/v1/entry-points/channel-defaults", Some(body))
             .await;
         let rule = json!({"channel": "sms-main", "match": {"keywords": ["book"]}, "priority": 10});
-        desk.api
+        inbox
+            .api
             .ok("POST", &format!("/v1/agents/{bookings}/entry-points"), Some(rule))
             .await;
 
@@ -1183,10 +1198,10 @@ on_both_databases!(
             let event = opened(phone, text).await;
             assert_eq!(event["agent_id"], agent.as_str(), "{text}: {event}");
             assert_eq!(event["channel"], "sms-main");
-            let shown = desk.conversation(&id(&event)).await["conversation"].clone();
+            let shown = inbox.conversation(&id(&event)).await["conversation"].clone();
             assert_eq!(shown["agent_id"], agent.as_str(), "{text}: {shown}");
         }
-        let shown = desk.conversation(&id(&unrouted)).await["conversation"].clone();
+        let shown = inbox.conversation(&id(&unrouted)).await["conversation"].clone();
         assert_eq!(shown["agent_id"], "", "a conversation keeps the agent it opened with");
     }
 );
