@@ -15,6 +15,7 @@ mod database_drill;
 mod deals;
 mod deployment;
 mod evaluations;
+mod isolation;
 mod job_engine;
 mod jobs;
 mod kb_files;
