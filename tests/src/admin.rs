@@ -49,11 +49,12 @@ pub async fn account_under(server: &Server, plan: &str, rate_limit: i32, parent:
         .await
         .expect("account created")
         .into_inner();
+    crate::secrets::remember(&created.api_key);
     (created.account.expect("account").id, created.api_key)
 }
 
 pub async fn issue_key(server: &Server, account_id: &str, scopes: &[&str]) -> String {
-    client(server)
+    let key = client(server)
         .await
         .issue_api_key(IssueApiKeyRequest {
             account_id: account_id.to_owned(),
@@ -62,7 +63,9 @@ pub async fn issue_key(server: &Server, account_id: &str, scopes: &[&str]) -> St
         .await
         .expect("key issued")
         .into_inner()
-        .api_key
+        .api_key;
+    crate::secrets::remember(&key);
+    key
 }
 
 pub async fn set_api_access(server: &Server, account_id: &str, api_access: bool) {

@@ -15,6 +15,7 @@ pub mod platform;
 pub mod raw_post;
 pub mod razorpay;
 pub mod redis_server;
+pub mod secrets;
 pub mod server;
 pub mod sms;
 pub mod tcp_proxy;
@@ -88,20 +89,24 @@ pub async fn call_with(method: &str, url: &str, headers: &[(&str, &str)], body: 
     let client = http_client();
     let mut request = client.request(method.parse().expect("method"), url);
     for (name, value) in headers {
+        if name.eq_ignore_ascii_case("x-api-key") || name.eq_ignore_ascii_case("authorization") {
+            secrets::remember(value.trim_start_matches("Bearer "));
+        }
         request = request.header(*name, *value);
     }
     if let Some(body) = body {
+        if let Ok(json) = serde_json::from_str(body) {
+            secrets::remember_in(&json);
+        }
         request = request.header("content-type", "application/json").body(body.to_owned());
     }
     let response = request.send().await.expect("request sent");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = response.text().await.expect("body");
-    Answer {
-        status,
-        headers,
-        body: serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
-    }
+    let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    secrets::remember_in(&body);
+    Answer { status, headers, body }
 }
 
 /// The checkout signature by the standard formula: lowercase hex HMAC-SHA256(secret, order|payment).

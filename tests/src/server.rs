@@ -36,6 +36,7 @@ impl Server {
     /// Any mode (`core`, `edge --core URL`, ...) with exactly these variables (see `base_env`), in `dir` or
     /// the test's working directory.
     pub async fn spawn(dir: Option<PathBuf>, mode: Vec<String>, env: BTreeMap<String, String>) -> Self {
+        crate::secrets::remember_env(env.iter());
         let mut command = Command::new(binary::path());
         if let Some(dir) = &dir {
             command.current_dir(dir);
@@ -206,9 +207,14 @@ pub fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
         .and_then(|line| line.rsplit(' ').next()?.parse().ok())
 }
 
+/// A stopped server's logs must hold none of the secrets the tests have used (`secrets`).
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+        if !std::thread::panicking() {
+            let leaks = crate::secrets::leaked_in(&self.logs.lock().unwrap());
+            assert!(leaks.is_empty(), "frontdesk logged secrets:\n{}", leaks.join("\n"));
+        }
     }
 }
 
