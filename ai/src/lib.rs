@@ -12,6 +12,8 @@ use frontdesk_kernel::{
     timestamps, validate,
 };
 
+#[cfg(fuzzing)]
+pub mod fuzzing;
 pub mod kb_groups;
 pub mod replies;
 pub mod summaries;

@@ -6,6 +6,8 @@ mod bindings;
 mod body;
 mod client_addr;
 mod error;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 pub use frontdesk_api::json_out;
 mod multipart;
 mod openapi;

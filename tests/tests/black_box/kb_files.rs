@@ -414,6 +414,13 @@ on_both_databases!(
                 fixture("loop-pages.pdf"),
                 "no_text",
             ),
+            // Found by the fuzzer: the PDF parser panics on the page's font.
+            (
+                "font-panic.pdf",
+                "application/pdf",
+                fixture("font-panic.pdf"),
+                "unreadable",
+            ),
             ("one-line.html", "text/html", one_line, "too_large"),
         ];
         for (name, content_type, data, reason) in cases {

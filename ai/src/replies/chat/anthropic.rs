@@ -61,7 +61,7 @@ enum Block<'a> {
 }
 
 #[derive(Deserialize)]
-struct Response {
+pub(crate) struct Response {
     content: Vec<AnswerBlock>,
 }
 
@@ -148,8 +148,15 @@ impl ChatModel for Anthropic {
         headers.insert("anthropic-version", HeaderValue::from_static(VERSION));
         let url = format!("{}/v1/messages", self.base_url.trim_end_matches('/'));
         let response: Response = post(&self.client, &url, headers, &body).await?;
+        Ok(response.into_answer())
+    }
+}
+
+impl Response {
+    /// The reply's text and tool calls; other blocks (thinking, ...) are not part of it.
+    pub(crate) fn into_answer(self) -> ChatAnswer {
         let mut answer = ChatAnswer::default();
-        for block in response.content {
+        for block in self.content {
             match block {
                 AnswerBlock::Text { text } => answer.text.push_str(&text),
                 AnswerBlock::ToolUse { id, name, input } => answer.calls.push(ToolCall {
@@ -160,7 +167,7 @@ impl ChatModel for Anthropic {
                 AnswerBlock::Other => {}
             }
         }
-        Ok(answer)
+        answer
     }
 }
 

@@ -76,7 +76,7 @@ struct FunctionCall<'a> {
 }
 
 #[derive(Deserialize)]
-struct Response {
+pub(crate) struct Response {
     choices: Vec<Choice>,
 }
 
@@ -187,7 +187,14 @@ impl ChatModel for OpenAi {
         }
         let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
         let response: Response = post(&self.client, &url, headers, &body).await?;
-        let Some(choice) = response.choices.into_iter().next() else {
+        response.into_answer()
+    }
+}
+
+impl Response {
+    /// The first choice's text and tool calls.
+    pub(crate) fn into_answer(self) -> Result<ChatAnswer, ChatError> {
+        let Some(choice) = self.choices.into_iter().next() else {
             return Err(ChatError::Permanent("the answer has no choices".into()));
         };
         Ok(ChatAnswer {

@@ -220,7 +220,7 @@ impl Toolbox for ReplyTools<'_> {
 }
 
 /// The model's arguments as a JSON object (none at all is an empty object).
-fn arguments(text: &str) -> Result<Value, String> {
+pub(crate) fn arguments(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
