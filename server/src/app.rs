@@ -283,16 +283,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             clock.clone(),
             config.webhooks.retention,
         )));
-    // The recurring jobs exist once each, whichever replica starts first.
-    for job in [
-        recurring::job::<jobs::retention::Retention>(clock.now()),
-        recurring::job::<webhooks::dispatch::prune::Retention>(clock.now()),
-        recurring::job::<Housekeeping>(clock.now()),
-        recurring::job::<EmptySessions>(clock.now()),
-        recurring::job::<broadcasts::stats::Progress>(clock.now()),
-    ] {
-        jobs::enqueue(&db, job, clock.now()).await?;
-    }
+    tokio::spawn(ensure_recurring(db.clone(), clock.clone()));
     let services = Services {
         health: HealthService::new(db.clone()),
         payments: PaymentsService::new(
@@ -380,6 +371,27 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
 /// The sentence-embedding model of semantic retrieval, its folder checked at start-up and its weights read
 /// on first use; `None` (lexical retrieval only, and the log says so) without a model folder. A folder named
 /// but unreadable stops the start.
+/// Makes sure the recurring jobs exist, once each whichever replica starts first. In the background: the
+/// enqueue of a job whose row another replica holds locked (one paused in the middle of a claim) waits for
+/// that lock, which must never keep this replica from starting; a failed enqueue is tried again.
+async fn ensure_recurring(db: DatabaseConnection, clock: Arc<dyn Clock>) {
+    let now = clock.now();
+    for job in [
+        recurring::job::<jobs::retention::Retention>(now),
+        recurring::job::<webhooks::dispatch::prune::Retention>(now),
+        recurring::job::<Housekeeping>(now),
+        recurring::job::<EmptySessions>(now),
+        recurring::job::<broadcasts::stats::Progress>(now),
+    ] {
+        let mut wait = Duration::from_secs(1);
+        while let Err(err) = jobs::enqueue(&db, job.clone(), clock.now()).await {
+            tracing::warn!(kind = %job.kind, error = %err, "a recurring job could not be put in place; trying again");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(60));
+        }
+    }
+}
+
 fn embedder(config: &RetrievalConfig, database_url: &str) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     let Some(folder) = embeddings::model_folder(config.embedding_model.as_deref(), database_url) else {
         tracing::info!(

@@ -602,3 +602,41 @@ async fn a_worker_paused_before_its_webhook_attempts_makes_none_after_it_resumes
     );
     drop(other);
 }
+
+// A replica starts while another transaction holds the recurring jobs' rows locked, as a replica paused in the
+// middle of a claim does: putting the recurring jobs in place waits in the background, never the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_starts_while_another_holds_the_recurring_jobs_locked() {
+    use sea_orm::sqlx::{Connection, raw_sql};
+
+    let db = Db::postgres().await;
+    let twilio = FakeTwilio::start().await;
+    let first = sms::start(&db, &twilio, &[]).await;
+    let mut lock = sea_orm::sqlx::PgConnection::connect(&db.url()).await.unwrap();
+    let recurring = "SELECT COUNT(*) FROM jobs WHERE unique_key IS NOT NULL AND account_id = ''";
+    let started = Instant::now();
+    loop {
+        let row: (i64,) = sea_orm::sqlx::query_as(recurring).fetch_one(&mut lock).await.unwrap();
+        if row.0 >= 5 {
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "the recurring jobs never came");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Changed and not committed, as a claim in progress leaves them.
+    raw_sql("BEGIN; UPDATE jobs SET updated_at = updated_at WHERE unique_key IS NOT NULL AND account_id = ''")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let second = sms::start(&db, &twilio, &[("FRONTDESK_DB_LOCK_TIMEOUT", "1s")]).await;
+    let platform = Platform::new(&second).await;
+    platform.ok("GET", "/v1/api-keys/current", None).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the second replica took {:?} to serve",
+        started.elapsed()
+    );
+    raw_sql("ROLLBACK").execute(&mut lock).await.unwrap();
+    drop(first);
+}
