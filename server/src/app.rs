@@ -383,11 +383,14 @@ async fn ensure_recurring(db: DatabaseConnection, clock: Arc<dyn Clock>) {
         recurring::job::<EmptySessions>(now),
         recurring::job::<broadcasts::stats::Progress>(now),
     ] {
-        let mut wait = Duration::from_secs(1);
+        // The project's retry rule, its last wait repeated once the schedule is used up: never given up.
+        let schedule = RetrySchedule::new([1, 2, 4, 8, 16, 32, 60].map(Duration::from_secs).to_vec());
+        let mut attempt = 0;
         while let Err(err) = jobs::enqueue(&db, job.clone(), clock.now()).await {
             tracing::warn!(kind = %job.kind, error = %err, "a recurring job could not be put in place; trying again");
+            attempt += 1;
+            let wait = schedule.wait_after(attempt, None).unwrap_or(Duration::from_secs(60));
             tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(60));
         }
     }
 }
