@@ -3,7 +3,8 @@
 //! Afterwards every acknowledged deal must reach the receiver; the drill reports what was lost, what arrived
 //! twice (at-least-once allows it; the rate is the figure to keep low), and what was delayed: a delivery with
 //! a failed attempt on record, or delivered only at its second attempt or later, though the receiver never
-//! fails, is one a crash of ours charged to the endpoint as a retry step.
+//! fails, is one a crash of ours charged to the endpoint as a retry step. `--path sends` runs the same drill
+//! on sends to a channel provider (`engine::send_drill`).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -23,35 +24,89 @@ use crate::{process::ServerProcess, scenarios::Setup};
 
 #[derive(clap::Args)]
 pub struct DrillArgs {
+    /// What the clients do while `serve` is killed.
+    #[arg(long, value_enum, default_value_t = DrillPath::Deals)]
+    path: DrillPath,
     /// Run on an SQLite file instead of PostgreSQL + Redis.
     #[arg(long)]
-    sqlite: bool,
+    pub sqlite: bool,
     /// SIGKILLs of `serve`.
     #[arg(long, default_value_t = 3)]
-    kills: u32,
+    pub kills: u32,
     /// Seconds over which the kills are spread.
     #[arg(long, default_value_t = 5.0)]
-    window: f64,
-    /// Concurrent clients creating deals.
+    pub window: f64,
+    /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
-    clients: usize,
+    pub clients: usize,
+    /// Messages the clients send (`--path sends`).
+    #[arg(long, default_value_t = 10_000)]
+    pub sends: u64,
 }
 
-/// Last receipt time and receipt count per deal id.
-type Received = Arc<Mutex<HashMap<String, (Instant, u32)>>>;
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DrillPath {
+    /// Create deals over gRPC, each delivered to a webhook subscription.
+    Deals,
+    /// Send 10,000 messages over REST, each delivered to Twilio's Messages API.
+    Sends,
+}
 
-async fn hook(State(received): State<Received>, body: Bytes) {
+/// Receipt count and last receipt time per key (a deal's id, a send's text), as a receiver records them.
+#[derive(Clone, Default)]
+pub struct Receipts(Arc<Mutex<HashMap<String, (Instant, u32)>>>);
+
+impl Receipts {
+    pub fn record(&self, key: String) {
+        let mut received = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = received.entry(key).or_insert((Instant::now(), 0));
+        *entry = (Instant::now(), entry.1 + 1);
+    }
+
+    /// How many of `keys` were never received.
+    pub fn missing(&self, keys: &HashSet<String>) -> usize {
+        let received = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        keys.iter().filter(|key| !received.contains_key(*key)).count()
+    }
+
+    /// What was received of `acknowledged`, and beside it, by now.
+    pub fn tally(&self, acknowledged: &HashSet<String>, last_restart: Instant) -> Tally {
+        let received = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        Tally {
+            lost: acknowledged.iter().filter(|key| !received.contains_key(*key)).count(),
+            twice: received.values().filter(|(_, n)| *n > 1).count(),
+            unacknowledged: received.keys().filter(|key| !acknowledged.contains(*key)).count(),
+            last_after_restart: received
+                .values()
+                .map(|(at, _)| at.saturating_duration_since(last_restart))
+                .max()
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A drill's receipts against what the service acknowledged.
+pub struct Tally {
+    /// Acknowledged, never received.
+    pub lost: usize,
+    /// Received twice or more.
+    pub twice: usize,
+    /// Received, though the request that made it was never answered (its process was killed first).
+    pub unacknowledged: usize,
+    /// The last receipt, after the last restart.
+    pub last_after_restart: Duration,
+}
+
+async fn hook(State(received): State<Receipts>, body: Bytes) {
     let id = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v["data"]["id"].as_str().map(str::to_owned))
         .unwrap_or_default();
-    let mut received = received.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = received.entry(id).or_insert((Instant::now(), 0));
-    *entry = (Instant::now(), entry.1 + 1);
+    received.record(id);
 }
 
-async fn start_receiver() -> anyhow::Result<(SocketAddr, Received)> {
-    let received = Received::default();
+async fn start_receiver() -> anyhow::Result<(SocketAddr, Receipts)> {
+    let received = Receipts::default();
     let app = Router::new().route("/hook", post(hook)).with_state(received.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -105,6 +160,13 @@ async fn client(
 }
 
 pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
+    match args.path {
+        DrillPath::Deals => deals(setup, args).await,
+        DrillPath::Sends => crate::engine::send_drill(setup, &args).await,
+    }
+}
+
+async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     let database = if args.sqlite {
         setup.sqlite_database()?
     } else {
@@ -115,7 +177,7 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     let spawn = || ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2);
     let (receiver, received) = start_receiver().await?;
 
-    let mut serve = spawn()?;
+    let serve = spawn()?;
     let grpc = serve.grpc.expect("grpc address");
     let key: MetadataValue<_> = crate::scenarios::bench_account(grpc).await?.parse()?;
     let mut webhooks = frontdesk_api::v1::webhooks_client::WebhooksClient::new(
@@ -134,17 +196,7 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     let clients: Vec<_> = (0..args.clients)
         .map(|_| tokio::spawn(client(core.clone(), key.clone(), stop.clone())))
         .collect();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let gap = Duration::from_secs_f64(args.window / f64::from(args.kills.max(1)));
-    let mut last_restart = Instant::now();
-    for _ in 0..args.kills {
-        *core.write().unwrap_or_else(|e| e.into_inner()) = None;
-        drop(serve); // SIGKILL, then wait for the process to be gone
-        serve = spawn()?;
-        last_restart = Instant::now();
-        *core.write().unwrap_or_else(|e| e.into_inner()) = serve.grpc;
-        tokio::time::sleep(gap).await;
-    }
+    let (serve, last_restart) = kill_and_restart(serve, spawn, &core, |s| s.grpc, &args).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let mut acknowledged = HashSet::new();
@@ -154,11 +206,7 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
 
     let started = Instant::now();
     loop {
-        let missing = {
-            let received = received.lock().unwrap_or_else(|e| e.into_inner());
-            acknowledged.iter().filter(|id| !received.contains_key(*id)).count()
-        };
-        if missing == 0 || started.elapsed() > Duration::from_secs(180) {
+        if received.missing(&acknowledged) == 0 || started.elapsed() > Duration::from_secs(180) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -172,15 +220,12 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let received = received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let lost = acknowledged.iter().filter(|id| !received.contains_key(*id)).count();
-    let duplicates = received.values().filter(|(_, n)| *n > 1).count();
-    let unacknowledged = received.keys().filter(|id| !acknowledged.contains(*id)).count();
-    let drained_after = received
-        .values()
-        .map(|(at, _)| at.saturating_duration_since(last_restart))
-        .max()
-        .unwrap_or_default();
+    let Tally {
+        lost,
+        twice: duplicates,
+        unacknowledged,
+        last_after_restart: drained_after,
+    } = received.tally(&acknowledged, last_restart);
     let delayed = scalar(
         &db,
         "SELECT COUNT(DISTINCT delivery_id) FROM webhook_attempts WHERE succeeded = FALSE OR attempt > 1",
@@ -218,7 +263,31 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> anyhow::Result<i64> {
+/// After a second of the clients' work, kills `serve` with SIGKILL `args.kills` times spread over
+/// `args.window` seconds, each time starting a new one at once and publishing its `address` in `current`
+/// (none while it is down); the last `serve`, and when it started.
+pub async fn kill_and_restart(
+    mut serve: ServerProcess,
+    spawn: impl Fn() -> anyhow::Result<ServerProcess>,
+    current: &RwLock<Option<SocketAddr>>,
+    address: fn(&ServerProcess) -> Option<SocketAddr>,
+    args: &DrillArgs,
+) -> anyhow::Result<(ServerProcess, Instant)> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let gap = Duration::from_secs_f64(args.window / f64::from(args.kills.max(1)));
+    let mut last_restart = Instant::now();
+    for _ in 0..args.kills {
+        *current.write().unwrap_or_else(|e| e.into_inner()) = None;
+        drop(serve); // SIGKILL, then wait for the process to be gone
+        serve = spawn()?;
+        last_restart = Instant::now();
+        *current.write().unwrap_or_else(|e| e.into_inner()) = address(&serve);
+        tokio::time::sleep(gap).await;
+    }
+    Ok((serve, last_restart))
+}
+
+pub async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> anyhow::Result<i64> {
     let row = db
         .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
         .await?

@@ -8,6 +8,7 @@ mod daily;
 mod drill;
 mod engine;
 mod knowledge;
+mod large;
 mod load;
 mod process;
 mod receiver;
@@ -44,12 +45,15 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
     },
-    /// SIGKILLs `serve` while clients create deals with a webhook subscription; reports lost, delayed and
-    /// duplicated deliveries.
+    /// SIGKILLs `serve` while clients create deals with a webhook subscription (`--path deals`) or send
+    /// 10,000 messages to an sms channel (`--path sends`); reports what was lost, delayed and duplicated.
     CrashDrill(drill::DrillArgs),
     /// The local provider's decision over 10,000 FAQs and the knowledge gaps of 100,000 handed-off questions,
     /// each against its floor in the same run.
     Answers(answers::AnswersArgs),
+    /// Contact search and conversation lists on an account of 1,000,000 contacts and 10,000,000 messages,
+    /// beside an account a tenth its size.
+    LargeAccount(large::LargeArgs),
     /// What idle replicas cost PostgreSQL (1 and 8, now and polling as before) and how fast 4 worker
     /// replicas are woken for sends accepted on an API-only replica.
     Replicas(engine::ReplicasArgs),
@@ -112,6 +116,12 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Replicas(args)) => runtime.block_on(async {
             let (setup, work_dir) = setup(&cli.run)?;
             let outcome = engine::replicas(&setup, args).await;
+            let _ = std::fs::remove_dir_all(&work_dir);
+            outcome
+        }),
+        Some(Command::LargeAccount(args)) => runtime.block_on(async {
+            let (setup, work_dir) = setup(&cli.run)?;
+            let outcome = large::run(&setup, args).await;
             let _ = std::fs::remove_dir_all(&work_dir);
             outcome
         }),

@@ -67,7 +67,7 @@ impl Page {
     /// Rows strictly after the cursor in newest-first order (all rows without one). A row-value comparison,
     /// so that an index ending in (created_at, id) bounds the scan; the same test written as an OR only
     /// filters it, and a deep page read every newer row first.
-    fn condition(&self, created_at: impl ColumnTrait, id: impl ColumnTrait) -> Condition {
+    pub fn after_cursor(&self, created_at: impl ColumnTrait, id: impl ColumnTrait) -> Condition {
         match &self.after {
             None => Condition::all(),
             Some(cursor) => {
@@ -90,7 +90,7 @@ impl Page {
         backend: DbBackend,
     ) -> Statement {
         let mut statement = select
-            .filter(self.condition(created_at, id))
+            .filter(self.after_cursor(created_at, id))
             .order_by_desc(created_at)
             .order_by_desc(id)
             .build(backend);

@@ -35,6 +35,7 @@ mod m20261205_000170_outbox_by_account;
 mod m20261206_000180_running_by_claim;
 mod m20261207_000190_broadcast_sending;
 mod m20261208_000200_unwritten_recipients;
+mod m20261209_000210_large_accounts;
 
 pub struct Migrator;
 
@@ -73,6 +74,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000180_running_by_claim::Migration),
             Box::new(m20261207_000190_broadcast_sending::Migration),
             Box::new(m20261208_000200_unwritten_recipients::Migration),
+            Box::new(m20261209_000210_large_accounts::Migration),
         ]
     }
 }

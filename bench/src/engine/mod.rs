@@ -15,6 +15,7 @@ mod model_replies;
 mod pipeline;
 mod replicas;
 mod replies;
+mod send_drill;
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -48,6 +49,7 @@ pub use model_replies::{MODEL_BURST, MODEL_LATENCY, Waiting};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 pub use replicas::{ReplicasArgs, run as replicas};
 pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
+pub use send_drill::run as send_drill;
 
 /// The channel's Twilio account and sending number.
 const ACCOUNT_SID: &str = "AC0123456789abcdef0123456789abcdef";

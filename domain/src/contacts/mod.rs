@@ -6,6 +6,7 @@ pub mod address;
 pub mod fields;
 pub mod identity;
 pub mod message;
+mod search;
 pub mod service;
 pub mod store;
 

@@ -26,8 +26,9 @@ use crate::{
     platform_calls::{account_of, apply_mask, deleted},
     store::{
         entities::{contact_identities, contacts},
-        to_json_text,
+        search, to_json_text,
     },
+    validate::Violations,
 };
 
 #[derive(Clone)]
@@ -223,13 +224,39 @@ fn update_input(r: UpdateContactRequest) -> ApiResult<Input> {
     Ok(input)
 }
 
+/// The filters and page a list asks for, or the 400 naming every bad parameter.
+fn list_parameters(r: ListContactsRequest) -> ApiResult<(Filters, Page)> {
+    let mut v = Violations::new();
+    if !r.q.is_empty() {
+        v.check(
+            r.q.chars().count() <= search::MAX_FRAGMENT,
+            "q",
+            format!("at most {} characters", search::MAX_FRAGMENT),
+        );
+        v.check(
+            !r.q.chars().any(char::is_control),
+            "q",
+            "must not hold control characters",
+        );
+        v.check(
+            search::has_indexed_run(&r.q),
+            "q",
+            format!("needs at least {} letters or digits in a row", search::INDEXED_RUN),
+        );
+    }
+    let mut paging = Vec::new();
+    let page = Page::parse(r.limit, &r.cursor, crate::ids::Kind::Contact.prefix(), &mut paging);
+    paging.into_iter().for_each(|violation| v.push(violation));
+    v.finish()?;
+    Ok((Filters { q: r.q, tag: r.tag }, page))
+}
+
 #[tonic::async_trait]
 impl Contacts for ContactsService {
     async fn list_contacts(&self, request: Request<ListContactsRequest>) -> Result<Response<ContactList>, Status> {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
-        let page = Page::checked(r.limit, &r.cursor, crate::ids::Kind::Contact.prefix())?;
-        let filters = Filters { q: r.q, tag: r.tag };
+        let (filters, page) = list_parameters(r)?;
         let (rows, more) = store::list(&self.db, &account_id, &filters, &page)
             .await
             .map_err(ApiError::from)?;

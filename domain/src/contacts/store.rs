@@ -186,7 +186,7 @@ pub async fn identities(
         .unwrap_or_default())
 }
 
-/// The `q` and `tag` of a list; empty ones do not filter.
+/// The `q` and `tag` of a list; empty ones do not filter. A `q` is searched by trigram index (`search`).
 #[derive(Clone, Debug, Default)]
 pub struct Filters {
     pub q: String,
@@ -200,11 +200,10 @@ pub async fn list(
     filters: &Filters,
     page: &Page,
 ) -> Result<(Vec<contacts::Model>, bool), DbErr> {
-    let mut select = of_account(account_id);
     if !filters.q.is_empty() {
-        let columns = [contacts::Column::Name, contacts::Column::Phone, contacts::Column::Email];
-        select = select.filter(search::any_contains(columns, &filters.q));
+        return super::search::page(db, account_id, filters, page).await;
     }
+    let mut select = of_account(account_id);
     if !filters.tag.is_empty() {
         select = select.filter(search::has_tag(db.get_database_backend(), &filters.tag));
     }

@@ -6,7 +6,10 @@
 //! and sorts each window's rows by time, which is the same order.
 
 use frontdesk_api::v1::ListConversationsRequest;
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    sea_query::{Expr, ExprTrait, Func},
+};
 
 use super::activity;
 use crate::{
@@ -51,8 +54,13 @@ impl Filters {
 
     fn condition(&self, account_id: &AccountId) -> Condition {
         let mut condition = Condition::all().add(Column::AccountId.eq(account_id));
+        if !self.status.is_empty() {
+            // Compared lowered (statuses are lower case) so that no index applies to it: with `status = 'open'`
+            // SQLite's planner took the partial index of open conversations and sorted all of the account's
+            // open ones (112 ms at 1,000,000 conversations), where the activity index reads one page.
+            condition = condition.add(Expr::expr(Func::lower(Expr::col(Column::Status))).eq(self.status.as_str()));
+        }
         for (column, value) in [
-            (Column::Status, &self.status),
             (Column::Channel, &self.channel),
             (Column::ContactId, &self.contact_id),
             (Column::AgentId, &self.agent_id),
@@ -66,8 +74,11 @@ impl Filters {
             Some(false) => condition = condition.add(Column::UnreadCount.eq(0)),
             None => {}
         }
-        if let Some(handoff) = self.handoff {
-            condition = condition.add(Column::Handoff.eq(handoff));
+        // Written into the SQL rather than bound: a generic plan cannot use the partial index of handoffs.
+        match self.handoff {
+            Some(true) => condition = condition.add(Expr::cust("handoff")),
+            Some(false) => condition = condition.add(Expr::cust("NOT handoff")),
+            None => {}
         }
         condition
     }

@@ -103,3 +103,52 @@ fn the_benchmark_harness_runs_every_scenario() {
         "the deals list uses its index:\n{stdout}"
     );
 }
+
+/// `frontdesk-bench` with `args` after `--frontdesk`; its standard output, once it exited successfully.
+fn bench(args: &[&str]) -> String {
+    let frontdesk = binary::path();
+    let output = std::process::Command::new(frontdesk.with_file_name("frontdesk-bench"))
+        .arg("--frontdesk")
+        .arg(&frontdesk)
+        .args(args)
+        .output()
+        .expect("frontdesk-bench runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The crash drills in short form: one SIGKILL while clients create deals, and while they send 500
+/// messages; nothing acknowledged is lost (the drill fails otherwise) and no answer is a 5xx but 503.
+#[test]
+fn the_crash_drills_lose_nothing_in_short_form() {
+    let short = ["--sqlite", "--kills", "1", "--window", "1", "--clients", "4"];
+    let deals = bench(&[&["crash-drill", "--path", "deals"][..], &short].concat());
+    assert!(
+        deals.contains("| lost (acknowledged, never delivered) | 0 |"),
+        "{deals}"
+    );
+    let sends = bench(&[&["crash-drill", "--path", "sends", "--sends", "500"][..], &short].concat());
+    assert!(sends.contains("| lost (accepted, never delivered) | 0 |"), "{sends}");
+    assert!(sends.contains("| answers 5xx other than 503 | 0 {} |"), "{sends}");
+}
+
+/// The large account's bench in short form (2,000 contacts, SQLite): every query answered without error.
+#[test]
+fn the_large_account_bench_runs_in_short_form() {
+    let stdout = bench(&["large-account", "--contacts", "2000", "--seconds", "1", "--sqlite"]);
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| contacts ") || l.starts_with("| conversations"))
+        .collect();
+    assert_eq!(rows.len(), 22, "eleven queries on two accounts:\n{stdout}");
+    for row in rows {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert!(cells[2].parse::<f64>().unwrap() > 0.0, "requests made: {row}");
+        assert_eq!(cells[8], "0", "no errors: {row}");
+    }
+}

@@ -209,7 +209,8 @@ on_both_databases!(the_list_searches_filters_and_pages, |db: Db| async move {
         ("q=%2B1415", vec![&cara]),
         ("q=OKAFOR.IO", vec![&ben]),
         ("q=100%25", vec![&cara]),
-        ("q=_", vec![&dev]),
+        ("q=v_rao", vec![&dev]),
+        ("q=a_rao", vec![]),
         ("q=nobody", vec![]),
         ("tag=vip", vec![&asha]),
         ("tag=VIP", vec![&ben]),
@@ -252,6 +253,107 @@ on_both_databases!(the_list_searches_filters_and_pages, |db: Db| async move {
         "cursor",
         "garbage cursor",
     );
+    let long = "a".repeat(201);
+    for q in ["ab", "%2B1", "a.b.c", "-_-", "rao%0Aokafor", long.as_str()] {
+        assert_invalid(&api.send("GET", &format!("/v1/contacts?q={q}"), None).await, "q", q);
+    }
+});
+
+/// Seeded contacts, `n` in 1..=SEEDED, the n-th created n minutes before the test: "Person n", or
+/// "Zephyrine n" for every 2,500th; phone +1555 and n in seven digits; e-mail pn@seed.example; tagged "third"
+/// when n is a multiple of 3.
+const SEEDED: u32 = 12_000;
+
+fn seed_contacts(db: &Db, account_id: &str) -> String {
+    let columns = "id, account_id, name, phone, email, tags, attributes, opted_out, recap, recap_at, created_at, \
+                   updated_at";
+    if db.is_postgres() {
+        format!(
+            "INSERT INTO contacts ({columns}) SELECT 'ct_seed' || lpad(n::text, 9, '0'), '{account_id}', \
+             CASE WHEN n % 2500 = 1234 THEN 'Zephyrine ' ELSE 'Person ' END || n, '+1555' || lpad(n::text, 7, '0'), \
+             'p' || n || '@seed.example', CASE WHEN n % 3 = 0 THEN '[\"third\"]' ELSE '[]' END, '{{}}', false, '', \
+             NULL, now() - make_interval(mins => n), now() FROM generate_series(1, {SEEDED}) AS n"
+        )
+    } else {
+        format!(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {SEEDED}) \
+             INSERT INTO contacts ({columns}) SELECT 'ct_seed' || printf('%09d', n), '{account_id}', \
+             CASE WHEN n % 2500 = 1234 THEN 'Zephyrine ' ELSE 'Person ' END || n, '+1555' || printf('%07d', n), \
+             'p' || n || '@seed.example', CASE WHEN n % 3 = 0 THEN '[\"third\"]' ELSE '[]' END, '{{}}', 0, '', \
+             NULL, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '-' || n || ' minutes'), \
+             strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') FROM g"
+        )
+    }
+}
+
+fn seeded(n: u32) -> String {
+    format!("ct_seed{n:09}")
+}
+
+// A search walks the newest contacts first and goes to the trigram index only for what that window did not
+// find: fragments rare and common, on either side of the window, in every column, with a tag, paged across
+// the window's end, and kept current as contacts change and go.
+on_both_databases!(search_finds_matches_beyond_the_newest_contacts, |db: Db| async move {
+    use sea_orm::ConnectionTrait;
+    let server = start(&db).await;
+    let api = Platform::new(&server).await;
+    let newest = contact(&api, json!({"name": "Newest Customer"})).await;
+    let account_id = db
+        .scalar("SELECT account_id FROM contacts WHERE id = $1", &newest)
+        .await
+        .unwrap();
+    let conn = db.connect().await;
+    conn.execute_unprepared(&seed_contacts(&db, &account_id)).await.unwrap();
+    conn.close().await.unwrap();
+    let ids = |ns: &[u32]| ns.iter().map(|n| seeded(*n)).collect::<Vec<_>>();
+
+    let zephyrs = [1234, 3734, 6234, 8734, 11234];
+    assert_eq!(listed(&api, "q=zephyr").await, ids(&zephyrs), "across the window");
+    assert_eq!(
+        listed(&api, "q=ZEPHYRINE+1").await,
+        ids(&[1234, 11234]),
+        "ignoring case"
+    );
+    assert_eq!(
+        listed(&api, "q=person&limit=3").await,
+        ids(&[1, 2, 3]),
+        "a common fragment"
+    );
+    assert_eq!(listed(&api, "q=0011999").await, ids(&[11999]), "a phone fragment");
+    assert_eq!(listed(&api, "q=p7777%40seed").await, ids(&[7777]), "an e-mail fragment");
+    assert_eq!(listed(&api, "q=zephyr&tag=third").await, ids(&[6234]), "with a tag");
+    assert_eq!(listed(&api, "q=customer").await, vec![newest.clone()]);
+    assert!(listed(&api, "q=nobody").await.is_empty());
+
+    let mut pages = Vec::new();
+    let mut path = "/v1/contacts?q=zephyr&limit=2".to_owned();
+    loop {
+        let page = api.ok("GET", &path, None).await;
+        pages.push(
+            page["contacts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>(),
+        );
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/contacts?q=zephyr&limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, [ids(&[1234, 3734]), ids(&[6234, 8734]), ids(&[11234])], "paged");
+
+    patch(&api, &seeded(8734), json!({"name": "Somebody Else"})).await;
+    api.ok("DELETE", &format!("/v1/contacts/{}", seeded(6234)), None).await;
+    assert_eq!(
+        listed(&api, "q=zephyr").await,
+        ids(&[1234, 3734, 11234]),
+        "changed and erased"
+    );
+    assert_eq!(listed(&api, "q=somebody").await, ids(&[8734]), "renamed");
+    let other = Platform::new(&server).await;
+    assert!(listed(&other, "q=zephyr").await.is_empty(), "another account");
 });
 
 on_both_databases!(bad_input_is_a_400_naming_the_field, |db: Db| async move {
