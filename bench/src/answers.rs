@@ -156,11 +156,7 @@ async fn decision(setup: &Setup, args: &AnswersArgs) -> anyhow::Result<()> {
 
 /// The knowledge gaps of an agent whose customers had `args.questions` questions handed off.
 async fn gaps(setup: &Setup, args: &AnswersArgs, postgres: bool) -> anyhow::Result<()> {
-    let url = if postgres {
-        setup.postgres_database().await?
-    } else {
-        setup.sqlite_database()?
-    };
+    let url = setup.database(!postgres).await?;
     let server = serve(setup, &url, &[("FRONTDESK_EMBEDDING_MODEL", "none")])?;
     let (account, key) = funded_account(server.grpc.expect("grpc"), "100").await?;
     let api = Api::new(&server, &key);
@@ -198,9 +194,7 @@ async fn gaps(setup: &Setup, args: &AnswersArgs, postgres: bool) -> anyhow::Resu
     );
     drop(server);
     db.close().await?;
-    if postgres {
-        setup.drop_database(&url).await?;
-    }
+    setup.drop_database(&url).await?;
     Ok(())
 }
 

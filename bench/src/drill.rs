@@ -167,11 +167,7 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
 }
 
 async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
-    let database = if args.sqlite {
-        setup.sqlite_database()?
-    } else {
-        setup.postgres_database().await?
-    };
+    let database = setup.database(args.sqlite).await?;
     let mut env = setup.env(&database, !args.sqlite);
     env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
     let spawn = || ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2);
@@ -238,9 +234,7 @@ async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     .await?;
     db.close().await?;
     drop(serve);
-    if !args.sqlite {
-        setup.drop_database(&database).await?;
-    }
+    setup.drop_database(&database).await?;
 
     let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
     let rate = |n: usize| 100.0 * n as f64 / acknowledged.len().max(1) as f64;

@@ -43,11 +43,7 @@ const FIRST_NAMES: [&str; 10] = [
 const DOMAINS: [&str; 4] = ["gmail.com", "example.org", "shop.in", "mail.co"];
 
 pub async fn run(setup: &Setup, args: LargeArgs) -> anyhow::Result<()> {
-    let database = if args.sqlite {
-        setup.sqlite_database()?
-    } else {
-        setup.postgres_database().await?
-    };
+    let database = setup.database(args.sqlite).await?;
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &setup.env(&database, !args.sqlite), 2)?;
     let grpc = serve.grpc.expect("grpc");
     let (large, large_key) = funded_account(grpc, "").await?;
@@ -101,9 +97,7 @@ pub async fn run(setup: &Setup, args: LargeArgs) -> anyhow::Result<()> {
         println!("{line}");
     }
     drop(serve);
-    if !args.sqlite {
-        setup.drop_database(&database).await?;
-    }
+    setup.drop_database(&database).await?;
     Ok(())
 }
 

@@ -146,8 +146,21 @@ impl Setup {
         Ok(self.postgres_url(&name))
     }
 
-    /// Drops the run's database once every process using it has stopped.
+    /// A fresh database: an SQLite file in the run's directory, or a new database on the `--postgres` server.
+    pub(crate) async fn database(&self, sqlite: bool) -> anyhow::Result<String> {
+        if sqlite {
+            self.sqlite_database()
+        } else {
+            self.postgres_database().await
+        }
+    }
+
+    /// Drops the run's database once every process using it has stopped (an SQLite file goes with the run's
+    /// directory).
     pub(crate) async fn drop_database(&self, url: &str) -> anyhow::Result<()> {
+        if url.starts_with("sqlite:") {
+            return Ok(());
+        }
         let without_query = url.split('?').next().unwrap_or_default();
         let name = without_query.rsplit('/').next().unwrap_or_default();
         let admin = Database::connect(self.postgres_url("postgres")).await?;

@@ -105,11 +105,7 @@ async fn client(
 }
 
 pub async fn run(setup: &Setup, args: &DrillArgs) -> anyhow::Result<()> {
-    let database = if args.sqlite {
-        setup.sqlite_database()?
-    } else {
-        setup.postgres_database().await?
-    };
+    let database = setup.database(args.sqlite).await?;
     let (twilio, received) = start_twilio().await?;
     let mut env = setup.env(&database, !args.sqlite);
     env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{twilio}"));
@@ -178,9 +174,7 @@ pub async fn run(setup: &Setup, args: &DrillArgs) -> anyhow::Result<()> {
     db.close().await?;
     engine.db.close().await?;
     drop(serve);
-    if !args.sqlite {
-        setup.drop_database(&database).await?;
-    }
+    setup.drop_database(&database).await?;
 
     let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
     let server_errors: u64 = answers.server_errors.values().sum();
