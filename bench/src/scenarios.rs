@@ -438,9 +438,12 @@ async fn webhook_fan_out(
     env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
     let serve = ServerProcess::spawn(frontdesk, &["serve"], &env, 2)?;
     let grpc = serve.grpc.expect("grpc");
-    let key = bench_account(grpc).await?;
+    let api = Api {
+        http: serve.http.expect("http"),
+        key: bench_account(grpc).await?,
+    };
     let channel = Channel::from_shared(format!("http://{grpc}"))?.connect().await?;
-    let key: MetadataValue<_> = key.parse()?;
+    let key: MetadataValue<_> = api.key.parse()?;
     let mut webhooks = frontdesk_api::v1::webhooks_client::WebhooksClient::new(channel.clone());
     for n in 0..SUBSCRIPTIONS {
         let mut request = Request::new(frontdesk_api::v1::CreateWebhookRequest {
@@ -464,9 +467,91 @@ async fn webhook_fan_out(
         receiver::receipts(receiver_addr, expected, started_ms).await
     })
     .await?;
+    let mut results = vec![limit, measured];
+    if name == FAN_OUT {
+        results.extend(fan_out_capacity(&postgres, &serve, &api, receiver_addr, events, shape).await?);
+    }
     drop(serve);
     setup.drop_database(&postgres).await?;
-    Ok(vec![limit, measured])
+    Ok(results)
+}
+
+pub const FAN_OUT_BACKLOG: &str =
+    "webhook fan-out, a committed backlog: events x 10 subscriptions, commit to last receipt (the capacity)";
+pub const FAN_OUT_HALF: &str = "webhook fan-out at half capacity: deals created over REST, paced, commit to receipt";
+
+/// A serve's REST address and the bench account's key.
+struct Api {
+    http: std::net::SocketAddr,
+    key: String,
+}
+
+/// The fan-out's capacity, measured apart from how fast the events are made: `events` copies of a real
+/// `deal.created` event committed at once (one statement), timed from the commit to the last of their
+/// deliveries; then deals created over REST at half that capacity (a tenth of it in events, 10
+/// subscriptions each), each delivery timed from its event's commit to its receipt.
+async fn fan_out_capacity(
+    postgres: &str,
+    serve: &ServerProcess,
+    api: &Api,
+    receiver_addr: std::net::SocketAddr,
+    events: usize,
+    shape: Shape,
+) -> anyhow::Result<Vec<Measured>> {
+    let expected = (events * SUBSCRIPTIONS) as u64;
+    receiver::reset(receiver_addr).await?;
+    let db = Database::connect(postgres).await?;
+    let backlog = measure(FAN_OUT_BACKLOG, &[serve], async {
+        db.execute_unprepared(&format!(
+            "INSERT INTO event_outbox (id, account_id, event_type, payload, created_at) \
+             SELECT 'evt_backlog' || g, e.account_id, e.event_type, e.payload, now() \
+             FROM (SELECT * FROM event_outbox ORDER BY seq LIMIT 1) AS e, generate_series(1, {events}) AS g"
+        ))
+        .await?;
+        let committed_ms = epoch_ms();
+        receiver::receipts(receiver_addr, expected, committed_ms).await
+    })
+    .await?;
+    let capacity = backlog.outcome.per_second();
+    receiver::reset(receiver_addr).await?;
+    let events_per_second = (capacity / 2.0 / SUBSCRIPTIONS as f64).max(1.0);
+    let half = measure(FAN_OUT_HALF, &[serve], async {
+        let paced = Shape {
+            warmup: Duration::ZERO,
+            ..shape
+        };
+        let started_ms = epoch_ms();
+        let deal = HttpRequest {
+            method: http::Method::POST,
+            path: "/v1/deals".to_owned(),
+            headers: vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                ("x-api-key".to_owned(), api.key.clone()),
+            ],
+            body: Bytes::from_static(br#"{"title":"Paced deal","stage":"new"}"#),
+        };
+        let pace = load::Pace::Open {
+            per_second: events_per_second,
+        };
+        let made = load::http_sends(
+            api.http,
+            load::Requests::Cycle(std::sync::Arc::from([deal])),
+            pace,
+            paced,
+        )
+        .await?;
+        anyhow::ensure!(made.error_count() == 0, "deals refused: {:?}", made.errors);
+        let made_per_second = made.per_second();
+        let mut outcome = receiver::receipts(receiver_addr, made.requests * SUBSCRIPTIONS as u64, started_ms).await?;
+        eprintln!(
+            "fan-out at half capacity: {capacity:.0} deliveries/s measured, events paced at {events_per_second:.0}/s, \
+             made at {made_per_second:.0}/s"
+        );
+        outcome.elapsed = made.elapsed;
+        Ok(outcome)
+    })
+    .await?;
+    Ok(vec![backlog, half])
 }
 
 pub(crate) fn epoch_ms() -> u64 {

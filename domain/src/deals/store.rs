@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QueryResult, Statement,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder, QueryResult,
+    Statement,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -46,14 +46,22 @@ pub async fn deal(
     store::owned::<deals::Entity>(db, deals::Column::AccountId, account_id, deal_id).await
 }
 
-/// How many deals the stage holds: the position after its last.
+/// The position after the stage's last deal: how many deals it holds, as positions are dense. Read as the
+/// last position, walking the `(account_id, stage, position)` index backwards to its first entry (written
+/// as an ordered read so that no plan counts the stage's rows instead; a count read them all, under the
+/// account's lock, so creating deals slowed as they grew).
 pub async fn stage_size(db: &impl ConnectionTrait, account_id: &AccountId, stage_id: &str) -> Result<i32, DbErr> {
-    let count = deals::Entity::find()
-        .filter(deals::Column::AccountId.eq(account_id))
-        .filter(deals::Column::Stage.eq(stage_id))
-        .count(db)
+    let last = db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "SELECT position FROM deals WHERE account_id = $1 AND stage = $2 ORDER BY position DESC LIMIT 1",
+            [account_id.into(), stage_id.into()],
+        ))
         .await?;
-    Ok(i32::try_from(count).unwrap_or(i32::MAX))
+    match last {
+        Some(row) => Ok(row.try_get_by_index::<i32>(0)?.saturating_add(1)),
+        None => Ok(0),
+    }
 }
 
 /// Shifts the positions at or after `from` in a stage by `delta` (+1 opens a gap, -1 closes one).

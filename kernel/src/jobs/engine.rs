@@ -499,7 +499,7 @@ async fn write_outcomes<W: Work>(
     let table = work.table().name;
     let started = Instant::now();
     for attempt in 1.. {
-        match work.record(db, dones, clock.now()).await {
+        match record_guarded(db, clock, work, dones).await {
             Ok(dropped) => return dropped.into_iter().collect(),
             Err(err) => {
                 tracing::warn!(table, error = %err, attempt, batch = dones.len(), "recording outcomes failed");
@@ -513,13 +513,30 @@ async fn write_outcomes<W: Work>(
     let mut dropped = HashSet::new();
     if dones.len() > 1 {
         for one in dones.chunks_mut(1) {
-            match work.record(db, one, clock.now()).await {
+            match record_guarded(db, clock, work, one).await {
                 Ok(lost) => dropped.extend(lost),
                 Err(err) => tracing::warn!(table, error = %err, "recording an outcome failed; it will run again"),
             }
         }
     }
     dropped
+}
+
+/// `Work::record`, a panic in it taken as a failed write: the recorder goes on (its rows run again once
+/// their leases end) instead of ending and leaving every slot of the engine taken.
+async fn record_guarded<W: Work>(
+    db: &DatabaseConnection,
+    clock: &dyn Clock,
+    work: &W,
+    dones: &mut [W::Done],
+) -> Result<Vec<String>, DbErr> {
+    match AssertUnwindSafe(work.record(db, dones, clock.now()))
+        .catch_unwind()
+        .await
+    {
+        Ok(recorded) => recorded,
+        Err(_) => Err(DbErr::Custom("recording the outcomes panicked".into())),
+    }
 }
 
 /// Renews the leases of the rows in hand every third of the lease, stops the runs of rows it no longer
@@ -567,5 +584,97 @@ pub async fn sleep_or_stop(duration: Duration, shutdown: &Shutdown) {
     tokio::select! {
         () = tokio::time::sleep(duration) => {},
         () = shutdown.clone().wait() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::{DateTime, Utc};
+    use sea_orm::{DatabaseConnection, DbErr, QueryResult};
+
+    use super::{RunFailure, Work, write_outcomes};
+    use crate::{
+        clock::SystemClock,
+        jobs::{
+            Lease,
+            queue::{QueueKey, Table},
+        },
+        store::test_databases::{Kind, TestDb},
+    };
+
+    static NOWHERE: Table = Table {
+        name: "nowhere",
+        due: "due_ms",
+        class: None,
+        lane: "lane",
+        kind: None,
+        returning: "id",
+        unfinished_runs: None,
+    };
+
+    /// Work whose recording panics: a bug in a table's writer.
+    struct PanicsWhenRecording;
+
+    #[async_trait::async_trait]
+    impl Work for PanicsWhenRecording {
+        type Item = ();
+        type Done = ();
+
+        fn table(&self) -> &'static Table {
+            &NOWHERE
+        }
+
+        fn kinds(&self) -> Option<Vec<String>> {
+            None
+        }
+
+        async fn load(
+            &self,
+            _db: &DatabaseConnection,
+            _rows: Vec<(QueueKey, QueryResult)>,
+            _token: i64,
+        ) -> Result<Vec<(String, QueueKey, ())>, DbErr> {
+            Ok(Vec::new())
+        }
+
+        fn deadline(&self, _item: &()) -> Duration {
+            Duration::from_secs(1)
+        }
+
+        async fn run(&self, _item: (), _lease: &Lease) {}
+
+        fn failed(&self, _item: (), _why: RunFailure) {}
+
+        fn observe(&self, _key: &QueueKey, _done: &(), _took: Duration) {}
+
+        async fn record(
+            &self,
+            _db: &DatabaseConnection,
+            _batch: &mut [()],
+            _now: DateTime<Utc>,
+        ) -> Result<Vec<String>, DbErr> {
+            panic!("a writer's bug")
+        }
+    }
+
+    /// A panic while writing outcomes is a failed write: the recorder lives on to write the next batch (the
+    /// batch's rows run again when their leases end). Before, the panic ended the recorder, and every slot
+    /// it would have freed stayed taken.
+    #[tokio::test]
+    async fn a_panic_while_recording_is_a_failed_write() {
+        let test = TestDb::new(Kind::Sqlite, 1).await;
+        let mut dones = [(), ()];
+        let dropped = write_outcomes(
+            &test.db,
+            &SystemClock,
+            &PanicsWhenRecording,
+            &mut dones,
+            Duration::from_millis(10),
+        )
+        .await;
+        assert!(dropped.is_empty(), "nothing was written, so nothing was dropped");
+        test.remove().await;
     }
 }

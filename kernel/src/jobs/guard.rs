@@ -105,16 +105,22 @@ async fn claims(db: &DatabaseConnection, table: &Table, batch: &[Ask]) -> Result
     let backend = db.get_database_backend();
     let ids = batch.iter().map(|a| a.id.clone()).collect();
     let (which, values) = one_of_text(backend, "id", 1, ids);
+    // Read by primary key: a condition on `claim_token` lets the planner pick the partial index of claimed
+    // rows and walk all of it (every claim's entries, until a vacuum) to find a batch.
     let sql = format!(
-        "SELECT id, claim_token FROM {} WHERE status = 'pending' AND claim_token IS NOT NULL AND {which}",
+        "SELECT id, claim_token FROM {} WHERE status = 'pending' AND {which}",
         table.name
     );
     let rows = db
         .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get_by_index(0)?, row.try_get_by_index(1)?)))
-        .collect()
+    let mut held = HashMap::with_capacity(rows.len());
+    for row in rows {
+        if let Some(token) = row.try_get_by_index::<Option<i64>>(1)? {
+            held.insert(row.try_get_by_index(0)?, token);
+        }
+    }
+    Ok(held)
 }
 
 /// The fence of one claimed row, for its lease: which row and claim to confirm, and with whom.

@@ -11,8 +11,9 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
+    ActiveEnum,
     ActiveValue::{NotSet, Set},
-    ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, Value,
+    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement, Value,
 };
 
 use super::attempt::{AttemptResult, Outcome};
@@ -119,42 +120,21 @@ pub async fn record(
     let settled: Vec<Settled> = results.iter().map(|r| settle(rules, r)).collect();
     let txn = crate::store::begin_write(db).await?;
     let mut disable = Vec::new();
-    for (webhook_id, change) in &changes {
-        if let Some(reason) = update_health(&txn, webhook_id, change, rules, now).await? {
-            disable.push((*webhook_id, reason));
+    for health in apply_health(&txn, &changes).await? {
+        let change = &changes[health.webhook_id.as_str()];
+        if let Some(reason) = disable_reason(change, &health, rules, now) {
+            disable_subscription(&txn, &health.webhook_id, reason, now).await?;
+            disable.push((health.webhook_id, reason));
         }
     }
-    let mut written = HashSet::new();
-    for (chunk, states) in results.chunks(CHUNK).zip(settled.chunks(CHUNK)) {
-        written.extend(update_deliveries(&txn, chunk, states).await?);
-    }
-    let attempts: Vec<webhook_attempts::ActiveModel> = results
-        .iter()
-        .zip(&settled)
-        .filter(|(r, _)| written.contains(r.claimed.delivery_id.as_str()))
-        .map(|(r, s)| webhook_attempts::ActiveModel {
-            seq: NotSet,
-            delivery_id: Set(r.claimed.delivery_id.clone()),
-            webhook_id: Set(r.claimed.webhook_id.clone()),
-            attempt: Set(r.claimed.attempt),
-            started_at: Set(r.started_at),
-            status_code: Set(r.outcome.status_code()),
-            duration_ms: Set(i32::try_from(r.duration.as_millis()).unwrap_or(i32::MAX)),
-            error: Set(r.outcome.error()),
-            next_attempt_at: Set(s.next_attempt_at),
-            succeeded: Set(matches!(r.outcome, Outcome::Delivered { .. })),
-        })
-        .collect();
-    let mut attempts = attempts.into_iter().peekable();
-    while attempts.peek().is_some() {
-        let chunk: Vec<_> = attempts.by_ref().take(CHUNK).collect();
-        webhook_attempts::Entity::insert_many(chunk)
-            .exec_without_returning(&txn)
-            .await?;
-    }
+    let written = if txn.get_database_backend() == DbBackend::Postgres {
+        write_postgres(&txn, results, &settled).await?
+    } else {
+        write_each_size(&txn, results, &settled).await?
+    };
     for (webhook_id, reason) in disable {
         tracing::warn!(webhook = webhook_id, reason, "webhook subscription disabled");
-        store::fail_pending(&txn, store::Pending::OfWebhook(webhook_id), now).await?;
+        store::fail_pending(&txn, store::Pending::OfWebhook(&webhook_id), now).await?;
     }
     txn.commit().await?;
     Ok(results
@@ -164,65 +144,222 @@ pub async fn record(
         .collect())
 }
 
-/// Applies the batch's health change; returns the disable reason when the subscription must be disabled
-/// now (it is, in the same statement's transaction).
-async fn update_health(
-    db: &impl ConnectionTrait,
-    webhook_id: &str,
-    change: &HealthChange,
-    rules: &Rules,
-    now: DateTime<Utc>,
-) -> Result<Option<&'static str>, DbErr> {
+/// A subscription's health after a batch's change.
+struct Health {
+    webhook_id: String,
+    status: WebhookStatus,
+    failing_since: Option<DateTime<Utc>>,
+}
+
+/// Applies each subscription's health change, its row locked first and in id order (so concurrent batches
+/// and disables never deadlock). On PostgreSQL in one statement for the whole batch, whose text is the
+/// same for any batch: a statement per subscription made a batch spanning many subscriptions as many round
+/// trips, each holding the locks taken before it.
+async fn apply_health(db: &impl ConnectionTrait, changes: &BTreeMap<&str, HealthChange>) -> Result<Vec<Health>, DbErr> {
     let backend = db.get_database_backend();
-    let row = db
-        .query_one_raw(Statement::from_sql_and_values(
-            backend,
-            "UPDATE webhooks SET \
+    let mut rows = Vec::with_capacity(changes.len());
+    if backend == DbBackend::Postgres {
+        let batch: Vec<serde_json::Value> = changes
+            .iter()
+            .map(|(webhook_id, change)| {
+                serde_json::json!({
+                    "id": webhook_id,
+                    "reset": change.reset,
+                    "failures": change.failures,
+                    "first_failure": change.first_failure,
+                    "last_success": change.last_success,
+                    "last_failure": change.last_failure,
+                    "last_error": change.last_error,
+                })
+            })
+            .collect();
+        let sql = "WITH c AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS c(id text, reset bool, failures int4, \
+             first_failure timestamptz, last_success timestamptz, last_failure timestamptz, last_error text)) \
+             UPDATE webhooks AS w SET \
+             consecutive_failures = CASE WHEN c.reset THEN c.failures ELSE w.consecutive_failures + c.failures END, \
+             failing_since = CASE WHEN c.reset THEN c.first_failure ELSE COALESCE(w.failing_since, c.first_failure) END, \
+             last_success_at = COALESCE(c.last_success, w.last_success_at), \
+             last_failure_at = COALESCE(c.last_failure, w.last_failure_at), \
+             last_error = COALESCE(c.last_error, w.last_error) \
+             FROM c WHERE w.id = c.id AND w.id = ANY(ARRAY(SELECT id FROM webhooks WHERE id IN (SELECT id FROM c) \
+             ORDER BY id FOR UPDATE)) RETURNING w.id, w.status, w.failing_since";
+        let values = [serde_json::Value::Array(batch).to_string().into()];
+        rows = db
+            .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?;
+    } else {
+        // SQLite has one writer at a time and runs in this process: no lock order to keep, no round trips.
+        let sql = "UPDATE webhooks SET \
              consecutive_failures = CASE WHEN $2 THEN $3 ELSE consecutive_failures + $3 END, \
              failing_since = CASE WHEN $2 THEN $4 ELSE COALESCE(failing_since, $4) END, \
              last_success_at = COALESCE($5, last_success_at), \
              last_failure_at = COALESCE($6, last_failure_at), \
              last_error = COALESCE($7, last_error) \
-             WHERE id = $1 RETURNING status, failing_since",
-            [
-                webhook_id.into(),
+             WHERE id = $1 RETURNING id, status, failing_since";
+        for (webhook_id, change) in changes {
+            let values: [Value; 7] = [
+                (*webhook_id).into(),
                 change.reset.into(),
                 change.failures.into(),
                 change.first_failure.into(),
                 change.last_success.into(),
                 change.last_failure.into(),
                 change.last_error.clone().into(),
-            ],
-        ))
-        .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let status: WebhookStatus = row.try_get_by_index(0)?;
-    let failing_since: Option<DateTime<Utc>> = row.try_get_by_index(1)?;
-    if status != WebhookStatus::Active {
-        return Ok(None);
+            ];
+            rows.extend(
+                db.query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+                    .await?,
+            );
+        }
     }
-    let failing_too_long =
-        failing_since.is_some_and(|since| (now - since).to_std().unwrap_or_default() >= rules.disable_after);
-    let reason = if change.gone {
-        "gone"
+    rows.iter()
+        .map(|row| {
+            Ok(Health {
+                webhook_id: row.try_get_by_index(0)?,
+                status: row.try_get_by_index(1)?,
+                failing_since: row.try_get_by_index(2)?,
+            })
+        })
+        .collect()
+}
+
+/// Why an active subscription must be disabled after this batch: its endpoint said it is gone, or it has
+/// failed for longer than the rules allow.
+fn disable_reason(change: &HealthChange, health: &Health, rules: &Rules, now: DateTime<Utc>) -> Option<&'static str> {
+    if health.status != WebhookStatus::Active {
+        return None;
+    }
+    let failing_too_long = health
+        .failing_since
+        .is_some_and(|since| (now - since).to_std().unwrap_or_default() >= rules.disable_after);
+    if change.gone {
+        Some("gone")
     } else if failing_too_long {
-        "failing"
+        Some("failing")
     } else {
-        return Ok(None);
-    };
+        None
+    }
+}
+
+async fn disable_subscription(
+    db: &impl ConnectionTrait,
+    webhook_id: &str,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     db.execute_raw(Statement::from_sql_and_values(
-        backend,
+        db.get_database_backend(),
         "UPDATE webhooks SET status = 'disabled', disabled_reason = $2, disabled_at = $3, updated_at = $3 \
          WHERE id = $1",
         [webhook_id.into(), reason.into(), now.into()],
     ))
     .await?;
-    Ok(Some(reason))
+    Ok(())
 }
 
-/// One UPDATE for a chunk of deliveries, joined with a VALUES list (`columnN` names work on both databases);
+/// Writes each delivery's next state and, for those written, its attempt row, in one statement whose text
+/// is the same for any batch (the batch is one JSON parameter, nulls included), so its plan is reused: with
+/// a text per batch size, most batches were parsed and planned again. The ids written.
+async fn write_postgres(
+    txn: &impl ConnectionTrait,
+    results: &[AttemptResult],
+    settled: &[Settled],
+) -> Result<HashSet<String>, DbErr> {
+    const SQL: &str = "WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(position int4, id text, \
+        token int8, status text, next_ms int8, delivered_at timestamptz, settled_at timestamptz, webhook_id text, \
+        attempt int4, started_at timestamptz, status_code int4, duration_ms int4, error text, \
+        next_attempt_at timestamptz, succeeded bool)), \
+        written AS (UPDATE webhook_deliveries AS d SET \
+        status = CASE WHEN d.status = 'pending' OR v.status = 'succeeded' THEN v.status ELSE d.status END, \
+        next_attempt_ms = CASE WHEN d.status = 'pending' OR v.status = 'succeeded' THEN v.next_ms END, \
+        delivered_at = CASE WHEN d.status = 'pending' OR v.status = 'succeeded' THEN v.delivered_at \
+          ELSE d.delivered_at END, \
+        settled_at = CASE WHEN d.status = 'pending' OR v.status = 'succeeded' THEN v.settled_at \
+          ELSE d.settled_at END, \
+        attempt_count = d.attempt_count + 1, claim_token = NULL \
+        FROM v WHERE d.id = v.id AND (d.claim_token = v.token OR (v.status = 'succeeded' AND d.status = 'pending')) \
+        RETURNING d.id), \
+        attempts AS (INSERT INTO webhook_attempts (delivery_id, webhook_id, attempt, started_at, status_code, \
+        duration_ms, error, next_attempt_at, succeeded) \
+        SELECT v.id, v.webhook_id, v.attempt, v.started_at, v.status_code, v.duration_ms, v.error, \
+        v.next_attempt_at, v.succeeded FROM v JOIN written USING (id) ORDER BY v.position) \
+        SELECT id FROM written";
+    let batch: Vec<serde_json::Value> = results
+        .iter()
+        .zip(settled)
+        .enumerate()
+        .map(|(position, (result, state))| {
+            serde_json::json!({
+                "position": position,
+                "id": result.claimed.delivery_id,
+                "token": result.claimed.token,
+                "status": state.status.to_value(),
+                "next_ms": state.next_attempt_at.map(|t| t.timestamp_millis()),
+                "delivered_at": state.delivered_at,
+                "settled_at": (state.status != DeliveryStatus::Pending).then_some(result.finished_at),
+                "webhook_id": result.claimed.webhook_id,
+                "attempt": result.claimed.attempt,
+                "started_at": result.started_at,
+                "status_code": result.outcome.status_code(),
+                "duration_ms": attempt_ms(result),
+                "error": result.outcome.error(),
+                "next_attempt_at": state.next_attempt_at,
+                "succeeded": matches!(result.outcome, Outcome::Delivered { .. }),
+            })
+        })
+        .collect();
+    let rows = txn
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            SQL,
+            [serde_json::Value::Array(batch).to_string().into()],
+        ))
+        .await?;
+    rows.iter().map(|row| row.try_get_by_index(0)).collect()
+}
+
+/// SQLite: the deliveries' states by chunk, then the attempt rows of those written.
+async fn write_each_size(
+    txn: &impl ConnectionTrait,
+    results: &[AttemptResult],
+    settled: &[Settled],
+) -> Result<HashSet<String>, DbErr> {
+    let mut written = HashSet::new();
+    for (chunk, states) in results.chunks(CHUNK).zip(settled.chunks(CHUNK)) {
+        written.extend(update_deliveries(txn, chunk, states).await?);
+    }
+    let attempts: Vec<webhook_attempts::ActiveModel> = results
+        .iter()
+        .zip(settled)
+        .filter(|(r, _)| written.contains(r.claimed.delivery_id.as_str()))
+        .map(|(r, s)| webhook_attempts::ActiveModel {
+            seq: NotSet,
+            delivery_id: Set(r.claimed.delivery_id.clone()),
+            webhook_id: Set(r.claimed.webhook_id.clone()),
+            attempt: Set(r.claimed.attempt),
+            started_at: Set(r.started_at),
+            status_code: Set(r.outcome.status_code()),
+            duration_ms: Set(attempt_ms(r)),
+            error: Set(r.outcome.error()),
+            next_attempt_at: Set(s.next_attempt_at),
+            succeeded: Set(matches!(r.outcome, Outcome::Delivered { .. })),
+        })
+        .collect();
+    let mut attempts = attempts.into_iter().peekable();
+    while attempts.peek().is_some() {
+        let chunk: Vec<_> = attempts.by_ref().take(CHUNK).collect();
+        webhook_attempts::Entity::insert_many(chunk)
+            .exec_without_returning(txn)
+            .await?;
+    }
+    Ok(written)
+}
+
+fn attempt_ms(result: &AttemptResult) -> i32 {
+    i32::try_from(result.duration.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// SQLite: one UPDATE for a chunk of deliveries, joined with a VALUES list (`columnN` names its columns);
 /// returns the ids it wrote. A delivery parked while its attempt ran (its subscription was disabled) stays
 /// parked unless the attempt succeeded.
 async fn update_deliveries(

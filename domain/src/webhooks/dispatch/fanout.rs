@@ -63,7 +63,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
             if !subscription::wants(&subscription.events, &event.event_type) {
                 continue;
             }
-            rows.push(webhook_deliveries::ActiveModel::from(webhook_deliveries::Model {
+            rows.push(webhook_deliveries::Model {
                 id: new_delivery_id(),
                 account_id: AccountId::of_row(&event.account_id),
                 webhook_id: subscription.id.clone(),
@@ -76,22 +76,67 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
                 delivered_at: None,
                 settled_at: None,
                 claim_token: None,
-            }));
+            });
         }
     }
     let queued = rows.len();
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<_> = rows.by_ref().take(INSERT_CHUNK).collect();
-        webhook_deliveries::Entity::insert_many(chunk)
-            .exec_without_returning(&txn)
-            .await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        insert_postgres(&txn, rows, now).await?;
+    } else {
+        let mut rows = rows.into_iter().map(webhook_deliveries::ActiveModel::from).peekable();
+        while rows.peek().is_some() {
+            let chunk: Vec<_> = rows.by_ref().take(INSERT_CHUNK).collect();
+            webhook_deliveries::Entity::insert_many(chunk)
+                .exec_without_returning(&txn)
+                .await?;
+        }
     }
     txn.commit().await?;
     Ok(FannedOut {
         events: events.len(),
         deliveries: queued,
     })
+}
+
+/// The new deliveries in one statement whose text is the same for any batch (one array per column), so its
+/// plan is reused.
+async fn insert_postgres(
+    txn: &impl ConnectionTrait,
+    rows: Vec<webhook_deliveries::Model>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    const SQL: &str = "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
+        attempt_count, next_attempt_ms, created_at) \
+        SELECT id, account_id, webhook_id, event_id, event_type, 'pending', 0, $6, $7 \
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) \
+        AS new(id, account_id, webhook_id, event_id, event_type)";
+    let n = rows.len();
+    let (mut ids, mut accounts, mut webhooks, mut events, mut types) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for row in rows {
+        ids.push(row.id);
+        accounts.push(row.account_id.to_string());
+        webhooks.push(row.webhook_id);
+        events.push(row.event_id);
+        types.push(row.event_type);
+    }
+    let values: Vec<sea_orm::Value> = vec![
+        ids.into(),
+        accounts.into(),
+        webhooks.into(),
+        events.into(),
+        types.into(),
+        now.timestamp_millis().into(),
+        now.into(),
+    ];
+    txn.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, SQL, values))
+        .await?;
+    Ok(())
 }
 
 /// Whether any event waits to be fanned out: one read of the undispatched events' index, outside a
