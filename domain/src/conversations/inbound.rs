@@ -39,7 +39,7 @@ use crate::{
     store::{
         self,
         entities::{channels, contact_identities, contacts as contact_rows, conversations, messages},
-        group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
+        group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone, unavailable_again},
     },
 };
 
@@ -151,6 +151,10 @@ impl BatchWriter for ArrivalWriter {
             self.committed.signal();
         }
         answers
+    }
+
+    fn unavailable(answer: &Self::Answer) -> Option<Self::Answer> {
+        unavailable_again(answer)
     }
 }
 

@@ -53,7 +53,7 @@ use crate::{
             idempotency_keys,
             messages::{self, Author},
         },
-        group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone},
+        group_commit::{BatchWriter, Batching, GroupCommit, together_or_alone, unavailable_again},
         sql, to_json_text,
     },
 };
@@ -160,6 +160,10 @@ impl BatchWriter for AcceptWriter {
             .into_iter()
             .map(|answer| answer.unwrap_or_else(|| Err(ApiError::internal("a send of a batch was left unanswered"))))
             .collect()
+    }
+
+    fn unavailable(answer: &Self::Answer) -> Option<Self::Answer> {
+        unavailable_again(answer)
     }
 }
 

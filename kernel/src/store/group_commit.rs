@@ -22,6 +22,21 @@ pub trait BatchWriter: Send + Sync + 'static {
 
     /// Writes `batch`: one answer per item, in the items' order.
     async fn write(&self, batch: Vec<Self::Item>) -> Vec<Self::Answer>;
+
+    /// When `answer` says the database is unavailable, the same answer for another call. After a batch that
+    /// got only such answers, the calls queued meanwhile get it at once instead of each batch in turn waiting
+    /// for the database again (a call would otherwise wait for every batch ahead of it).
+    fn unavailable(_answer: &Self::Answer) -> Option<Self::Answer> {
+        None
+    }
+}
+
+/// `answer` again for another call when it is an error saying the database is unavailable.
+pub fn unavailable_again<T>(answer: &Result<T, ApiError>) -> Option<Result<T, ApiError>> {
+    match answer {
+        Err(err) if err.code == tonic::Code::Unavailable => Some(Err(err.clone())),
+        _ => None,
+    }
 }
 
 /// How the writers of one kind of work gather batches.
@@ -35,6 +50,8 @@ pub struct Batching {
 
 /// Writes `items` with one call of `write`; when that fails, with one call per item, so that an item that
 /// breaks the batch's transaction fails alone and the others are written. One answer per item, in order.
+/// A database that is unavailable (unreachable, or a lock not obtained in time) fails every item at once:
+/// no item is to blame, and writing them one by one would make each caller wait as long again per item.
 pub async fn together_or_alone<'a, T, A, F, Fut>(items: &'a [T], write: F) -> Vec<Result<A, ApiError>>
 where
     F: Fn(&'a [T]) -> Fut,
@@ -42,7 +59,9 @@ where
 {
     match write(items).await {
         Ok(answers) => return answers.into_iter().map(Ok).collect(),
-        Err(err) if items.len() <= 1 => return vec![Err(err)],
+        Err(err) if items.len() <= 1 || err.code == tonic::Code::Unavailable => {
+            return items.iter().map(|_| Err(err.clone())).collect();
+        }
         Err(err) => tracing::warn!(error = %err, items = items.len(), "a batch failed; writing each item alone"),
     }
     let mut answers = Vec::with_capacity(items.len());
@@ -122,12 +141,29 @@ async fn take_batches<W: BatchWriter>(writer: Arc<W>, receiver: Arc<Mutex<mpsc::
         });
         match written.await {
             Ok(answers) => {
+                let refused = answers.iter().all(|a| W::unavailable(a).is_some());
+                let again = answers.first().and_then(W::unavailable);
                 for (reply, answer) in replies.into_iter().zip(answers) {
                     // The caller may have gone (its request was cancelled); what it asked for is written.
                     let _ = reply.send(answer);
                 }
+                if refused && let Some(again) = again {
+                    refuse_queued::<W>(&receiver, again);
+                }
             }
             Err(err) => tracing::error!(error = %err, "a batch writer failed; its callers get an error"),
+        }
+    }
+}
+
+/// Answers the calls queued now with `refusal`, unless another writer is waiting for calls (then none are).
+fn refuse_queued<W: BatchWriter>(receiver: &Mutex<mpsc::Receiver<Queued<W>>>, refusal: W::Answer) {
+    let Ok(mut receiver) = receiver.try_lock() else {
+        return;
+    };
+    while let Ok((_, reply)) = receiver.try_recv() {
+        if let Some(refused) = W::unavailable(&refusal) {
+            let _ = reply.send(refused);
         }
     }
 }
@@ -192,6 +228,91 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(commits.submit(21).await, Some(42));
         assert!(started.elapsed() < std::time::Duration::from_millis(500));
+        assert_eq!(batches.load(Ordering::SeqCst), 1);
+    }
+
+    /// A write of `items` that fails on a negative number with `error`, counting its calls.
+    async fn write_some(calls: &AtomicUsize, items: &[i64], error: &ApiError) -> Result<Vec<i64>, ApiError> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        if items.iter().any(|n| *n < 0) {
+            return Err(error.clone());
+        }
+        Ok(items.to_vec())
+    }
+
+    #[tokio::test]
+    async fn an_item_that_breaks_its_batch_fails_alone() {
+        let calls = AtomicUsize::new(0);
+        let broken = ApiError::field("n", "negative");
+        let answers = together_or_alone(&[1, -1, 2], |items| write_some(&calls, items, &broken)).await;
+        let answers: Vec<bool> = answers.iter().map(Result::is_ok).collect();
+        assert_eq!(answers, [true, false, true]);
+        assert_eq!(calls.load(Ordering::SeqCst), 4, "the batch, then each item");
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_database_fails_the_batch_at_once() {
+        let calls = AtomicUsize::new(0);
+        let down = ApiError::new(
+            tonic::Code::Unavailable,
+            crate::error::Reason::Unavailable,
+            "the database is unavailable",
+        );
+        let answers = together_or_alone(&[1, -1, 2], |items| write_some(&calls, items, &down)).await;
+        assert!(answers.iter().all(|a| a.as_ref().is_err_and(|e| e.code == down.code)));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "no write item by item");
+    }
+
+    /// Answers every call after 50 ms that the database is unavailable, counting batches.
+    struct Unreachable {
+        batches: Arc<AtomicUsize>,
+    }
+
+    #[async_trait::async_trait]
+    impl BatchWriter for Unreachable {
+        type Item = i64;
+        type Answer = Result<i64, ApiError>;
+
+        const KIND: &'static str = "unreachable";
+
+        async fn write(&self, batch: Vec<i64>) -> Vec<Self::Answer> {
+            self.batches.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let down = ApiError::new(tonic::Code::Unavailable, crate::error::Reason::Unavailable, "down");
+            batch.iter().map(|_| Err(down.clone())).collect()
+        }
+
+        fn unavailable(answer: &Self::Answer) -> Option<Self::Answer> {
+            unavailable_again(answer)
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_queued_behind_a_batch_the_database_refused_are_refused_at_once() {
+        let batches = Arc::new(AtomicUsize::new(0));
+        let writer = Unreachable {
+            batches: batches.clone(),
+        };
+        let commits = GroupCommit::start(
+            writer,
+            Batching {
+                writers: 1,
+                max_batch: 16,
+            },
+        );
+        let submit = |n: i64| {
+            let commits = commits.clone();
+            tokio::spawn(async move { commits.submit(n).await })
+        };
+        // The first call's batch is waiting for the database when the others come.
+        let mut calls = vec![submit(0)];
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        calls.extend((1..20).map(submit));
+        for call in calls {
+            let answer = call.await.unwrap().expect("an answer");
+            assert_eq!(answer.unwrap_err().code, tonic::Code::Unavailable);
+        }
+        // Without the refusal they would be written in two more batches, each waiting as long.
         assert_eq!(batches.load(Ordering::SeqCst), 1);
     }
 
