@@ -1,10 +1,11 @@
-//! The crash drill (`frontdesk-bench crash-drill`): `serve` is killed with SIGKILL several times while
-//! clients create deals, each a `deal.created` event for one webhook subscription, and restarted at once.
-//! Afterwards every acknowledged deal must reach the receiver; the drill reports what was lost, what arrived
-//! twice (at-least-once allows it; the rate is the figure to keep low), and what was delayed: a delivery with
-//! a failed attempt on record, or delivered only at its second attempt or later, though the receiver never
-//! fails, is one a crash of ours charged to the endpoint as a retry step. `--path sends` runs the same drill
-//! on sends to a channel provider (`engine::send_drill`).
+//! The drills (`frontdesk-bench crash-drill`): clients create deals, each a `deal.created` event for one
+//! webhook subscription, while the service goes through a fault (`faults`): by default `serve` is killed
+//! with SIGKILL several times and restarted at once. Afterwards every acknowledged deal must reach the
+//! receiver; the drill reports what was lost, what arrived twice (at-least-once allows it; the rate is the
+//! figure to keep low), and what was delayed: a delivery with a failed attempt on record, or delivered only
+//! at its second attempt or later, though the receiver never fails, is one a fault of ours charged to the
+//! endpoint as a retry step. `--path sends` runs the same drill on sends to a channel provider
+//! (`engine::send_drill`).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -20,7 +21,11 @@ use axum::{Router, body::Bytes, extract::State, routing::post};
 use sea_orm::{ConnectionTrait, Database, Statement};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
 
-use crate::{process::ServerProcess, scenarios::Setup};
+use crate::{
+    faults::{Fault, Stage},
+    process::ServerProcess,
+    scenarios::Setup,
+};
 
 #[derive(clap::Args)]
 pub struct DrillArgs {
@@ -39,9 +44,16 @@ pub struct DrillArgs {
     /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
-    /// Messages the clients send (`--path sends`).
-    #[arg(long, default_value_t = 10_000)]
-    pub sends: u64,
+    /// Messages the clients send at least: sends (`--path sends`, default 10,000) or questions (`--path
+    /// replies`, default 2,000).
+    #[arg(long)]
+    pub sends: Option<u64>,
+    /// What the service goes through while the clients work.
+    #[arg(long, value_enum, default_value_t = Fault::Kill)]
+    pub fault: Fault,
+    /// Seconds a Redis, PostgreSQL or provider fault lasts.
+    #[arg(long, default_value_t = 10.0)]
+    pub outage: f64,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -50,6 +62,8 @@ enum DrillPath {
     Deals,
     /// Send 10,000 messages over REST, each delivered to Twilio's Messages API.
     Sends,
+    /// Post 2,000 customers' questions as Twilio's inbound webhooks, each answered by a model.
+    Replies,
 }
 
 /// Receipt count and last receipt time per key (a deal's id, a send's text), as a receiver records them.
@@ -69,16 +83,25 @@ impl Receipts {
         keys.iter().filter(|key| !received.contains_key(*key)).count()
     }
 
+    /// How long after `since` the last of `keys` was received; `None` while one is missing.
+    pub fn last_receipt_after(&self, keys: &HashSet<String>, since: Instant) -> Option<Duration> {
+        let received = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        keys.iter().try_fold(Duration::ZERO, |latest, key| {
+            let (at, _) = received.get(key)?;
+            Some(latest.max(at.saturating_duration_since(since)))
+        })
+    }
+
     /// What was received of `acknowledged`, and beside it, by now.
-    pub fn tally(&self, acknowledged: &HashSet<String>, last_restart: Instant) -> Tally {
+    pub fn tally(&self, acknowledged: &HashSet<String>, fault_ended: Instant) -> Tally {
         let received = self.0.lock().unwrap_or_else(|e| e.into_inner());
         Tally {
             lost: acknowledged.iter().filter(|key| !received.contains_key(*key)).count(),
             twice: received.values().filter(|(_, n)| *n > 1).count(),
             unacknowledged: received.keys().filter(|key| !acknowledged.contains(*key)).count(),
-            last_after_restart: received
+            last_after_fault: received
                 .values()
-                .map(|(at, _)| at.saturating_duration_since(last_restart))
+                .map(|(at, _)| at.saturating_duration_since(fault_ended))
                 .max()
                 .unwrap_or_default(),
         }
@@ -93,8 +116,8 @@ pub struct Tally {
     pub twice: usize,
     /// Received, though the request that made it was never answered (its process was killed first).
     pub unacknowledged: usize,
-    /// The last receipt, after the last restart.
-    pub last_after_restart: Duration,
+    /// The last receipt, after the fault ended.
+    pub last_after_fault: Duration,
 }
 
 async fn hook(State(received): State<Receipts>, body: Bytes) {
@@ -160,13 +183,31 @@ async fn client(
 }
 
 pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
+    let stage = Stage::start(setup, args.sqlite, args.fault).await?;
     match args.path {
-        DrillPath::Deals => deals(setup, args).await,
-        DrillPath::Sends => crate::engine::send_drill(setup, &args).await,
+        DrillPath::Deals => {
+            anyhow::ensure!(
+                !matches!(args.fault, Fault::Provider | Fault::Model),
+                "the deals drill has no channel or model provider"
+            );
+            deals(stage, args).await
+        }
+        DrillPath::Sends => {
+            anyhow::ensure!(args.fault != Fault::Model, "the sends drill has no model provider");
+            crate::engine::send_drill(stage, &args).await
+        }
+        DrillPath::Replies => {
+            anyhow::ensure!(
+                args.fault != Fault::Provider,
+                "the replies drill fails its model, not its channel"
+            );
+            crate::engine::reply_drill(stage, &args).await
+        }
     }
 }
 
-async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
+async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {
+    let setup = &stage.setup.clone();
     let database = setup.database(args.sqlite).await?;
     let mut env = setup.env(&database, !args.sqlite);
     env.insert("FRONTDESK_ALLOW_PRIVATE_URLS".into(), "true".into());
@@ -192,7 +233,7 @@ async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     let clients: Vec<_> = (0..args.clients)
         .map(|_| tokio::spawn(client(core.clone(), key.clone(), stop.clone())))
         .collect();
-    let (serve, last_restart) = kill_and_restart(serve, spawn, &core, |s| s.grpc, &args).await?;
+    let (serve, (_, fault_ended)) = stage.disrupt(serve, spawn, &core, |s| s.grpc, &args).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let mut acknowledged = HashSet::new();
@@ -220,8 +261,8 @@ async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
         lost,
         twice: duplicates,
         unacknowledged,
-        last_after_restart: drained_after,
-    } = received.tally(&acknowledged, last_restart);
+        last_after_fault: drained_after,
+    } = received.tally(&acknowledged, fault_ended);
     let delayed = scalar(
         &db,
         "SELECT COUNT(DISTINCT delivery_id) FROM webhook_attempts WHERE succeeded = FALSE OR attempt > 1",
@@ -239,8 +280,9 @@ async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
     let rate = |n: usize| 100.0 * n as f64 / acknowledged.len().max(1) as f64;
     println!(
-        "crash drill ({store}): {} SIGKILLs in {:.1} s, {} clients",
-        args.kills, args.window, args.clients
+        "drill, deals ({store}): {}, {} clients",
+        args.fault.describe(args.kills, args.window, args.outage),
+        args.clients
     );
     println!("| figure | value |\n|---|---|");
     println!("| deals acknowledged | {} |", acknowledged.len());
@@ -250,35 +292,11 @@ async fn deals(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     println!("| delivered, creation not acknowledged (killed before the answer) | {unacknowledged} |");
     println!("| deliveries not succeeded at the end | {unsettled} |");
     println!(
-        "| last receipt after the last restart | {:.2} s |",
+        "| last receipt after the fault ended | {:.2} s |",
         drained_after.as_secs_f64()
     );
     anyhow::ensure!(lost == 0, "{lost} acknowledged deals were never delivered");
     Ok(())
-}
-
-/// After a second of the clients' work, kills `serve` with SIGKILL `args.kills` times spread over
-/// `args.window` seconds, each time starting a new one at once and publishing its `address` in `current`
-/// (none while it is down); the last `serve`, and when it started.
-pub async fn kill_and_restart(
-    mut serve: ServerProcess,
-    spawn: impl Fn() -> anyhow::Result<ServerProcess>,
-    current: &RwLock<Option<SocketAddr>>,
-    address: fn(&ServerProcess) -> Option<SocketAddr>,
-    args: &DrillArgs,
-) -> anyhow::Result<(ServerProcess, Instant)> {
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let gap = Duration::from_secs_f64(args.window / f64::from(args.kills.max(1)));
-    let mut last_restart = Instant::now();
-    for _ in 0..args.kills {
-        *current.write().unwrap_or_else(|e| e.into_inner()) = None;
-        drop(serve); // SIGKILL, then wait for the process to be gone
-        serve = spawn()?;
-        last_restart = Instant::now();
-        *current.write().unwrap_or_else(|e| e.into_inner()) = address(&serve);
-        tokio::time::sleep(gap).await;
-    }
-    Ok((serve, last_restart))
 }
 
 pub async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> anyhow::Result<i64> {

@@ -7,6 +7,7 @@ mod bare;
 mod daily;
 mod drill;
 mod engine;
+mod faults;
 mod knowledge;
 mod large;
 mod load;
@@ -45,8 +46,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
     },
-    /// SIGKILLs `serve` while clients create deals with a webhook subscription (`--path deals`) or send
-    /// 10,000 messages to an sms channel (`--path sends`); reports what was lost, delayed and duplicated.
+    /// SIGKILLs `serve` (or `--fault`: Redis or PostgreSQL down, the provider failing) while clients create
+    /// deals with a webhook subscription (`--path deals`) or send 10,000 messages to an sms channel (`--path
+    /// sends`); reports what was lost, delayed and duplicated, and how long the service took to recover.
     CrashDrill(drill::DrillArgs),
     /// The local provider's decision over 10,000 FAQs and the knowledge gaps of 100,000 handed-off questions,
     /// each against its floor in the same run.

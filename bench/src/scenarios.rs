@@ -22,6 +22,7 @@ use crate::{
 const ADMIN_TOKEN: &str = "bench-admin-token";
 
 /// Where things are.
+#[derive(Clone)]
 pub struct Setup {
     pub frontdesk: PathBuf,
     /// A previous build's `frontdesk`, for the figures compared build against build in the same run.
@@ -106,7 +107,12 @@ impl Setup {
             ("FRONTDESK_HTTP_ADDR", "127.0.0.1:0"),
             ("FRONTDESK_GRPC_ADDR", "127.0.0.1:0"),
             ("FRONTDESK_LOG_FORMAT", "json"),
-            ("RUST_LOG", "warn,frontdesk_edge=info,frontdesk_server::grpc=info"),
+            // The listening lines; `frontdesk_core` is where a `--previous` build from before the core was
+            // split into its layers logs its gRPC address.
+            (
+                "RUST_LOG",
+                "warn,frontdesk_edge=info,frontdesk_server::grpc=info,frontdesk_core::grpc=info",
+            ),
             ("FRONTDESK_ADMIN_TOKEN", ADMIN_TOKEN),
             ("RAZORPAY_KEY_SECRET", "bench-secret"),
             ("FRONTDESK_SECRET_KEY", "YmVuY2gtc2VjcmV0LWtleS0zMi1ieXRlcy1sb25nISE="),

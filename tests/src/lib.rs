@@ -12,6 +12,7 @@ pub mod mcp_server;
 pub mod meta;
 pub mod model_server;
 pub mod platform;
+pub mod postgres_server;
 pub mod raw_post;
 pub mod razorpay;
 pub mod redis_server;

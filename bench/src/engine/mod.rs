@@ -15,6 +15,7 @@ mod model_replies;
 mod pipeline;
 mod replicas;
 mod replies;
+mod reply_drill;
 mod send_drill;
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
@@ -49,6 +50,7 @@ pub use model_replies::{MODEL_BURST, MODEL_LATENCY, Waiting};
 pub use pipeline::{PIPELINE, PIPELINE_HALF, TWILIO_LIMIT};
 pub use replicas::{ReplicasArgs, run as replicas};
 pub use replies::{DecisionsByPhase, REPLY_LATENCY, REPLY_RATE};
+pub use reply_drill::run as reply_drill;
 pub use send_drill::run as send_drill;
 
 /// The channel's Twilio account and sending number.
@@ -268,6 +270,35 @@ impl Engine {
             contact_ids: create_contacts(channel, metadata, contacts).await?,
             db: Database::connect(postgres).await?,
         })
+    }
+
+    /// An agent of the model tier that answers the sms channel, on an account with credit for every reply;
+    /// its id.
+    async fn model_agent(&self) -> anyhow::Result<String> {
+        let base = format!("http://{}", self.http);
+        let api = crate::knowledge::rest_client();
+        let agent: serde_json::Value = api
+            .post(format!("{base}/v1/agents"))
+            .header("x-api-key", &self.key)
+            .json(&serde_json::json!({"name": "Bench desk", "ai_tier": "mini"}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let agent = agent["agent"]["id"].as_str().unwrap_or_default().to_owned();
+        api.put(format!("{base}/v1/entry-points/channel-defaults"))
+            .header("x-api-key", &self.key)
+            .json(&serde_json::json!({"channel": "sms", "agent_id": agent}))
+            .send()
+            .await?
+            .error_for_status()?;
+        self.db
+            .execute_raw(Statement::from_string(
+                self.db.get_database_backend(),
+                "UPDATE accounts SET credit_milli = 1000000000",
+            ))
+            .await?;
+        Ok(agent)
     }
 
     /// The authenticated call (`baseline`), then sends spread over the contacts (`sends`), on `serve`.

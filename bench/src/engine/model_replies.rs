@@ -106,30 +106,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
     }
     let serve = ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)?;
     let engine = Engine::prepare(&serve, &postgres, 20).await?;
-    let base = format!("http://{}", engine.http);
-    let api = crate::knowledge::rest_client();
-    let agent: Value = api
-        .post(format!("{base}/v1/agents"))
-        .header("x-api-key", &engine.key)
-        .json(&json!({"name": "Bench desk", "ai_tier": "mini"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let agent = agent["agent"]["id"].as_str().unwrap_or_default().to_owned();
-    api.put(format!("{base}/v1/entry-points/channel-defaults"))
-        .header("x-api-key", &engine.key)
-        .json(&json!({"channel": "sms", "agent_id": agent}))
-        .send()
-        .await?
-        .error_for_status()?;
-    engine
-        .db
-        .execute_raw(Statement::from_string(
-            engine.db.get_database_backend(),
-            "UPDATE accounts SET credit_milli = 1000000000",
-        ))
-        .await?;
+    engine.model_agent().await?;
 
     let paced = Shape {
         concurrency: shape.concurrency.min(16),

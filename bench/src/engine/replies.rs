@@ -108,30 +108,10 @@ pub(super) async fn desk(engine: &Engine, postgres: &str, faqs: usize) -> anyhow
         .await?
         .ok_or_else(|| anyhow::anyhow!("no channel"))?
         .try_get_by_index::<String>(0)?;
+    let agent = engine.model_agent().await?;
+    crate::knowledge::seed_faqs(postgres, &account, &agent, faqs).await?;
     let api = crate::knowledge::rest_client();
     let base = format!("http://{}", engine.http);
-    let agent: serde_json::Value = api
-        .post(format!("{base}/v1/agents"))
-        .header("x-api-key", &engine.key)
-        .json(&serde_json::json!({"name": "Bench desk", "ai_tier": "mini"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let agent = agent["agent"]["id"].as_str().unwrap_or_default().to_owned();
-    crate::knowledge::seed_faqs(postgres, &account, &agent, faqs).await?;
-    api.put(format!("{base}/v1/entry-points/channel-defaults"))
-        .header("x-api-key", &engine.key)
-        .json(&serde_json::json!({"channel": "sms", "agent_id": agent}))
-        .send()
-        .await?
-        .error_for_status()?;
-    let grant = Statement::from_sql_and_values(
-        engine.db.get_database_backend(),
-        "UPDATE accounts SET credit_milli = 1000000000 WHERE id = $1",
-        [account.into()],
-    );
-    engine.db.execute_raw(grant).await?;
     api.post(format!("{base}/v1/agents/{agent}/search"))
         .header("x-api-key", &engine.key)
         .json(&serde_json::json!({"query": "warm up"}))

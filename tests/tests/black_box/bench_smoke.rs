@@ -109,11 +109,17 @@ fn the_benchmark_harness_runs_every_scenario() {
 
 /// `frontdesk-bench` with `args` after `--frontdesk`; its standard output, once it exited successfully.
 fn bench(args: &[&str]) -> String {
+    bench_with(args, &[])
+}
+
+/// `bench` with `env` set for it and the servers it starts.
+fn bench_with(args: &[&str], env: &[(&str, &str)]) -> String {
     let frontdesk = binary::path();
     let output = std::process::Command::new(frontdesk.with_file_name("frontdesk-bench"))
         .arg("--frontdesk")
         .arg(&frontdesk)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("frontdesk-bench runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -138,6 +144,65 @@ fn the_crash_drills_lose_nothing_in_short_form() {
     let sends = bench(&[&["crash-drill", "--path", "sends", "--sends", "500"][..], &short].concat());
     assert!(sends.contains("| lost (accepted, never delivered) | 0 |"), "{sends}");
     assert!(sends.contains("| answers 5xx other than 503 | 0 {} |"), "{sends}");
+}
+
+/// The fault drills in short form, each on a PostgreSQL cluster and Redis server of its own: 300 sends or
+/// more while Redis is killed, Redis is paused, PostgreSQL is stopped and started, and the provider answers
+/// 500 then hangs, each for 2 s: nothing accepted is lost, no answer is a 5xx but 503, and the service takes
+/// sends again once the fault is over.
+#[test]
+fn the_fault_drills_lose_nothing_in_short_form() {
+    // A provider that hangs is given up on after a second, and retried soon, so the drill ends in seconds.
+    let env = [
+        ("FRONTDESK_PROVIDER_TIMEOUT", "1s"),
+        ("FRONTDESK_SEND_RETRY_SCHEDULE", "200ms,500ms,1s,1s,1s,1s,1s"),
+    ];
+    for fault in ["redis-down", "redis-pause", "postgres-restart", "provider"] {
+        let args = ["crash-drill", "--path", "sends", "--fault", fault, "--outage", "2"];
+        let short = ["--sends", "300", "--clients", "4"];
+        let report = bench_with(&[&args[..], &short].concat(), &env);
+        for row in [
+            "| lost (accepted, never delivered) | 0 |",
+            "| answers 5xx other than 503 | 0 {} |",
+            "| deliveries failed | 0 |",
+        ] {
+            assert!(report.contains(row), "{fault}: {row}\n{report}");
+        }
+        assert!(
+            !report.contains("| first send accepted after the fault ended | none |"),
+            "{fault}: accepting again\n{report}"
+        );
+    }
+}
+
+/// The drills on AI replies and deals in short form: customers' questions while the model hangs (each call
+/// given up on after a second) and while serve is killed during their burst of inbound webhooks (on SQLite),
+/// each stored once and answered once; deals made while PostgreSQL restarts all reach their webhook.
+#[test]
+fn questions_and_deals_survive_their_faults_in_short_form() {
+    let env = [("FRONTDESK_MODEL_TIMEOUT", "1s")];
+    for fault in [
+        &["--fault", "model", "--outage", "2"][..],
+        &["--kills", "1", "--window", "1", "--sqlite"],
+    ] {
+        let args = ["crash-drill", "--path", "replies", "--sends", "200", "--clients", "4"];
+        let report = bench_with(&[&args[..], fault].concat(), &env);
+        for row in [
+            "| lost (acknowledged, never stored) | 0 |",
+            "| stored twice or more | 0 |",
+            "| unanswered | 0 |",
+            "| answered twice or more | 0 |",
+            "| answers 5xx other than 503 | 0 {} |",
+        ] {
+            assert!(report.contains(row), "{fault:?}: {row}\n{report}");
+        }
+    }
+    let restart = ["--fault", "postgres-restart", "--outage", "2", "--clients", "4"];
+    let deals = bench(&[&["crash-drill", "--path", "deals"][..], &restart].concat());
+    assert!(
+        deals.contains("| lost (acknowledged, never delivered) | 0 |"),
+        "{deals}"
+    );
 }
 
 /// The large account's bench in short form (2,000 contacts, SQLite): every query answered without error.
