@@ -89,13 +89,18 @@ fn as_root() -> bool {
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
 }
 
-/// PostgreSQL's program `name` from the installation `pg_config` names, as the `postgres` user when root.
+/// PostgreSQL's program `name` from the installation `pg_config` names (else Debian's newest), as the
+/// `postgres` user when root.
 fn pg(name: &str) -> Command {
-    let bin = Command::new("pg_config")
+    let named = Command::new("pg_config")
         .arg("--bindir")
         .output()
-        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-        .expect("pg_config is installed (scripts/test-prereqs)");
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    let bin = named
+        .or_else(debian_bin_dir)
+        .expect("PostgreSQL is installed (scripts/test-prereqs)");
     let program = bin.join(name);
     if as_root() {
         let mut command = Command::new("runuser");
@@ -104,6 +109,16 @@ fn pg(name: &str) -> Command {
     } else {
         Command::new(program)
     }
+}
+
+/// `/usr/lib/postgresql/{newest version}/bin`.
+fn debian_bin_dir() -> Option<PathBuf> {
+    let mut versions: Vec<u32> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    versions.sort_unstable();
+    Some(PathBuf::from(format!("/usr/lib/postgresql/{}/bin", versions.last()?)))
 }
 
 fn run(command: &mut Command) -> Output {
