@@ -44,8 +44,8 @@ pub struct DrillArgs {
     /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
-    /// Messages the clients send at least: sends (`--path sends`, default 10,000) or questions (`--path
-    /// replies`, default 2,000).
+    /// Messages the clients send at least: sends (`--path sends`, default 10,000), questions (`--path
+    /// replies`, default 2,000) or a broadcast's recipients (`--path broadcast`, default and most 10,000).
     #[arg(long)]
     pub sends: Option<u64>,
     /// What the service goes through while the clients work.
@@ -64,6 +64,8 @@ enum DrillPath {
     Sends,
     /// Post 2,000 customers' questions as Twilio's inbound webhooks, each answered by a model.
     Replies,
+    /// Send a broadcast to 10,000 phone numbers.
+    Broadcast,
 }
 
 /// Receipt count and last receipt time per key (a deal's id, a send's text), as a receiver records them.
@@ -196,6 +198,13 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
             anyhow::ensure!(args.fault != Fault::Model, "the sends drill has no model provider");
             crate::engine::send_drill(stage, &args).await
         }
+        DrillPath::Broadcast => {
+            anyhow::ensure!(
+                !matches!(args.fault, Fault::Provider | Fault::Model),
+                "the broadcast drill fails the service, not its providers"
+            );
+            crate::engine::broadcast_drill(stage, &args).await
+        }
         DrillPath::Replies => {
             anyhow::ensure!(
                 args.fault != Fault::Provider,
@@ -297,6 +306,25 @@ async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(lost == 0, "{lost} acknowledged deals were never delivered");
     Ok(())
+}
+
+/// The end of a drill's run: its connections closed, `serve` stopped (SIGKILL) and its database dropped.
+pub async fn tear_down(
+    setup: &Setup,
+    database: &str,
+    connections: [sea_orm::DatabaseConnection; 2],
+    serve: ServerProcess,
+) -> anyhow::Result<()> {
+    for db in connections {
+        db.close().await?;
+    }
+    drop(serve);
+    setup.drop_database(database).await
+}
+
+/// What a drill's report calls its store.
+pub fn store(sqlite: bool) -> &'static str {
+    if sqlite { "SQLite" } else { "PostgreSQL + Redis" }
 }
 
 pub async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> anyhow::Result<i64> {

@@ -8,10 +8,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use frontdesk_api::v1::{
-    Audience, CreateAgentRequest, CreateBroadcastRequest, agents_client::AgentsClient,
-    broadcasts_client::BroadcastsClient,
-};
+use frontdesk_api::v1::{Audience, CreateBroadcastRequest, broadcasts_client::BroadcastsClient};
 use sea_orm::{ConnectionTrait, Statement};
 use tonic::{metadata::MetadataValue, transport::Channel};
 
@@ -51,19 +48,7 @@ pub async fn run(
     replies::desk(busy, postgres, if smoke { 300 } else { 1_000 }).await?;
     let grpc = Channel::from_shared(format!("http://{}", busy.grpc))?.connect().await?;
     let key: MetadataValue<_> = busy.key.parse()?;
-    let agent = AgentsClient::new(grpc.clone())
-        .create_agent(keyed(
-            &key,
-            CreateAgentRequest {
-                name: "Offers".into(),
-                ..Default::default()
-            },
-        ))
-        .await?
-        .into_inner()
-        .agent
-        .map(|a| a.id)
-        .unwrap_or_default();
+    let agent = busy.plain_agent("Offers").await?;
     receiver::reset(receiver_addr).await?;
     let started_ms = epoch_ms();
     let broadcast = BroadcastsClient::new(grpc)

@@ -7,6 +7,7 @@
 //! same conversation.
 
 mod broadcast;
+mod broadcast_drill;
 mod fairness;
 mod floor;
 mod inbound;
@@ -22,7 +23,8 @@ use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use frontdesk_api::v1::{
-    ConnectChannelRequest, CreateContactRequest, channels_client::ChannelsClient, contacts_client::ContactsClient,
+    ConnectChannelRequest, CreateAgentRequest, CreateContactRequest, agents_client::AgentsClient,
+    channels_client::ChannelsClient, contacts_client::ContactsClient,
 };
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
@@ -42,6 +44,7 @@ pub use broadcast::{
     BASELINE as BROADCAST_BASELINE, BESIDE as BESIDE_BROADCAST, BESIDE_REPLIES as BROADCAST_REPLIES, EXPANSION,
     RATE as BROADCAST_RATE,
 };
+pub use broadcast_drill::run as broadcast_drill;
 pub use fairness::{QUIET_ALONE, QUIET_BESIDE_BACKLOG};
 pub use floor::{CALL_FLOOR, SEND_FLOOR};
 pub use inbound::{INBOUND, Stored};
@@ -270,6 +273,23 @@ impl Engine {
             contact_ids: create_contacts(channel, metadata, contacts).await?,
             db: Database::connect(postgres).await?,
         })
+    }
+
+    /// A new agent of the default tier named `name`, over gRPC; its id.
+    async fn plain_agent(&self, name: &str) -> anyhow::Result<String> {
+        let grpc = Channel::from_shared(format!("http://{}", self.grpc))?.connect().await?;
+        let key: MetadataValue<_> = self.key.parse()?;
+        let created = AgentsClient::new(grpc)
+            .create_agent(keyed(
+                &key,
+                CreateAgentRequest {
+                    name: name.into(),
+                    ..Default::default()
+                },
+            ))
+            .await?
+            .into_inner();
+        Ok(created.agent.map(|a| a.id).unwrap_or_default())
     }
 
     /// An agent of the model tier that answers the sms channel, on an account with credit for every reply;

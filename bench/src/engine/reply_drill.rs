@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::{AUTH_TOKEN, Engine, PUBLIC_URL, inbound::signed_inbound, send_drill::start_twilio};
 use crate::{
-    drill::{DrillArgs, scalar},
+    drill::{DrillArgs, scalar, store, tear_down},
     faults::{Provider, ProviderSwitch, Stage},
     process::ServerProcess,
 };
@@ -224,10 +224,7 @@ pub async fn run(mut stage: Stage, args: &DrillArgs) -> anyhow::Result<()> {
         "SELECT COUNT(*) FROM messages WHERE author = 'agent' AND status NOT IN ('sent', 'delivered')",
     )
     .await?;
-    db.close().await?;
-    engine.db.close().await?;
-    drop(serve);
-    setup.drop_database(&database).await?;
+    tear_down(setup, &database, [db, engine.db], serve).await?;
 
     let count = |test: &dyn Fn(&Fate) -> bool| {
         answers
@@ -261,7 +258,7 @@ pub async fn run(mut stage: Stage, args: &DrillArgs) -> anyhow::Result<()> {
         .map(|at| (at - fault_ended_at).num_milliseconds() as f64 / 1000.0);
     let server_errors: u64 = answers.server_errors.values().sum();
     let seconds = |s: Option<f64>| s.map_or("none".to_owned(), |s| format!("{s:.2} s"));
-    let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
+    let store = store(args.sqlite);
     println!(
         "drill, replies ({store}): {}, {} clients, at least {questions} questions",
         args.fault.describe(args.kills, args.window, args.outage),

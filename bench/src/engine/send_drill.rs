@@ -21,7 +21,7 @@ use sea_orm::Database;
 
 use super::Engine;
 use crate::{
-    drill::{DrillArgs, Receipts, Tally, scalar},
+    drill::{DrillArgs, Receipts, Tally, scalar, store, tear_down},
     faults::{Provider, ProviderSwitch, Stage},
     process::ServerProcess,
 };
@@ -29,10 +29,17 @@ use crate::{
 /// Contacts the sends go to, in turn.
 const CONTACTS: usize = 1_000;
 
-/// Twilio's Messages API: records the form's `Body`, answers 201 with a message sid; while the switch says
-/// so, answers Twilio's 500 or never answers, recording nothing.
+/// What the drill's Twilio received: each message by its text, and by the number it went to.
+#[derive(Clone, Default)]
+pub(super) struct Received {
+    pub texts: Receipts,
+    pub recipients: Receipts,
+}
+
+/// Twilio's Messages API: records the form's `Body` and `To`, answers 201 with a message sid; while the switch
+/// says so, answers Twilio's 500 or never answers, recording nothing.
 async fn twilio(
-    State((received, switch)): State<(Receipts, ProviderSwitch)>,
+    State((received, switch)): State<(Received, ProviderSwitch)>,
     body: Bytes,
 ) -> (StatusCode, Json<serde_json::Value>) {
     match switch.get() {
@@ -43,11 +50,13 @@ async fn twilio(
         }
         Provider::Hangs => std::future::pending::<()>().await,
     }
-    let text = url::form_urlencoded::parse(&body)
-        .find(|(name, _)| name == "Body")
-        .map(|(_, text)| text.into_owned())
-        .unwrap_or_default();
-    received.record(text);
+    for (name, value) in url::form_urlencoded::parse(&body) {
+        match &*name {
+            "Body" => received.texts.record(value.into_owned()),
+            "To" => received.recipients.record(value.into_owned()),
+            _ => {}
+        }
+    }
     let sid = format!("SM{:032x}", rand::random::<u128>());
     (
         StatusCode::CREATED,
@@ -55,8 +64,8 @@ async fn twilio(
     )
 }
 
-pub(super) async fn start_twilio(switch: ProviderSwitch) -> anyhow::Result<(SocketAddr, Receipts)> {
-    let received = Receipts::default();
+pub(super) async fn start_twilio(switch: ProviderSwitch) -> anyhow::Result<(SocketAddr, Received)> {
+    let received = Received::default();
     let app = Router::new()
         .route("/2010-04-01/Accounts/{sid}/Messages.json", post(twilio))
         .with_state((received.clone(), switch));
@@ -142,6 +151,7 @@ pub async fn run(mut stage: Stage, args: &DrillArgs) -> anyhow::Result<()> {
     let setup = &stage.setup.clone();
     let database = setup.database(args.sqlite).await?;
     let (twilio, received) = start_twilio(stage.provider.clone()).await?;
+    let received = received.texts;
     let mut env = setup.env(&database, !args.sqlite);
     env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{twilio}"));
     env.insert("FRONTDESK_PUBLIC_URL".into(), super::PUBLIC_URL.into());
@@ -224,12 +234,9 @@ pub async fn run(mut stage: Stage, args: &DrillArgs) -> anyhow::Result<()> {
         "SELECT COUNT(*) FROM jobs WHERE kind = 'deliver_message' AND status = 'failed'",
     )
     .await?;
-    db.close().await?;
-    engine.db.close().await?;
-    drop(serve);
-    setup.drop_database(&database).await?;
+    tear_down(setup, &database, [db, engine.db], serve).await?;
 
-    let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
+    let store = store(args.sqlite);
     let server_errors: u64 = answers.server_errors.values().sum();
     let seconds = |d: Option<Duration>| d.map_or("none".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
     println!(

@@ -177,9 +177,10 @@ fn the_fault_drills_lose_nothing_in_short_form() {
 
 /// The drills on AI replies and deals in short form: customers' questions while the model hangs (each call
 /// given up on after a second) and while serve is killed during their burst of inbound webhooks (on SQLite),
-/// each stored once and answered once; deals made while PostgreSQL restarts all reach their webhook.
+/// each stored once and answered once; a broadcast to 1,000 numbers through a SIGKILL reaches each of them;
+/// deals made while PostgreSQL restarts all reach their webhook.
 #[test]
-fn questions_and_deals_survive_their_faults_in_short_form() {
+fn questions_broadcasts_and_deals_survive_their_faults_in_short_form() {
     let env = [("FRONTDESK_MODEL_TIMEOUT", "1s")];
     for fault in [
         &["--fault", "model", "--outage", "2"][..],
@@ -196,6 +197,15 @@ fn questions_and_deals_survive_their_faults_in_short_form() {
         ] {
             assert!(report.contains(row), "{fault:?}: {row}\n{report}");
         }
+    }
+    let kill = ["--kills", "1", "--window", "1", "--sends", "1000"];
+    let broadcast = bench(&[&["crash-drill", "--path", "broadcast"][..], &kill].concat());
+    for row in [
+        "| missed (never received the opener) | 0 |",
+        "| sent to a number not in the audience | 0 |",
+        "| the broadcast's counts: recipients, sent | 1000, 1000 |",
+    ] {
+        assert!(broadcast.contains(row), "{row}\n{broadcast}");
     }
     let restart = ["--fault", "postgres-restart", "--outage", "2", "--clients", "4"];
     let deals = bench(&[&["crash-drill", "--path", "deals"][..], &restart].concat());
