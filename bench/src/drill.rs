@@ -4,8 +4,9 @@
 //! receiver; the drill reports what was lost, what arrived twice (at-least-once allows it; the rate is the
 //! figure to keep low), and what was delayed: a delivery with a failed attempt on record, or delivered only
 //! at its second attempt or later, though the receiver never fails, is one a fault of ours charged to the
-//! endpoint as a retry step. `--path sends` runs the same drill on sends to a channel provider
-//! (`engine::send_drill`).
+//! endpoint as a retry step. `--path sends`, `replies` and `broadcast` run the same drill on sends to a
+//! channel provider, on customers' questions answered by a model and on a broadcast (`engine::send_drill`,
+//! `reply_drill`, `broadcast_drill`).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -185,34 +186,32 @@ async fn client(
 }
 
 pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
-    let stage = Stage::start(setup, args.sqlite, args.fault).await?;
+    check(&args)?;
+    let stage = Stage::start(setup, args.sqlite).await?;
     match args.path {
-        DrillPath::Deals => {
-            anyhow::ensure!(
-                !matches!(args.fault, Fault::Provider | Fault::Model),
-                "the deals drill has no channel or model provider"
-            );
-            deals(stage, args).await
-        }
-        DrillPath::Sends => {
-            anyhow::ensure!(args.fault != Fault::Model, "the sends drill has no model provider");
-            crate::engine::send_drill(stage, &args).await
-        }
-        DrillPath::Broadcast => {
-            anyhow::ensure!(
-                !matches!(args.fault, Fault::Provider | Fault::Model),
-                "the broadcast drill fails the service, not its providers"
-            );
-            crate::engine::broadcast_drill(stage, &args).await
-        }
-        DrillPath::Replies => {
-            anyhow::ensure!(
-                args.fault != Fault::Provider,
-                "the replies drill fails its model, not its channel"
-            );
-            crate::engine::reply_drill(stage, &args).await
-        }
+        DrillPath::Deals => deals(stage, args).await,
+        DrillPath::Sends => crate::engine::send_drill(stage, &args).await,
+        DrillPath::Broadcast => crate::engine::broadcast_drill(stage, &args).await,
+        DrillPath::Replies => crate::engine::reply_drill(stage, &args).await,
     }
+}
+
+/// Refuses a fault the drill's path or store cannot have, before anything is started.
+fn check(args: &DrillArgs) -> anyhow::Result<()> {
+    let (fault, path) = (args.fault, args.path);
+    anyhow::ensure!(
+        !args.sqlite || matches!(fault, Fault::Kill | Fault::Provider | Fault::Model),
+        "a Redis or PostgreSQL fault needs PostgreSQL and Redis (drop --sqlite)"
+    );
+    anyhow::ensure!(
+        fault != Fault::Provider || matches!(path, DrillPath::Sends),
+        "only the sends drill has a channel provider to fail"
+    );
+    anyhow::ensure!(
+        fault != Fault::Model || matches!(path, DrillPath::Replies),
+        "only the replies drill has a model provider to fail"
+    );
+    Ok(())
 }
 
 async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {

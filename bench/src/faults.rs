@@ -101,11 +101,7 @@ pub struct Stage {
 
 impl Stage {
     /// Starts a PostgreSQL cluster and a Redis server for the drill unless it runs on SQLite.
-    pub async fn start(setup: &Setup, sqlite: bool, fault: Fault) -> anyhow::Result<Self> {
-        anyhow::ensure!(
-            !sqlite || matches!(fault, Fault::Kill | Fault::Provider | Fault::Model),
-            "a Redis or PostgreSQL fault needs PostgreSQL and Redis (drop --sqlite)"
-        );
+    pub async fn start(setup: &Setup, sqlite: bool) -> anyhow::Result<Self> {
         let (postgres, redis) = if sqlite {
             (None, None)
         } else {

@@ -5,7 +5,7 @@
 use std::{
     net::TcpListener,
     path::PathBuf,
-    process::{Command, Output},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -42,11 +42,6 @@ impl PrivatePostgres {
         };
         cluster.up();
         cluster
-    }
-
-    /// The URL of database `name` on this server.
-    pub fn database_url(&self, name: &str) -> String {
-        format!("{}/{name}", self.url)
     }
 
     /// Stops the server as an administrator's fast shutdown does: every session is ended, then the server.
@@ -121,7 +116,7 @@ fn debian_bin_dir() -> Option<PathBuf> {
     Some(PathBuf::from(format!("/usr/lib/postgresql/{}/bin", versions.last()?)))
 }
 
-fn run(command: &mut Command) -> Output {
+fn run(command: &mut Command) {
     let output = command.output().expect("the command runs");
     assert!(
         output.status.success(),
@@ -129,5 +124,4 @@ fn run(command: &mut Command) -> Output {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    output
 }

@@ -141,13 +141,17 @@ async fn take_batches<W: BatchWriter>(writer: Arc<W>, receiver: Arc<Mutex<mpsc::
         });
         match written.await {
             Ok(answers) => {
-                let refused = answers.iter().all(|a| W::unavailable(a).is_some());
-                let again = answers.first().and_then(W::unavailable);
+                // Only when the database refused the whole batch.
+                let refusal = answers
+                    .iter()
+                    .all(|a| W::unavailable(a).is_some())
+                    .then(|| answers.first().and_then(W::unavailable))
+                    .flatten();
                 for (reply, answer) in replies.into_iter().zip(answers) {
                     // The caller may have gone (its request was cancelled); what it asked for is written.
                     let _ = reply.send(answer);
                 }
-                if refused && let Some(again) = again {
+                if let Some(again) = refusal {
                     refuse_queued::<W>(&receiver, again);
                 }
             }
