@@ -97,7 +97,9 @@ pub mod wire {
     /// `ErrorInfo` reason of a preflight whose credentials passed every check.
     pub const PREFLIGHT_PASSED: &str = "PREFLIGHT_PASSED";
     /// HTTP request headers the edge passes to the core as metadata of the same name.
-    pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", API_KEY, IDEMPOTENCY_KEY];
+    pub const FORWARDED_REQUEST_HEADERS: &[&str] = &["authorization", API_KEY, IDEMPOTENCY_KEY, TRACEPARENT];
+    /// Request metadata (and HTTP header): the caller's W3C trace context, which the call's trace continues.
+    pub const TRACEPARENT: &str = "traceparent";
     /// Request metadata: the `Idempotency-Key` header of a send.
     pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
     /// Response metadata the edge copies to HTTP response headers under the same name.

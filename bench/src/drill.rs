@@ -5,8 +5,9 @@
 //! figure to keep low), and what was delayed: a delivery with a failed attempt on record, or delivered only
 //! at its second attempt or later, though the receiver never fails, is one a fault of ours charged to the
 //! endpoint as a retry step. `--path sends`, `replies` and `broadcast` run the same drill on sends to a
-//! channel provider, on customers' questions answered by a model and on a broadcast (`engine::send_drill`,
-//! `reply_drill`, `broadcast_drill`).
+//! channel provider, on customers' questions answered by a model, on a broadcast and on a knowledge import
+//! (`engine::send_drill`, `reply_drill`, `broadcast_drill`, `import_drill`). The servers of a drill export
+//! their traces to a receiver of the drill's, and each report ends with the slowest kinds of span.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -21,6 +22,8 @@ use std::{
 use axum::{Router, body::Bytes, extract::State, routing::post};
 use sea_orm::{ConnectionTrait, Database, Statement};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
+
+use frontdesk_tests::otlp::{OtlpReceiver, ReceivedSpan};
 
 use crate::{
     faults::{Fault, Stage},
@@ -46,7 +49,8 @@ pub struct DrillArgs {
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
     /// Messages the clients send at least: sends (`--path sends`, default 10,000), questions (`--path
-    /// replies`, default 2,000) or a broadcast's recipients (`--path broadcast`, default and most 10,000).
+    /// replies`, default 2,000), a broadcast's recipients (`--path broadcast`, default and most 10,000) or an
+    /// import's pages (`--path import`, default and most 100).
     #[arg(long)]
     pub sends: Option<u64>,
     /// What the service goes through while the clients work.
@@ -67,6 +71,8 @@ enum DrillPath {
     Replies,
     /// Send a broadcast to 10,000 phone numbers.
     Broadcast,
+    /// Import 100 pages of a site into the knowledge base.
+    Import,
 }
 
 /// Receipt count and last receipt time per key (a deal's id, a send's text), as a receiver records them.
@@ -187,12 +193,48 @@ async fn client(
 
 pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     check(&args)?;
-    let stage = Stage::start(setup, args.sqlite).await?;
-    match args.path {
+    // Every server of the drill exports its spans here; the report ends with the slowest kinds.
+    let traces = OtlpReceiver::start("http/protobuf").await;
+    let setup = Setup {
+        traces: Some(traces.endpoint.clone()),
+        ..setup.clone()
+    };
+    let stage = Stage::start(&setup, args.sqlite).await?;
+    let ran = match args.path {
         DrillPath::Deals => deals(stage, args).await,
         DrillPath::Sends => crate::engine::send_drill(stage, &args).await,
         DrillPath::Broadcast => crate::engine::broadcast_drill(stage, &args).await,
         DrillPath::Replies => crate::engine::reply_drill(stage, &args).await,
+        DrillPath::Import => crate::import_drill::run(stage, &args).await,
+    };
+    slowest_spans(&traces.spans());
+    ran
+}
+
+/// The kinds of span (by name) with the slowest single span, each with its count and percentiles.
+fn slowest_spans(spans: &[ReceivedSpan]) {
+    const SHOWN: usize = 8;
+    let mut by_name: HashMap<&str, Vec<Duration>> = HashMap::new();
+    for span in spans {
+        by_name.entry(&span.name).or_default().push(span.duration);
+    }
+    let mut kinds: Vec<(&str, Vec<Duration>)> = by_name.into_iter().collect();
+    for (_, durations) in &mut kinds {
+        durations.sort_unstable();
+    }
+    kinds.sort_by_key(|(_, durations)| std::cmp::Reverse(durations.last().copied()));
+    println!("\nslowest spans ({} exported over OTLP):", spans.len());
+    println!("| span | count | p50 ms | p99 ms | slowest ms |\n|---|---|---|---|---|");
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    for (name, durations) in kinds.iter().take(SHOWN) {
+        let at = |q: f64| durations[((durations.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "| {name} | {} | {:.1} | {:.1} | {:.1} |",
+            durations.len(),
+            ms(at(0.5)),
+            ms(at(0.99)),
+            ms(at(1.0))
+        );
     }
 }
 
@@ -281,11 +323,9 @@ async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {
         "SELECT COUNT(*) FROM webhook_deliveries WHERE status <> 'succeeded'",
     )
     .await?;
-    db.close().await?;
-    drop(serve);
-    setup.drop_database(&database).await?;
+    tear_down(setup, &database, [db], serve).await?;
 
-    let store = if args.sqlite { "SQLite" } else { "PostgreSQL + Redis" };
+    let store = store(args.sqlite);
     let rate = |n: usize| 100.0 * n as f64 / acknowledged.len().max(1) as f64;
     println!(
         "drill, deals ({store}): {}, {} clients",
@@ -307,16 +347,19 @@ async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The end of a drill's run: its connections closed, `serve` stopped (SIGKILL) and its database dropped.
+/// The end of a drill's run: its connections closed, `serve` stopped (SIGKILL) once its last spans are
+/// exported, and its database dropped.
 pub async fn tear_down(
     setup: &Setup,
     database: &str,
-    connections: [sea_orm::DatabaseConnection; 2],
+    connections: impl IntoIterator<Item = sea_orm::DatabaseConnection>,
     serve: ServerProcess,
 ) -> anyhow::Result<()> {
     for db in connections {
         db.close().await?;
     }
+    // Spans are exported every 200 ms (`Setup::env`): the last ones reach the receiver before the kill.
+    tokio::time::sleep(Duration::from_millis(600)).await;
     drop(serve);
     setup.drop_database(database).await
 }

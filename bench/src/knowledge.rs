@@ -3,7 +3,7 @@
 //! the query's embedding included, and lexical only), and the embedding model's own speed on one core in
 //! process (sections per second at import, and one query's embedding: the floor of a fused search).
 
-use std::{collections::BTreeMap, path::Path, time::Duration, time::Instant};
+use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration, time::Instant};
 
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -11,6 +11,7 @@ use sea_orm::{ConnectionTrait, Database, Statement};
 use serde_json::{Value, json};
 
 use crate::{
+    drill::Receipts,
     load::{Outcome, Shape},
     process::ServerProcess,
     scenarios::{Measured, Setup, funded_account, measure, push_row},
@@ -36,7 +37,7 @@ pub struct Run {
 }
 
 /// The model folder: `FRONTDESK_EMBEDDING_MODEL`, else `models/all-MiniLM-L6-v2` of the working directory.
-fn model_folder() -> Option<String> {
+pub(crate) fn model_folder() -> Option<String> {
     let folder = std::env::var("FRONTDESK_EMBEDDING_MODEL").unwrap_or_else(|_| "models/all-MiniLM-L6-v2".to_owned());
     Path::new(&folder).join("model.safetensors").is_file().then(|| {
         std::fs::canonicalize(&folder)
@@ -261,6 +262,18 @@ impl Api {
             .await?;
         Ok(agent["agent"]["id"].as_str().unwrap_or_default().to_owned())
     }
+
+    /// A bulk import of the first `pages` pages of `site` (`site`'s help pages) for `agent`; its source id.
+    pub(crate) async fn import_site(&self, site: SocketAddr, pages: usize, agent: &str) -> anyhow::Result<String> {
+        let urls: Vec<String> = (0..pages).map(|n| format!("http://{site}/help/{n}")).collect();
+        let body = json!({"urls": urls, "agent_id": agent});
+        let accepted = self
+            .call(reqwest::Method::POST, "/v1/kb-sources/bulk-import", Some(body))
+            .await?;
+        let source = accepted["source_id"].as_str().unwrap_or_default().to_owned();
+        anyhow::ensure!(!source.is_empty(), "an import accepted without a source id: {accepted}");
+        Ok(source)
+    }
 }
 
 pub(crate) fn serve(setup: &Setup, database: &str, extra: &[(&str, &str)]) -> anyhow::Result<ServerProcess> {
@@ -271,10 +284,13 @@ pub(crate) fn serve(setup: &Setup, database: &str, extra: &[(&str, &str)]) -> an
     ServerProcess::spawn(&setup.frontdesk, &["serve"], &env, 2)
 }
 
-/// A local site of `pages` pages, three headed sections each.
-async fn site(pages: usize) -> anyhow::Result<std::net::SocketAddr> {
-    use axum::{Router, extract::Path as UrlPath, response::Html, routing::get};
-    let page = |UrlPath(n): UrlPath<usize>| async move {
+/// A local site of help pages (`/help/{n}`), three headed sections each: each page answered after `pause`,
+/// and every fetch recorded in `fetched` by its path.
+pub(crate) async fn site(pause: Duration, fetched: Receipts) -> anyhow::Result<SocketAddr> {
+    use axum::{Router, extract::Path as UrlPath, extract::State, response::Html, routing::get};
+    let page = move |UrlPath(n): UrlPath<usize>, State(fetched): State<Receipts>| async move {
+        fetched.record(format!("/help/{n}"));
+        tokio::time::sleep(pause).await;
         let mut rng = StdRng::seed_from_u64(n as u64);
         let mut body = format!("<html><head><title>Help page {n}</title></head><body><nav>Home | Help</nav><main>");
         for _ in 0..3 {
@@ -284,16 +300,15 @@ async fn site(pages: usize) -> anyhow::Result<std::net::SocketAddr> {
         body.push_str("</main><footer>(c) Bench shop</footer></body></html>");
         Html(body)
     };
-    let app = Router::new().route("/help/{n}", get(page));
+    let app = Router::new().route("/help/{n}", get(page)).with_state(fetched);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let _ = pages;
     Ok(addr)
 }
 
 async fn bulk_import(setup: &Setup, model: &str, pages: usize) -> anyhow::Result<Measured> {
-    let site = site(pages).await?;
+    let site = site(Duration::ZERO, Receipts::default()).await?;
     let database = setup.sqlite_database()?;
     let server = serve(
         setup,
@@ -306,17 +321,9 @@ async fn bulk_import(setup: &Setup, model: &str, pages: usize) -> anyhow::Result
     let (_, key) = funded_account(server.grpc.expect("grpc"), "100000").await?;
     let api = Api::new(&server, &key);
     let agent = api.agent().await?;
-    let urls: Vec<String> = (0..pages).map(|n| format!("http://{site}/help/{n}")).collect();
     let drive = async {
         let started = Instant::now();
-        let source = api
-            .call(
-                reqwest::Method::POST,
-                "/v1/kb-sources/bulk-import",
-                Some(json!({"urls": urls, "agent_id": agent})),
-            )
-            .await?;
-        let id = source["source_id"].as_str().unwrap_or_default().to_owned();
+        let id = api.import_site(site, pages, &agent).await?;
         let mut errors = BTreeMap::new();
         loop {
             let s = api

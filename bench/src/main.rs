@@ -8,6 +8,7 @@ mod daily;
 mod drill;
 mod engine;
 mod faults;
+mod import_drill;
 mod knowledge;
 mod large;
 mod load;
@@ -165,6 +166,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<(scenarios::Setup, PathBuf)> {
         postgres: args.postgres.clone(),
         redis: args.redis.clone(),
         work_dir: work_dir.clone(),
+        traces: None,
     };
     Ok((setup, work_dir))
 }

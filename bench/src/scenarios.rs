@@ -31,6 +31,8 @@ pub struct Setup {
     pub postgres: String,
     pub redis: String,
     pub work_dir: PathBuf,
+    /// An OTLP receiver the servers export their spans to (over protobuf on HTTP), when a run reports them.
+    pub traces: Option<String>,
 }
 
 /// One scenario's figures.
@@ -132,6 +134,10 @@ impl Setup {
         }
         if redis {
             env.insert("REDIS_URL".into(), self.redis.clone());
+        }
+        if let Some(endpoint) = &self.traces {
+            env.insert("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint.clone());
+            env.insert("OTEL_BSP_SCHEDULE_DELAY".into(), "200".into());
         }
         env
     }

@@ -6,7 +6,7 @@
 // reaches them as `crate::ROOM`, as it reaches its own layer's.
 use frontdesk_kernel::{
     accounts, clock, env_values, error, events, forwarded_answers, ids, integrations, jobs, paging, plan, resource_id,
-    retry, secrets, shutdown, store, tenant, timestamps, validate,
+    retry, secrets, shutdown, store, telemetry, tenant, timestamps, validate,
 };
 
 pub mod access;

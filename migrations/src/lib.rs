@@ -36,6 +36,7 @@ mod m20261206_000180_running_by_claim;
 mod m20261207_000190_broadcast_sending;
 mod m20261208_000200_unwritten_recipients;
 mod m20261209_000210_large_accounts;
+mod m20261210_000220_job_traces;
 
 pub struct Migrator;
 
@@ -75,6 +76,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000190_broadcast_sending::Migration),
             Box::new(m20261208_000200_unwritten_recipients::Migration),
             Box::new(m20261209_000210_large_accounts::Migration),
+            Box::new(m20261210_000220_job_traces::Migration),
         ]
     }
 }

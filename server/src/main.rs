@@ -96,15 +96,25 @@ fn main() -> std::process::ExitCode {
             None => unreachable!("`serve` parses as a subcommand"),
         },
     };
-    telemetry::init(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            tracing::error!(error = %err, "cannot start the async runtime");
+            eprintln!("frontdesk: cannot start the async runtime: {err}");
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(command)) {
+    // The span exporter batches on the runtime: it starts, and at the end flushes, inside it.
+    let _inside = runtime.enter();
+    let traces = match telemetry::init(cli.log_format) {
+        Ok(traces) => traces,
+        Err(err) => {
+            eprintln!("frontdesk: cannot export traces: {err:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let ended = runtime.block_on(run(command));
+    traces.shutdown();
+    match ended {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!(error = format!("{err:#}"), "frontdesk stopped");

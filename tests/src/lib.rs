@@ -11,6 +11,7 @@ pub mod knowledge;
 pub mod mcp_server;
 pub mod meta;
 pub mod model_server;
+pub mod otlp;
 pub mod platform;
 pub mod postgres_server;
 pub mod raw_post;

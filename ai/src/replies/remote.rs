@@ -16,6 +16,7 @@ use super::{
     recap::{self, Facts, prose},
 };
 use crate::retry::RetrySchedule;
+use tracing::Instrument;
 
 /// What the model is asked to make of an imported section.
 const PAIRS: &str = "You turn one section of a business's web page into the questions its customers would ask and \
@@ -240,7 +241,14 @@ impl RemoteProvider {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             crate::jobs::guard::before_effect().await;
-            let error = match tokio::time::timeout(left, self.chat.complete(request)).await {
+            let span = if crate::telemetry::exporting_traces() {
+                let provider = self.name();
+                tracing::info_span!("model", otel.name = %format_args!("model {provider}"), otel.kind = "client", attempt)
+            } else {
+                tracing::Span::none()
+            };
+            let call = self.chat.complete(request).instrument(span);
+            let error = match tokio::time::timeout(left, call).await {
                 Ok(Ok(answer)) => return Ok(answer),
                 Ok(Err(error)) => error,
                 Err(_) => ChatError::Permanent("the reply's time ran out waiting for the model".into()),

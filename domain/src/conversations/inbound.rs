@@ -51,6 +51,9 @@ const START_WORDS: &[&str] = &["START", "UNSTOP", "YES"];
 pub struct Arrival {
     pub channel: channels::Model,
     pub message: InboundMessage,
+    /// The trace the arrival's reply continues (`telemetry::traceparent` where it arrived): the batch it is
+    /// written in may be led by another caller's task.
+    pub trace_parent: Option<String>,
 }
 
 /// The stored message, or `None` when the provider's message id was stored before (a retry).
@@ -215,8 +218,8 @@ impl ArrivalWriter {
         let mut seen = HashSet::new();
         let mut answers: Vec<Option<Stored>> = Vec::with_capacity(batch.len());
         let mut rows: Vec<(usize, messages::Model)> = Vec::new();
-        // Conversations an agent answers, by the message that arrived in them.
-        let mut to_answer: HashMap<String, conversations::Model> = HashMap::new();
+        // Conversations an agent answers, and the arrival's trace, by the message that arrived in them.
+        let mut to_answer: HashMap<String, (conversations::Model, Option<String>)> = HashMap::new();
         for (n, arrival) in batch.iter().enumerate() {
             let sid = without_nul(&arrival.message.provider_message_id);
             let first = seen.insert((arrival.channel.id.clone(), sid.clone()));
@@ -227,7 +230,7 @@ impl ArrivalWriter {
             match self.message_row(&txn, arrival, &sid, &mut known, now).await? {
                 Ok((row, conversation)) => {
                     if arrival.message.answerable && replies::answers(&conversation) {
-                        to_answer.insert(row.id.clone(), conversation);
+                        to_answer.insert(row.id.clone(), (conversation, arrival.trace_parent.clone()));
                     }
                     rows.push((n, row));
                     answers.push(None);
@@ -252,7 +255,10 @@ impl ArrivalWriter {
         let reply_jobs: Vec<jobs::NewJob> = to_answer
             .iter()
             .filter(|(message_id, _)| stored.contains(*message_id))
-            .map(|(_, conversation)| replies::job(conversation, self.replies, now))
+            .map(|(_, (conversation, trace_parent))| jobs::NewJob {
+                trace_parent: trace_parent.clone(),
+                ..replies::job(conversation, self.replies, now)
+            })
             .collect();
         let replying = !reply_jobs.is_empty();
         jobs::enqueue_all(&txn, reply_jobs, now).await?;

@@ -91,6 +91,7 @@ impl Sender {
             account_id: account_id.clone(),
             outgoing,
             author,
+            trace_parent: crate::telemetry::traceparent(),
         };
         self.commits.submit(send).await.unwrap_or_else(|| {
             Err(ApiError::new(
@@ -107,6 +108,8 @@ pub struct PendingSend {
     account_id: AccountId,
     outgoing: Outgoing,
     author: Author,
+    /// The trace its delivery continues: the caller's, not that of whoever leads the batch.
+    trace_parent: Option<String>,
 }
 
 impl PendingSend {
@@ -392,7 +395,10 @@ impl AcceptWriter {
             created_at: now,
         });
         Ok(Ok(Plan {
-            job: deliver::job(&message, &channel.id, self.send_attempts, now),
+            job: NewJob {
+                trace_parent: send.trace_parent.clone(),
+                ..deliver::job(&message, &channel.id, self.send_attempts, now)
+            },
             message,
             key,
             answered,

@@ -12,6 +12,7 @@ use sea_orm::{
     sea_query::{CaseStatement, Expr, ExprTrait},
 };
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use crate::channels::pacing::{MAX_WAIT, Pacer, Slot};
 use crate::{
@@ -356,7 +357,13 @@ impl Deliver {
         };
         // A worker paused past its lease, whose job was cancelled or is shutting down sends nothing.
         crate::jobs::guard::before_effect().await;
-        match ready.adapter.send(&outbound).await {
+        let span = if crate::telemetry::exporting_traces() {
+            let provider = sea_orm::ActiveEnum::to_value(&channel.provider);
+            tracing::info_span!("deliver", otel.name = %format_args!("deliver {provider}"), otel.kind = "client", message_id = %message.id)
+        } else {
+            tracing::Span::none()
+        };
+        match ready.adapter.send(&outbound).instrument(span).await {
             SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
                 message_id: message.id,
                 provider_message_id,

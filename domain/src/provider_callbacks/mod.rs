@@ -15,6 +15,7 @@ use frontdesk_api::{
 };
 use sea_orm::{DatabaseConnection, EntityTrait};
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::error::Reason;
 use crate::{
@@ -158,6 +159,7 @@ impl ChannelHooksService {
             .map(|message| Arrival {
                 channel: channel.clone(),
                 message,
+                trace_parent: crate::telemetry::traceparent(),
             })
             .collect();
         self.arrivals.receive_all(arrivals).await?;
@@ -196,6 +198,14 @@ impl ChannelHooks for ChannelHooksService {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        Ok(Response::new(self.handle(request.into_inner(), &request_id).await?))
+        let request = request.into_inner();
+        // When traces are exported, the callback is their first step: the reply and its delivery follow.
+        let span = if crate::telemetry::exporting_traces() {
+            tracing::info_span!("hooks.inbound", path = %request.path)
+        } else {
+            tracing::Span::none()
+        };
+        let handled = self.handle(request, &request_id).instrument(span).await?;
+        Ok(Response::new(handled))
     }
 }

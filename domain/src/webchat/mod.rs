@@ -177,6 +177,7 @@ impl WebChat {
                 page_url: session.page_url.clone(),
                 answerable: true,
             },
+            trace_parent: crate::telemetry::traceparent(),
         };
         self.presence.seen(&session.id);
         let Some(stored) = self.arrivals.receive(arrival).await? else {

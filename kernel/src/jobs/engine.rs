@@ -24,6 +24,7 @@ use tokio::{
     sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc},
     task::JoinHandle,
 };
+use tracing::Instrument;
 
 use super::{
     claim::{self, Wanted},
@@ -92,6 +93,11 @@ pub trait Work: Send + Sync + 'static {
     fn deadline(&self, item: &Self::Item) -> Duration;
 
     async fn run(&self, item: Self::Item, lease: &Lease) -> Self::Done;
+
+    /// The span a run of `item` is inside (none by default).
+    fn span(&self, _item: &Self::Item) -> tracing::Span {
+        tracing::Span::none()
+    }
 
     /// The outcome of a run that overran its deadline or panicked.
     fn failed(&self, item: Self::Item, why: RunFailure) -> Self::Done;
@@ -394,7 +400,8 @@ async fn run_one<W: Work>(runner: Runner<W>, claimed: Claimed<W::Item>, slot: Ow
     let started = Instant::now();
     let deadline = work.deadline(&item);
     let backup = item.clone();
-    let run = AssertUnwindSafe(guard::scoped(lease.clone(), work.run(item, &lease))).catch_unwind();
+    let span = work.span(&item);
+    let run = AssertUnwindSafe(guard::scoped(lease.clone(), work.run(item, &lease)).instrument(span)).catch_unwind();
     let ended = tokio::select! {
         biased;
         reason = lease.stopped() => Err(reason),

@@ -132,7 +132,7 @@ fn on_conflict(mode: OnConflict) -> &'static str {
 }
 
 const COLUMNS: &str = "INSERT INTO jobs (id, account_id, kind, class, lane, payload, status, attempts, max_attempts, \
-    run_at_ms, claim_token, last_error, unique_key, group_key, created_at, updated_at)";
+    run_at_ms, claim_token, last_error, unique_key, group_key, trace_parent, created_at, updated_at)";
 
 fn statement(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
     match backend {
@@ -146,18 +146,19 @@ fn statement(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob)>, 
 fn insert_arrays(mode: OnConflict, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
     let sql = format!(
         "{COLUMNS} SELECT id, account_id, kind, class, lane, payload, 'pending', 0, max_attempts, run_at_ms, NULL, \
-         NULL, NULLIF(unique_key, ''), NULLIF(group_key, ''), $11, $11 \
+         NULL, NULLIF(unique_key, ''), NULLIF(group_key, ''), NULLIF(trace_parent, ''), $12, $12 \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::int4[], \
-         $8::int8[], $9::text[], $10::text[]) \
-         AS new(id, account_id, kind, class, lane, payload, max_attempts, run_at_ms, unique_key, group_key){}",
+         $8::int8[], $9::text[], $10::text[], $11::text[]) \
+         AS new(id, account_id, kind, class, lane, payload, max_attempts, run_at_ms, unique_key, group_key, \
+         trace_parent){}",
         on_conflict(mode)
     );
     let n = jobs.len();
-    let mut text: [Vec<String>; 7] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut text: [Vec<String>; 8] = std::array::from_fn(|_| Vec::with_capacity(n));
     let (mut classes, mut max_attempts, mut run_at_ms) =
         (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     for (id, job) in jobs {
-        let [ids, accounts, kinds, lanes, payloads, keys, groups] = &mut text;
+        let [ids, accounts, kinds, lanes, payloads, keys, groups, traces] = &mut text;
         ids.push(id);
         accounts.push(job.account_id);
         kinds.push(job.kind.to_owned());
@@ -165,11 +166,12 @@ fn insert_arrays(mode: OnConflict, jobs: Vec<(String, NewJob)>, now: DateTime<Ut
         payloads.push(job.payload.to_string());
         keys.push(job.unique_key.unwrap_or_default());
         groups.push(job.group.unwrap_or_default());
+        traces.push(job.trace_parent.unwrap_or_default());
         classes.push(job.class.code());
         max_attempts.push(job.max_attempts.max(1));
         run_at_ms.push(job.run_at_ms);
     }
-    let [ids, accounts, kinds, lanes, payloads, keys, groups] = text;
+    let [ids, accounts, kinds, lanes, payloads, keys, groups, traces] = text;
     let values: Vec<Value> = vec![
         ids.into(),
         accounts.into(),
@@ -181,6 +183,7 @@ fn insert_arrays(mode: OnConflict, jobs: Vec<(String, NewJob)>, now: DateTime<Ut
         run_at_ms.into(),
         keys.into(),
         groups.into(),
+        traces.into(),
         now.into(),
     ];
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
@@ -188,7 +191,7 @@ fn insert_arrays(mode: OnConflict, jobs: Vec<(String, NewJob)>, now: DateTime<Ut
 
 /// SQLite: a multi-row `VALUES`.
 fn insert_values(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob)>, now: DateTime<Utc>) -> Statement {
-    const VALUES_PER_JOB: usize = 10;
+    const VALUES_PER_JOB: usize = 11;
     let mut rows = Vec::with_capacity(jobs.len());
     let mut values: Vec<Value> = Vec::with_capacity(jobs.len() * VALUES_PER_JOB + 1);
     // `now` is the last placeholder, shared by every row.
@@ -196,7 +199,7 @@ fn insert_values(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob
     for (n, (id, job)) in jobs.into_iter().enumerate() {
         let p = |k: usize| format!("${}", n * VALUES_PER_JOB + k);
         rows.push(format!(
-            "({}, {}, {}, {}, {}, {}, 'pending', 0, {}, {}, NULL, NULL, {}, {}, ${now_placeholder}, ${now_placeholder})",
+            "({}, {}, {}, {}, {}, {}, 'pending', 0, {}, {}, NULL, NULL, {}, {}, {}, ${now_placeholder}, ${now_placeholder})",
             p(1),
             p(2),
             p(3),
@@ -206,7 +209,8 @@ fn insert_values(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob
             p(7),
             p(8),
             p(9),
-            p(10)
+            p(10),
+            p(11)
         ));
         values.extend([
             id.into(),
@@ -219,6 +223,7 @@ fn insert_values(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob
             job.run_at_ms.into(),
             job.unique_key.into(),
             job.group.into(),
+            job.trace_parent.into(),
         ]);
     }
     values.push(now.into());

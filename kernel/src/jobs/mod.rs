@@ -122,6 +122,8 @@ pub struct NewJob {
     /// Cancelled together (a broadcast's id).
     pub group: Option<String>,
     pub dedup: Option<Dedup>,
+    /// The trace its run continues (`telemetry::traceparent`): by default the enqueuer's current one.
+    pub trace_parent: Option<String>,
 }
 
 /// A job's arguments, typed: the kind they belong to and the options every job of the kind is written
@@ -150,6 +152,7 @@ impl NewJob {
             class: A::CLASS,
             max_attempts: A::MAX_ATTEMPTS,
             payload: serde_json::to_value(args).unwrap_or_default(),
+            trace_parent: crate::telemetry::traceparent(),
             ..Self::default()
         }
     }
@@ -169,6 +172,8 @@ pub struct Job {
     pub max_attempts: i32,
     /// The claim's token: the outcome is written only while the job still carries it.
     pub token: i64,
+    /// The trace the run continues, the enqueuer's.
+    pub trace_parent: Option<String>,
     pub class: Class,
     /// Whether this worker still holds the job, and the signal to wind down. A run about to make a side
     /// effect outside the database (a provider call) goes through `guard::before_effect` first.

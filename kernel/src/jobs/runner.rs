@@ -28,7 +28,7 @@ pub static JOBS: Table = Table {
     class: Some("class"),
     lane: "lane",
     kind: Some("kind"),
-    returning: "payload, attempts, max_attempts, unfinished_runs, group_key",
+    returning: "payload, attempts, max_attempts, unfinished_runs, group_key, trace_parent",
     unfinished_runs: Some("unfinished_runs"),
 };
 
@@ -148,7 +148,8 @@ impl Work for JobWork {
         rows: Vec<(QueueKey, QueryResult)>,
         token: i64,
     ) -> Result<Vec<(String, QueueKey, Runnable)>, DbErr> {
-        // The key's four columns, then id, payload, attempts, max_attempts, unfinished_runs, group_key.
+        // The key's four columns, then id, payload, attempts, max_attempts, unfinished_runs, group_key,
+        // trace_parent.
         let mut items = Vec::with_capacity(rows.len());
         let mut crashed = Vec::new();
         let mut grouped = Vec::new();
@@ -176,6 +177,7 @@ impl Work for JobWork {
                 attempt: attempts + 1,
                 max_attempts: row.try_get_by_index(7)?,
                 token,
+                trace_parent: row.try_get_by_index(10)?,
                 class: Class::from_code(key.class),
                 // Replaced by the run's own lease when it starts.
                 lease: Lease::detached(Duration::ZERO),
@@ -204,7 +206,25 @@ impl Work for JobWork {
             ..item.job
         };
         let outcome = item.handler.run(&job).await;
+        tracing::debug!(kind = %job.kind, attempt = job.attempt, "a job run ended");
         Finished { job, outcome }
+    }
+
+    /// When traces are exported, `job KIND`, continuing the trace the job was enqueued in.
+    fn span(&self, item: &Runnable) -> tracing::Span {
+        if !crate::telemetry::exporting_traces() {
+            return tracing::Span::none();
+        }
+        let job = &item.job;
+        let span = tracing::info_span!(
+            "job",
+            otel.name = %format_args!("job {}", job.kind),
+            job_id = %job.id,
+            attempt = job.attempt,
+            trace_id = tracing::field::Empty,
+        );
+        crate::telemetry::continue_trace(&span, job.trace_parent.as_deref());
+        span
     }
 
     fn failed(&self, item: Runnable, why: RunFailure) -> Finished {

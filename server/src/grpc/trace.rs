@@ -1,5 +1,6 @@
 //! One span per gRPC call, carrying the request id (taken from `x-request-id` when well formed, else made
-//! here) and echoed back in the response metadata; calls that fail on the server side are logged.
+//! here) and echoed back in the response metadata; calls that fail on the server side are logged. When traces
+//! are exported the span is named for the method and continues the caller's `traceparent`, if any.
 
 use std::time::Instant;
 
@@ -12,7 +13,16 @@ use tracing::Instrument;
 pub async fn trace_call(request: Request, next: Next) -> Response {
     let id = request_id::from_headers(request.headers());
     let method = request.uri().path().to_owned();
-    let span = tracing::info_span!("grpc", %method, request_id = %id);
+    let span = tracing::info_span!(
+        "grpc",
+        otel.name = %method,
+        otel.kind = "server",
+        %method,
+        request_id = %id,
+        trace_id = tracing::field::Empty,
+    );
+    let traceparent = request.headers().get(wire::TRACEPARENT).and_then(|v| v.to_str().ok());
+    frontdesk_kernel::telemetry::continue_trace(&span, traceparent);
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     if let Ok(value) = HeaderValue::from_str(&id) {

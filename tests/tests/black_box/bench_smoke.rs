@@ -178,9 +178,10 @@ fn the_fault_drills_lose_nothing_in_short_form() {
 /// The drills on AI replies and deals in short form: customers' questions while the model hangs (each call
 /// given up on after a second) and while serve is killed during their burst of inbound webhooks (on SQLite),
 /// each stored once and answered once; a broadcast to 1,000 numbers through a SIGKILL reaches each of them;
-/// deals made while PostgreSQL restarts all reach their webhook.
+/// a 30-page import through a SIGKILL stores and charges each page once; deals made while PostgreSQL
+/// restarts all reach their webhook.
 #[test]
-fn questions_broadcasts_and_deals_survive_their_faults_in_short_form() {
+fn questions_broadcasts_imports_and_deals_survive_their_faults_in_short_form() {
     let env = [("FRONTDESK_MODEL_TIMEOUT", "1s")];
     for fault in [
         &["--fault", "model", "--outage", "2"][..],
@@ -206,6 +207,20 @@ fn questions_broadcasts_and_deals_survive_their_faults_in_short_form() {
         "| the broadcast's counts: recipients, sent | 1000, 1000 |",
     ] {
         assert!(broadcast.contains(row), "{row}\n{broadcast}");
+    }
+    let kill = ["--kills", "1", "--window", "1", "--sends", "30", "--sqlite"];
+    let model = frontdesk_tests::server::embedding_model();
+    let model = [("FRONTDESK_EMBEDDING_MODEL", model.as_str())];
+    let import = bench_with(&[&["crash-drill", "--path", "import"][..], &kill].concat(), &model);
+    for row in [
+        "| the source's status at the end | ready |",
+        "| pages read | 30 of 30 |",
+        "| pages without their sections (lost) | 0 |",
+        "| sections stored twice or more | 0 |",
+        "| charges, pages charged | 30, 30 |",
+        "| FAQ vectors, sections | 90, 90 |",
+    ] {
+        assert!(import.contains(row), "{row}\n{import}");
     }
     let restart = ["--fault", "postgres-restart", "--outage", "2", "--clients", "4"];
     let deals = bench(&[&["crash-drill", "--path", "deals"][..], &restart].concat());

@@ -37,6 +37,7 @@ mod site_http;
 mod summaries;
 mod tasks;
 mod time_limits;
+mod traces;
 mod webchat;
 mod webchat_browser;
 mod webchat_security;

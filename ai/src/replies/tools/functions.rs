@@ -89,17 +89,22 @@ impl Function {
     }
 }
 
-/// At most `cap` bytes of the answer (read no further), as text cut at a character boundary.
+/// At most `cap` bytes of the answer (read no further), as text (`capped_text`).
 async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<String, reqwest::Error> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         body.extend_from_slice(&chunk);
         if body.len() >= cap {
-            body.truncate(cap);
             break;
         }
     }
-    let text = match String::from_utf8(body) {
+    Ok(capped_text(body, cap))
+}
+
+/// The first `cap` bytes of `body` as text, cut where its valid UTF-8 ends.
+pub(crate) fn capped_text(mut body: Vec<u8>, cap: usize) -> String {
+    body.truncate(cap);
+    match String::from_utf8(body) {
         Ok(text) => text,
         Err(err) => {
             let valid = err.utf8_error().valid_up_to();
@@ -107,6 +112,5 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Stri
             bytes.truncate(valid);
             String::from_utf8(bytes).unwrap_or_default()
         }
-    };
-    Ok(text)
+    }
 }

@@ -13,7 +13,7 @@ use std::{
 
 use rmcp::{
     RoleClient, ServiceExt,
-    model::{CallToolRequestParams, ContentBlock, PaginatedRequestParams},
+    model::{CallToolRequestParams, CallToolResult, ContentBlock, PaginatedRequestParams, Tool},
     service::RunningService,
     transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
 };
@@ -110,23 +110,7 @@ impl Server {
             Err(_) => return Err("tools/list did not answer in time".into()),
         };
         let allowed: Vec<String> = from_json_text(&self.row.allowed_tools);
-        let usable = tools
-            .into_iter()
-            .filter(|tool| allowed.is_empty() || allowed.iter().any(|a| a == tool.name.as_ref()))
-            // Model providers refuse a whole request for one name outside their rule: such a tool is left out.
-            .filter(|tool| {
-                let usable = crate::agents::tools::is_tool_name(&tool.name);
-                if !usable {
-                    tracing::warn!(server = %self.row.name, tool = %tool.name, "an MCP tool's name is not one a model accepts; it is left out");
-                }
-                usable
-            })
-            .map(|tool| ToolSpec {
-                name: tool.name.to_string(),
-                description: tool.description.as_deref().unwrap_or_default().to_owned(),
-                parameters: Value::Object((*tool.input_schema).clone()),
-            });
-        let (specs, left_out) = bounded(usable);
+        let (specs, left_out) = specs(tools, &allowed, &self.row.name);
         if more || left_out > 0 {
             tracing::warn!(
                 server = %self.row.name,
@@ -195,26 +179,54 @@ impl Server {
             }
             Err(_) => return ToolOutcome::Error("the tool did not answer in time".into()),
         };
-        let mut text: String = result
-            .content
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text(text) => Some(text.text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if text.is_empty()
-            && let Some(structured) = &result.structured_content
-        {
-            text = structured.to_string();
-        }
-        let text = cut_bytes(&text, answer_bytes);
-        if result.is_error.unwrap_or(false) {
-            ToolOutcome::Error(text)
-        } else {
-            ToolOutcome::Answer(text)
-        }
+        outcome(result, answer_bytes)
+    }
+}
+
+/// A server's listed tools as declarations: those `allowed` (all when empty) whose names a model accepts,
+/// within `MAX_TOOLS` and `MAX_SCHEMA_BYTES`; and how many were left out for the bounds.
+pub(crate) fn specs(tools: Vec<Tool>, allowed: &[String], server: &str) -> (Vec<ToolSpec>, usize) {
+    let usable = tools
+        .into_iter()
+        .filter(|tool| allowed.is_empty() || allowed.iter().any(|a| a == tool.name.as_ref()))
+        // Model providers refuse a whole request for one name outside their rule: such a tool is left out.
+        .filter(|tool| {
+            let usable = crate::agents::tools::is_tool_name(&tool.name);
+            if !usable {
+                tracing::warn!(server, tool = %tool.name, "an MCP tool's name is not one a model accepts; it is left out");
+            }
+            usable
+        })
+        .map(|tool| ToolSpec {
+            name: tool.name.to_string(),
+            description: tool.description.as_deref().unwrap_or_default().to_owned(),
+            parameters: Value::Object((*tool.input_schema).clone()),
+        });
+    bounded(usable)
+}
+
+/// What a call's result tells the model: its text blocks (else its structured content) cut at
+/// `answer_bytes`, as the tool's answer or, when the server flags it, its error.
+pub(crate) fn outcome(result: CallToolResult, answer_bytes: usize) -> ToolOutcome {
+    let mut text: String = result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        text = structured.to_string();
+    }
+    let text = cut_bytes(&text, answer_bytes);
+    if result.is_error.unwrap_or(false) {
+        ToolOutcome::Error(text)
+    } else {
+        ToolOutcome::Answer(text)
     }
 }
 

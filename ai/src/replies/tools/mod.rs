@@ -5,8 +5,8 @@
 //! first, then a custom function, then the first MCP server that lists it.
 
 mod builtins;
-mod functions;
-mod mcp;
+pub(crate) mod functions;
+pub(crate) mod mcp;
 
 pub use builtins::prune_effects;
 

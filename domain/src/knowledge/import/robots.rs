@@ -34,5 +34,10 @@ impl RobotsRules {
 async fn read(fetcher: &Fetcher, origin: &str) -> Option<Robot> {
     let url = Url::parse(&format!("{origin}/robots.txt")).ok()?;
     let fetched = fetcher.get(&url, MAX_ROBOTS_BYTES).await.ok()?;
-    Robot::new(BOT_NAME, &fetched.body).ok()
+    parse(&fetched.body)
+}
+
+/// A `robots.txt` body's rules for `FrontDeskBot`; `None` (everything allowed) when it does not parse.
+pub fn parse(body: &[u8]) -> Option<Robot> {
+    Robot::new(BOT_NAME, body).ok()
 }

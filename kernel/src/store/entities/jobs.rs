@@ -37,6 +37,8 @@ pub struct Model {
     /// Runs claimed since the last recorded outcome: each claim adds one, each outcome or release clears
     /// it, so what is left counts runs cut short by a dead or paused worker.
     pub unfinished_runs: i32,
+    /// The W3C `traceparent` of the work that enqueued it, when traces are exported.
+    pub trace_parent: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }
