@@ -27,7 +27,9 @@ use opentelemetry_sdk::{
 };
 use tracing::Level;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::{EnvFilter, Layer, filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{
+    EnvFilter, Layer, filter::Targets, fmt, layer::SubscriberExt, registry::LookupSpan, util::SubscriberInitExt,
+};
 
 /// Whether spans are exported (set once, by `init`).
 static EXPORTING: AtomicBool = AtomicBool::new(false);
@@ -60,8 +62,34 @@ pub fn init(format: LogFormat) -> anyhow::Result<Traces> {
         _ => None,
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A second initialisation (tests embedding the core) keeps the first subscriber.
+    let installed = match &provider {
+        // The service's own spans are traced whatever the log's filter lets through: each layer filters
+        // for itself.
+        Some(provider) => {
+            let traces = tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer(SERVICE_NAME))
+                .with_filter(Targets::new().with_target("frontdesk", Level::INFO));
+            tracing_subscriber::registry()
+                .with(log(format).with_filter(filter))
+                .with(traces)
+                .try_init()
+        }
+        // One filter for the whole process: what it refuses is never made, as before traces existed.
+        None => tracing_subscriber::registry().with(filter).with(log(format)).try_init(),
+    }
+    .is_ok();
+    EXPORTING.store(installed && provider.is_some(), Ordering::Relaxed);
+    Ok(Traces(provider))
+}
+
+/// The log's lines on standard error, in `format`.
+fn log<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+{
     let log = fmt::layer().with_writer(std::io::stderr);
-    let log = match format {
+    match format {
         LogFormat::Json => log
             .json()
             .flatten_event(true)
@@ -69,21 +97,7 @@ pub fn init(format: LogFormat) -> anyhow::Result<Traces> {
             .with_span_list(true)
             .boxed(),
         LogFormat::Text => log.boxed(),
-    };
-    // The service's own spans are traced whatever the log's filter lets through.
-    let traces = provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer(SERVICE_NAME))
-            .with_filter(Targets::new().with_target("frontdesk", Level::INFO))
-    });
-    // A second initialisation (tests embedding the core) keeps the first subscriber.
-    let installed = tracing_subscriber::registry()
-        .with(log.with_filter(filter))
-        .with(traces)
-        .try_init()
-        .is_ok();
-    EXPORTING.store(installed && provider.is_some(), Ordering::Relaxed);
-    Ok(Traces(provider))
+    }
 }
 
 /// The tracer provider batching spans to `endpoint` over the configured protocol.

@@ -7,22 +7,29 @@ use std::time::Instant;
 use axum::{extract::Request, middleware::Next, response::Response};
 use frontdesk_api::request_id;
 use frontdesk_api::wire;
+use frontdesk_kernel::telemetry;
 use http::HeaderValue;
 use tracing::Instrument;
 
 pub async fn trace_call(request: Request, next: Next) -> Response {
     let id = request_id::from_headers(request.headers());
     let method = request.uri().path().to_owned();
-    let span = tracing::info_span!(
-        "grpc",
-        otel.name = %method,
-        otel.kind = "server",
-        %method,
-        request_id = %id,
-        trace_id = tracing::field::Empty,
-    );
-    let traceparent = request.headers().get(wire::TRACEPARENT).and_then(|v| v.to_str().ok());
-    frontdesk_kernel::telemetry::continue_trace(&span, traceparent);
+    // The span's fields for a trace are written only when traces are exported: logging pays nothing for them.
+    let span = if telemetry::exporting_traces() {
+        let span = tracing::info_span!(
+            "grpc",
+            otel.name = %method,
+            otel.kind = "server",
+            %method,
+            request_id = %id,
+            trace_id = tracing::field::Empty,
+        );
+        let traceparent = request.headers().get(wire::TRACEPARENT).and_then(|v| v.to_str().ok());
+        telemetry::continue_trace(&span, traceparent);
+        span
+    } else {
+        tracing::info_span!("grpc", %method, request_id = %id)
+    };
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     if let Ok(value) = HeaderValue::from_str(&id) {

@@ -1,13 +1,16 @@
 //! Traces over OTLP, to a local receiver over protobuf-over-HTTP and over gRPC: a customer's message is one
-//! trace from its inbound webhook (`hooks.inbound`) through the reply job (`job agent_reply`) and the
-//! delivery job (`job deliver_message`) to the provider (`deliver twilio`), its context carried across each
-//! job boundary; every log line written inside that work names the trace. A REST call continues the
+//! trace from its inbound webhook (`hooks.inbound`) through the reply job (`job agent_reply`, with its call
+//! to the model, `model openai`, when a model answers) and the delivery job (`job deliver_message`) to the
+//! provider (`deliver twilio`), its context carried across each job boundary; every log line written inside
+//! that work names the trace. A REST call continues the
 //! caller's `traceparent`.
 
 use std::time::Duration;
 
 use frontdesk_tests::{
-    Db, on_both_databases,
+    Db,
+    model_server::{FakeModel, Reply},
+    on_both_databases,
     otlp::{OtlpReceiver, ReceivedSpan},
     sms::{self, Desk},
     twilio::{FakeTwilio, new_message_sid},
@@ -23,12 +26,23 @@ fn named<'a>(spans: &'a [ReceivedSpan], name: &str) -> Vec<&'a ReceivedSpan> {
     spans.iter().filter(|span| span.name == name).collect()
 }
 
-/// An inbound sms answered from an FAQ, traced to `protocol`'s receiver: the trace and its log lines.
-async fn a_message_is_one_trace(db: Db, protocol: &'static str) {
+/// An inbound sms answered from an FAQ, or by an OpenAI-compatible `model`, traced to `protocol`'s
+/// receiver: the trace and its log lines.
+async fn a_message_is_one_trace(db: Db, protocol: &'static str, model: Option<FakeModel>) {
     let receiver = OtlpReceiver::start(protocol).await;
     let twilio = FakeTwilio::start().await;
     let mut env = receiver.env().to_vec();
     env.extend([("FRONTDESK_REPLY_DEBOUNCE_MS", "0"), ("RUST_LOG", LOGS)]);
+    let openai = model.as_ref().map(FakeModel::openai_base_url).unwrap_or_default();
+    if let Some(model) = &model {
+        model.script(|_| (Reply::text(HOURS), Duration::ZERO));
+        env.extend([
+            ("FRONTDESK_MODEL_PROVIDER", "openai"),
+            ("OPENAI_BASE_URL", openai.as_str()),
+            ("OPENAI_API_KEY", "sk-openai-server-key"),
+            ("FRONTDESK_OPENAI_MODEL", "gpt-test"),
+        ]);
+    }
     let server = sms::start(&db, &twilio, &env).await;
     let desk = Desk::open(
         &server,
@@ -106,13 +120,19 @@ async fn a_message_is_one_trace(db: Db, protocol: &'static str) {
     }
 }
 
-on_both_databases!(a_message_is_one_trace_over_http, |db: Db| async move {
-    a_message_is_one_trace(db, "http/protobuf").await;
-});
+on_both_databases!(
+    a_message_answered_from_an_faq_is_one_trace_over_http,
+    |db: Db| async move {
+        a_message_is_one_trace(db, "http/protobuf", None).await;
+    }
+);
 
-on_both_databases!(a_message_is_one_trace_over_grpc, |db: Db| async move {
-    a_message_is_one_trace(db, "grpc").await;
-});
+on_both_databases!(
+    a_message_answered_by_a_model_is_one_trace_over_grpc,
+    |db: Db| async move {
+        a_message_is_one_trace(db, "grpc", Some(FakeModel::start().await)).await;
+    }
+);
 
 on_both_databases!(a_rest_call_continues_its_callers_trace, |db: Db| async move {
     let receiver = OtlpReceiver::start("http/protobuf").await;
