@@ -9,7 +9,7 @@ use frontdesk_domain::{
 };
 use frontdesk_kernel::{
     accounts, clock, env_values, error, events, ids, integrations, jobs, paging, resource_id, retry, secrets, store,
-    telemetry, timestamps, validate,
+    timestamps, validate,
 };
 
 #[cfg(fuzzing)]

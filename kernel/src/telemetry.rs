@@ -127,6 +127,19 @@ pub fn exporting_traces() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// An info span for a trace (its arguments as `tracing::info_span!`'s) when spans are exported; else none,
+/// made at no cost.
+#[macro_export]
+macro_rules! trace_span {
+    ($($span:tt)*) => {
+        if $crate::telemetry::exporting_traces() {
+            ::tracing::info_span!($($span)*)
+        } else {
+            ::tracing::Span::none()
+        }
+    };
+}
+
 /// Makes `span` (which declares a `trace_id` field) a root of work: the child of `traceparent` when one is
 /// given (a caller's W3C header, or the one a job was enqueued with), and named by its trace's id in every
 /// log line inside it. Nothing happens when spans are not exported.

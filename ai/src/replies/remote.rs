@@ -241,12 +241,13 @@ impl RemoteProvider {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             crate::jobs::guard::before_effect().await;
-            let span = if crate::telemetry::exporting_traces() {
-                let provider = self.name();
-                tracing::info_span!("model", otel.name = %format_args!("model {provider}"), otel.kind = "client", attempt)
-            } else {
-                tracing::Span::none()
-            };
+            let provider = self.name();
+            let span = frontdesk_kernel::trace_span!(
+                "model",
+                otel.name = %format_args!("model {provider}"),
+                otel.kind = "client",
+                attempt
+            );
             let call = self.chat.complete(request).instrument(span);
             let error = match tokio::time::timeout(left, call).await {
                 Ok(Ok(answer)) => return Ok(answer),

@@ -357,12 +357,12 @@ impl Deliver {
         };
         // A worker paused past its lease, whose job was cancelled or is shutting down sends nothing.
         crate::jobs::guard::before_effect().await;
-        let span = if crate::telemetry::exporting_traces() {
-            let provider = sea_orm::ActiveEnum::to_value(&channel.provider);
-            tracing::info_span!("deliver", otel.name = %format_args!("deliver {provider}"), otel.kind = "client", message_id = %message.id)
-        } else {
-            tracing::Span::none()
-        };
+        let span = frontdesk_kernel::trace_span!(
+            "deliver",
+            otel.name = %format_args!("deliver {}", sea_orm::ActiveEnum::to_value(&channel.provider)),
+            otel.kind = "client",
+            message_id = %message.id
+        );
         match ready.adapter.send(&outbound).instrument(span).await {
             SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
                 message_id: message.id,

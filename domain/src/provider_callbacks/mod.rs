@@ -200,11 +200,7 @@ impl ChannelHooks for ChannelHooksService {
             .to_owned();
         let request = request.into_inner();
         // When traces are exported, the callback is their first step: the reply and its delivery follow.
-        let span = if crate::telemetry::exporting_traces() {
-            tracing::info_span!("hooks.inbound", path = %request.path)
-        } else {
-            tracing::Span::none()
-        };
+        let span = frontdesk_kernel::trace_span!("hooks.inbound", path = %request.path);
         let handled = self.handle(request, &request_id).instrument(span).await?;
         Ok(Response::new(handled))
     }

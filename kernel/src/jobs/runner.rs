@@ -212,11 +212,8 @@ impl Work for JobWork {
 
     /// When traces are exported, `job KIND`, continuing the trace the job was enqueued in.
     fn span(&self, item: &Runnable) -> tracing::Span {
-        if !crate::telemetry::exporting_traces() {
-            return tracing::Span::none();
-        }
         let job = &item.job;
-        let span = tracing::info_span!(
+        let span = crate::trace_span!(
             "job",
             otel.name = %format_args!("job {}", job.kind),
             job_id = %job.id,
