@@ -93,7 +93,7 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limi
     let bodies = Bodies::new(body_memory_bytes, body_read_timeout);
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| StartError(e.to_string()))?;
     let bindings = bindings::load(&pool).map_err(StartError)?;
-    let openapi = Bytes::from(openapi::document(&pool, &bindings).to_string());
+    let openapi = Bytes::from(openapi::document(&pool, &bindings).map_err(StartError)?.to_string());
     let mut plans = Plans::default();
     let responses: Vec<PlanId> = bindings.iter().map(|b| plans.plan(&b.method.output())).collect();
     let plans = Arc::new(plans);

@@ -1,7 +1,7 @@
 //! The admin gRPC service as the tests use it: accounts with a known plan, limit and key.
 
 use frontdesk_api::admin::v1::{
-    CreateAccountRequest, GetBacklogRequest, IssueApiKeyRequest, ListJobsRequest, SetTestClockRequest,
+    CreateAccountRequest, CreditsRequest, GetBacklogRequest, IssueApiKeyRequest, ListJobsRequest, SetTestClockRequest,
     UpdateAccountRequest, admin_client::AdminClient,
 };
 use tonic::{Request, service::interceptor::InterceptedService, transport::Channel};
@@ -66,6 +66,19 @@ pub async fn issue_key(server: &Server, account_id: &str, scopes: &[&str]) -> St
         .api_key;
     crate::secrets::remember(&key);
     key
+}
+
+/// Adds `credits` (a decimal, e.g. "100") to the account's balance.
+pub async fn grant_credits(server: &Server, account_id: &str, credits: &str) {
+    client(server)
+        .await
+        .grant_credits(CreditsRequest {
+            account_id: account_id.to_owned(),
+            credits: credits.to_owned(),
+            reason: "granted by a test".to_owned(),
+        })
+        .await
+        .expect("credits granted");
 }
 
 pub async fn set_api_access(server: &Server, account_id: &str, api_access: bool) {

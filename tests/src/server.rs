@@ -162,6 +162,18 @@ impl Server {
         format!("{}{path}", self.http)
     }
 
+    /// The OpenAPI document the server publishes.
+    pub async fn openapi(&self) -> serde_json::Value {
+        crate::http_client()
+            .get(self.url("/openapi.json"))
+            .send()
+            .await
+            .expect("the document")
+            .json()
+            .await
+            .expect("JSON")
+    }
+
     /// The value of the metric `name` whose labels include `label` (`kind="send"`), from `/metrics`.
     pub async fn metric(&self, name: &str, label: &str) -> f64 {
         let metrics = self.metrics().await;

@@ -194,11 +194,56 @@ async fn the_openapi_document_is_valid_openapi_3_1_and_covers_every_route() {
     assert!(doc["paths"]["/v1/kb-sources/estimate"]["post"].is_object());
     let create = &doc["paths"]["/payments/create-order"]["post"];
     assert!(create["requestBody"]["content"]["application/json"]["schema"]["$ref"].is_string());
-    let request_schema = &doc["components"]["schemas"]["frontdesk.site.v0.CreateOrderRequest"];
+    let request_schema = &doc["components"]["schemas"]["CreateOrderRequest"];
     assert!(
         request_schema["properties"]["businessName"].is_object(),
         "site schemas use camelCase"
     );
+
+    // Names a client generator can use, what the service requires, the errors each operation answers,
+    // links to what can be done next, and the retired calls marked.
+    let create_deal = &doc["paths"]["/v1/deals"]["post"];
+    assert_eq!(create_deal["operationId"], "createDeal");
+    let deal_request = &doc["components"]["schemas"]["CreateDealRequest"];
+    assert_eq!(deal_request["required"], json!(["title", "stage"]), "{deal_request}");
+    assert_eq!(deal_request["properties"]["probability"]["anyOf"][0]["maximum"], 100);
+    assert_eq!(
+        doc["components"]["schemas"]["Deal"]["properties"]["status"]["enum"],
+        json!(["open", "won", "lost"])
+    );
+    assert_eq!(
+        create_deal["responses"]["200"]["links"]["GetDeal"]["parameters"]["deal_id"],
+        "$response.body#/deal/id"
+    );
+    let statuses = |path: &str, method: &str| -> Vec<String> {
+        doc["paths"][path][method]["responses"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        statuses("/v1/pipelines", "post"),
+        ["200", "400", "401", "403", "409", "413", "429", "503", "504"]
+    );
+    assert!(statuses("/v1/summaries", "post").contains(&"402".to_owned()));
+    assert!(
+        !statuses("/v1/deals", "get").contains(&"500".to_owned()),
+        "500 only where it can happen"
+    );
+    assert!(statuses("/payments/create-order", "post").contains(&"500".to_owned()));
+    let conflict = &doc["paths"]["/v1/pipelines"]["post"]["responses"]["409"]["content"]["application/json"];
+    assert_eq!(
+        conflict["examples"]["already_exists"]["value"]["error"]["code"],
+        "already_exists"
+    );
+    let campaigns = &doc["paths"]["/v1/campaigns"]["get"];
+    assert_eq!(campaigns["deprecated"], true);
+    assert!(campaigns["responses"]["410"].is_object());
+    let transcript = &doc["paths"]["/v1/conversations/{conversation_id}/transcript"]["get"]["responses"]["200"];
+    let media_types: Vec<&String> = transcript["content"].as_object().unwrap().keys().collect();
+    assert_eq!(media_types, ["application/json", "text/markdown", "text/plain"]);
 
     let file = std::env::temp_dir().join(format!("frontdesk-openapi-{}.json", std::process::id()));
     std::fs::write(&file, doc.to_string()).unwrap();

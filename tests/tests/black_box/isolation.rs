@@ -666,14 +666,7 @@ on_both_databases!(no_route_reaches_another_accounts_resources, |db: Db| async m
     let (agency, _child) = agency_and_child(&server).await;
     admin::quiesce(&server).await;
 
-    let document: Value = frontdesk_tests::http_client()
-        .get(server.url("/openapi.json"))
-        .send()
-        .await
-        .expect("the document")
-        .json()
-        .await
-        .expect("JSON");
+    let document = server.openapi().await;
     let operations = operations(&document);
     let named: Vec<&(String, String, Value)> = operations.iter().filter(|(_, path, _)| path.contains('{')).collect();
     let a_reads = |path: String| {

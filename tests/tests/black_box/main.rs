@@ -6,6 +6,7 @@ mod agent_knowledge;
 mod agent_tools;
 mod agents;
 mod ai_replies;
+mod api_conformance;
 mod bench_smoke;
 mod broadcast_sending;
 mod broadcasts_campaigns;
