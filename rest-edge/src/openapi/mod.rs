@@ -17,7 +17,7 @@ use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value, json};
 
 use crate::bindings::{Binding, BodyRule, resolve_field_path};
-use names::{ERROR_SCHEMA_NAME, SchemaNames};
+use names::SchemaNames;
 use schemas::Schemas;
 
 /// Version of the document's API description.
@@ -56,7 +56,9 @@ pub fn document(pool: &DescriptorPool, bindings: &[Binding]) -> Result<Value, St
             .insert(binding.http_method.as_str().to_ascii_lowercase(), operation);
     }
     let mut all_schemas: Map<String, Value> = schemas.done.into_iter().collect();
-    all_schemas.insert(ERROR_SCHEMA_NAME.to_owned(), responses::error_schema());
+    for (name, schema) in responses::error_schemas() {
+        all_schemas.insert(name.to_owned(), schema);
+    }
     Ok(json!({
         "openapi": "3.1.0",
         "info": {
@@ -130,11 +132,7 @@ fn operation(binding: &Binding, id: &str, schemas: &mut Schemas<'_>, comments: &
             if path_fields.contains(field.full_name()) || body_field.as_deref() == Some(field.full_name()) {
                 continue;
             }
-            let mut schema = schemas.field(&field, binding.naming);
-            if let Some(variants) = schema.get("anyOf").and_then(|v| v.get(0)) {
-                // A query parameter is absent rather than null.
-                schema = variants.clone();
-            }
+            let schema = schemas.field(&field, binding.naming);
             let mut parameter = json!({
                 "name": binding.naming.field_name(&field),
                 "in": "query",

@@ -10,7 +10,12 @@ use prost_reflect::{DescriptorPool, MessageDescriptor};
 use crate::bindings::Binding;
 
 /// The schema of the API's error body, named beside the messages' schemas.
-pub const ERROR_SCHEMA_NAME: &str = "Error";
+pub const ERROR_SCHEMA_NAME: &str = "ErrorResponse";
+/// The schemas of the error body's parts.
+pub const ERROR_DETAIL_NAME: &str = "ErrorDetail";
+pub const FIELD_VIOLATION_NAME: &str = "FieldViolation";
+/// Names of schemas that are not messages'.
+const RESERVED: [&str; 3] = [ERROR_SCHEMA_NAME, ERROR_DETAIL_NAME, FIELD_VIOLATION_NAME];
 
 /// Schema names of every message of the pool.
 pub struct SchemaNames(HashMap<String, String>);
@@ -22,8 +27,10 @@ impl SchemaNames {
         for message in &messages {
             *uses.entry(message.name()).or_default() += 1;
         }
-        // The error body's name is taken: a message of that name is qualified as if it collided.
-        *uses.entry(ERROR_SCHEMA_NAME).or_default() += 1;
+        // The error body's names are taken: a message of such a name is qualified as if it collided.
+        for name in RESERVED {
+            *uses.entry(name).or_default() += 1;
+        }
         let names = messages
             .iter()
             .map(|message| {
@@ -36,6 +43,11 @@ impl SchemaNames {
             })
             .collect();
         Self(names)
+    }
+
+    /// Whether a message's schema has this name.
+    pub fn is_taken(&self, name: &str) -> bool {
+        RESERVED.contains(&name) || self.0.values().any(|taken| taken == name)
     }
 
     pub fn of(&self, message: &MessageDescriptor) -> String {
@@ -122,7 +134,7 @@ mod tests {
         let mut seen = HashMap::new();
         for message in pool.all_messages().filter(|m| !m.is_map_entry()) {
             let name = names.of(&message);
-            assert_ne!(name, ERROR_SCHEMA_NAME);
+            assert!(!RESERVED.contains(&name.as_str()), "{name}");
             if let Some(other) = seen.insert(name.clone(), message.full_name().to_owned()) {
                 panic!("{name} names both {other} and {}", message.full_name());
             }

@@ -7,7 +7,10 @@ use frontdesk_api::v1::ErrorAnswer;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::{names::ERROR_SCHEMA_NAME, schemas::Schemas};
+use super::{
+    names::{ERROR_DETAIL_NAME, ERROR_SCHEMA_NAME, FIELD_VIOLATION_NAME},
+    schemas::Schemas,
+};
 use crate::bindings::{Binding, BodyRule, Naming};
 
 /// The health check, whose degraded answer is a 503 with the health body itself.
@@ -160,30 +163,40 @@ fn example(refusal: &Refusal) -> Value {
     })
 }
 
-pub fn error_schema() -> Value {
-    json!({
-        "type": "object",
-        "description": "The error body of every failed call.",
-        "required": ["success", "error"],
-        "properties": {
-            "success": {"type": "boolean", "const": false},
-            "error": {
+/// The error body and its parts, by name.
+pub fn error_schemas() -> [(&'static str, Value); 3] {
+    let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    [
+        (
+            ERROR_SCHEMA_NAME,
+            json!({
+                "type": "object",
+                "description": "The error body of every failed call.",
+                "required": ["success", "error"],
+                "properties": {"success": {"type": "boolean", "const": false}, "error": reference(ERROR_DETAIL_NAME)},
+            }),
+        ),
+        (
+            ERROR_DETAIL_NAME,
+            json!({
                 "type": "object",
                 "required": ["code", "message", "request_id"],
                 "properties": {
                     "code": {"type": "string", "description": "Stable snake_case reason, e.g. `invalid_argument`."},
                     "message": {"type": "string"},
-                    "fields": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["field", "message"],
-                            "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
-                        },
-                    },
+                    "fields": {"type": "array", "items": reference(FIELD_VIOLATION_NAME)},
                     "request_id": {"type": "string"},
                 },
-            },
-        },
-    })
+            }),
+        ),
+        (
+            FIELD_VIOLATION_NAME,
+            json!({
+                "type": "object",
+                "description": "One problem with one request field.",
+                "required": ["field", "message"],
+                "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+            }),
+        ),
+    ]
 }

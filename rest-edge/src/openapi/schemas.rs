@@ -7,7 +7,11 @@ use frontdesk_api::v1::FieldRules;
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value, json};
 
-use super::{Comments, names::SchemaNames, options};
+use super::{
+    Comments,
+    names::{self, SchemaNames},
+    options,
+};
 use crate::bindings::Naming;
 
 pub struct Schemas<'a> {
@@ -38,7 +42,9 @@ impl Schemas<'_> {
             for field in message.fields() {
                 let rules = options::rules(&field);
                 let mut schema = self.field(&field, naming);
-                if in_requests && !rules.required {
+                // Optional scalars and unset messages are written as JSON null, and a request may send null
+                // for anything it does not have to send.
+                if !rules.required && (in_requests || (field.supports_presence() && !field.is_list())) {
                     schema = nullable(schema);
                 }
                 if let Some(description) = super::field_description(self.comments, &field).as_str() {
@@ -62,7 +68,7 @@ impl Schemas<'_> {
         self.reference(message)
     }
 
-    /// The field's schema with its rules.
+    /// The field's schema with its rules, never null (a message's schema adds null where it may be).
     pub fn field(&mut self, field: &FieldDescriptor, naming: Naming) -> Value {
         let rules = options::rules(field);
         if field.is_map() {
@@ -78,6 +84,9 @@ impl Schemas<'_> {
         }
         let mut schema = self.kind(&field.kind(), naming);
         constrain(&mut schema, &rules);
+        if schema.get("enum").is_some() {
+            schema = self.named_values(field, schema);
+        }
         if field.is_list() {
             let mut list = json!({"type": "array", "items": schema});
             if let Some(max) = rules.max_items {
@@ -87,15 +96,28 @@ impl Schemas<'_> {
                 list["minItems"] = json!(1);
             }
             list
-        } else if field.supports_presence() {
-            // Optional scalars and unset messages are written as JSON null; a required one may not be.
-            if rules.required {
-                schema
-            } else {
-                json!({"anyOf": [schema, {"type": "null"}]})
-            }
         } else {
             schema
+        }
+    }
+
+    /// A closed set of values as a schema of its own, named after its message and field
+    /// (`CreateAgentRequestAiTier`), so that a client generator makes one enum type of a name a person would
+    /// write; inline where that name is taken.
+    fn named_values(&mut self, field: &FieldDescriptor, schema: Value) -> Value {
+        let name = format!(
+            "{}{}",
+            self.names.of(field.parent_message()),
+            names::pascal(field.name())
+        );
+        match self.done.get(&name) {
+            Some(existing) if *existing != schema => schema,
+            Some(_) => json!({"$ref": format!("#/components/schemas/{name}")}),
+            None if self.names.is_taken(&name) => schema,
+            None => {
+                self.done.insert(name.clone(), schema);
+                json!({"$ref": format!("#/components/schemas/{name}")})
+            }
         }
     }
 
@@ -132,16 +154,25 @@ impl Schemas<'_> {
     }
 }
 
-/// The schema, or null.
-fn nullable(schema: Value) -> Value {
-    let already = schema["anyOf"]
-        .as_array()
-        .is_some_and(|v| v.iter().any(|s| s["type"] == "null"))
-        || schema["type"].as_array().is_some_and(|t| t.iter().any(|t| t == "null"));
-    if already {
-        schema
-    } else {
-        json!({"anyOf": [schema, {"type": "null"}]})
+/// The schema, or null: `"type": [T, "null"]` where the schema has a type (a client generator then makes an
+/// optional value rather than a union), else `anyOf` with null.
+fn nullable(mut schema: Value) -> Value {
+    match schema.get("type").cloned() {
+        Some(Value::String(kind)) => {
+            schema["type"] = json!([kind, "null"]);
+            if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
+                values.push(Value::Null);
+            }
+            schema
+        }
+        Some(_) => schema,
+        None if schema["anyOf"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|s| s["type"] == "null")) =>
+        {
+            schema
+        }
+        None => json!({"anyOf": [schema, {"type": "null"}]}),
     }
 }
 

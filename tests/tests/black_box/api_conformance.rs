@@ -128,7 +128,9 @@ fn schemathesis(server: &Server, key: &str, filter: &[&str], examples: &str) -> 
         std::process::id(),
         filter[1]
     ));
+    // schemathesis keeps a cache in its working directory: the run's scratch space, not the repository.
     let output = Command::new("st")
+        .current_dir(std::env::temp_dir())
         .arg("run")
         .arg(server.url("/openapi.json"))
         .args(["--header", &format!("X-API-Key: {key}")])

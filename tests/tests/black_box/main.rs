@@ -16,6 +16,7 @@ mod database_drill;
 mod deals;
 mod deployment;
 mod evaluations;
+mod generated_clients;
 mod isolation;
 mod job_engine;
 mod jobs;
