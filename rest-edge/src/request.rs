@@ -69,7 +69,7 @@ pub fn build(
     };
     let partial = binding.http_method == http::Method::PATCH || binding.http_method == http::Method::PUT;
     if partial && matches!(binding.body, BodyRule::Whole) {
-        fill_update_mask(&input, &mut root);
+        fill_update_mask(&input, &mut root)?;
     }
     if platform && let Some(value) = root.remove(SUB_ACCOUNT_PARAM) {
         let Value::String(id) = value else {
@@ -211,15 +211,25 @@ fn nul_field(object: &Map<String, Value>) -> Option<String> {
 /// Field holding the fields a PATCH changes.
 const UPDATE_MASK: &str = "update_mask";
 
-/// For a PATCH or PUT whose request has a `google.protobuf.FieldMask update_mask`, the mask is the body's keys when
-/// the body does not give one (grpc-gateway's convention): absent fields stay as they are.
-fn fill_update_mask(input: &MessageDescriptor, root: &mut Map<String, Value>) {
-    let Some(mask_field) = input.get_field_by_name(UPDATE_MASK) else {
-        return;
+/// Whether the field is a request's `google.protobuf.FieldMask update_mask`, which REST fills from the body's
+/// keys (the OpenAPI document leaves it out).
+pub fn is_update_mask(field: &FieldDescriptor) -> bool {
+    field.name() == UPDATE_MASK
+        && matches!(field.kind(), Kind::Message(m) if m.full_name() == "google.protobuf.FieldMask")
+}
+
+/// For a PATCH or PUT whose request has an `update_mask`, the mask is the body's keys: absent fields stay as they
+/// are. Over REST the body's keys are the one way to name what changes, so a body that gives a mask itself is
+/// refused (gRPC callers set it).
+fn fill_update_mask(input: &MessageDescriptor, root: &mut Map<String, Value>) -> Result<(), HttpError> {
+    let Some(mask_field) = input.get_field_by_name(UPDATE_MASK).filter(is_update_mask) else {
+        return Ok(());
     };
-    let is_field_mask = matches!(mask_field.kind(), Kind::Message(m) if m.full_name() == "google.protobuf.FieldMask");
-    if !is_field_mask || root.contains_key(UPDATE_MASK) || root.contains_key(mask_field.json_name()) {
-        return;
+    if root.contains_key(UPDATE_MASK) || root.contains_key(mask_field.json_name()) {
+        return Err(HttpError::invalid_field(
+            UPDATE_MASK,
+            "is not taken over REST: the fields the body names are the ones that change",
+        ));
     }
     let paths: Vec<String> = root
         .keys()
@@ -228,10 +238,10 @@ fn fill_update_mask(input: &MessageDescriptor, root: &mut Map<String, Value>) {
                 .get_field_by_name(key)
                 .or_else(|| input.get_field_by_json_name(key))
         })
-        .filter(|field| field.name() != UPDATE_MASK)
         .map(|field| field.json_name().to_owned())
         .collect();
     root.insert(UPDATE_MASK.to_owned(), Value::String(paths.join(",")));
+    Ok(())
 }
 
 /// The body as a JSON object; an empty body reads as `{}`.

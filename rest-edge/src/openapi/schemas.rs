@@ -39,7 +39,7 @@ impl Schemas<'_> {
             let mut required = Vec::new();
             let in_answers = self.responses.contains(message.full_name());
             let in_requests = self.requests.contains(message.full_name());
-            for field in message.fields() {
+            for field in message.fields().filter(|f| !crate::request::is_update_mask(f)) {
                 let rules = options::rules(&field);
                 let mut schema = self.field(&field, naming);
                 // Optional scalars and unset messages are written as JSON null, and a request may send null

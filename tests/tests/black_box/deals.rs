@@ -162,6 +162,14 @@ on_both_databases!(deals_are_created_read_patched_moved_and_deleted, |db: Db| as
         (Some("A"), json!(["vip"]))
     );
     assert_eq!(patched["stage_entered_at"], a["stage_entered_at"]);
+    // Over REST the body's keys are the mask: one that names a mask of its own (null included) is refused,
+    // rather than changing, or checking, nothing.
+    for mask in [json!(null), json!("title")] {
+        let body = json!({"title": "B", "probability": 500, "update_mask": mask});
+        let refused = api.send("PATCH", &format!("/v1/deals/{a_id}"), Some(body)).await;
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        assert_eq!(refused.body["error"]["fields"][0]["field"], "update_mask");
+    }
     let cleared = api
         .send(
             "PATCH",
