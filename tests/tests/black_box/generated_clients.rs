@@ -44,7 +44,8 @@ async fn round_trip_env(server: &Server, twilio: &FakeTwilio) -> Vec<(&'static s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_typescript_clients_generate_type_check_and_round_trip() {
     let twilio = FakeTwilio::start().await;
-    let server = sms::start(&Db::sqlite(), &twilio, &[]).await;
+    let db = Db::sqlite();
+    let server = sms::start(&db, &twilio, &[]).await;
     let work = std::env::temp_dir().join(format!("frontdesk-clients-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let document = work.join("openapi.json");

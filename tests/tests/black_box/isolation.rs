@@ -46,8 +46,8 @@ const A_PHONE: &str = "+14155550111";
 const A_EMAIL: &str = "known-to-a@example.com";
 
 /// One resource of each kind, by the name of the path parameter that names it.
-struct World {
-    ids: BTreeMap<&'static str, String>,
+pub(crate) struct World {
+    pub(crate) ids: BTreeMap<&'static str, String>,
 }
 
 impl World {
@@ -91,7 +91,7 @@ fn id_of(value: &Value, key: &str) -> String {
 /// FAQ, a custom function, an MCP server, a rule, an evaluation and a knowledge source; a visitor's session
 /// whose question was handed off (a contact, a conversation, messages, a task and a knowledge gap); a
 /// pipeline with a stage and a deal; a broadcast, a campaign, a knowledge group and a webhook.
-async fn make_world(server: &Server, a: &Platform<'_>, twilio: &FakeTwilio, hook: &Receiver) -> World {
+pub(crate) async fn make_world(server: &Server, a: &Platform<'_>, twilio: &FakeTwilio, hook: &Receiver) -> World {
     let mut ids = BTreeMap::new();
     let chat = Channel::connect(a, "a-chat", json!({})).await;
     ids.insert("name", chat.name.clone());
