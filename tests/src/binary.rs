@@ -13,10 +13,17 @@ pub fn path() -> PathBuf {
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
         // Built as `cargo test --workspace` builds: `--tests` unifies the dev-dependencies' features too, so
         // the binaries link against the dependencies the test run compiled instead of compiling them again.
-        let output = Command::new(cargo)
-            .args(["build", "--workspace", "--bins", "--tests", "--manifest-path", manifest])
-            .output()
-            .expect("cargo runs");
+        let mut build = Command::new(cargo);
+        build.args(["build", "--workspace", "--bins", "--tests", "--manifest-path", manifest]);
+        // Cargo gives a test process the variables it sets for the package under test (`CARGO_PKG_NAME`,
+        // `CARGO_MANIFEST_DIR`, `OUT_DIR`, ...). Build scripts such as ring's rerun when those change, so
+        // passing them on would rebuild most of the workspace here, and relink the running test binary.
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(set_by_cargo_for_the_test) {
+                build.env_remove(name);
+            }
+        }
+        let output = build.output().expect("cargo runs");
         assert!(
             output.status.success(),
             "building frontdesk failed:\n{}",
@@ -28,4 +35,16 @@ pub fn path() -> PathBuf {
         dir.join("frontdesk")
     })
     .clone()
+}
+
+/// A variable cargo sets for the package whose tests run, rather than one the user set for every build.
+fn set_by_cargo_for_the_test(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"];
+    const NAMES: [&str; 4] = [
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|prefix| name.starts_with(prefix)) || NAMES.contains(&name)
 }
