@@ -1,5 +1,5 @@
 //! The daily summary (`GET /v1/summaries/daily`) of an account with a million messages over 100 days, on
-//! PostgreSQL + Redis, beside its floor: the guard's key lookup and rate-limit script, then the summary's own
+//! PostgreSQL + Redis, beside its floor: the guard's rate-limit script, then the summary's own
 //! queries (`frontdesk_ai::summaries::daily::summary`), straight from a client, no HTTP, no gRPC. The
 //! seeded rows are written by SQL, spread evenly over the days, with the account's other tables in
 //! proportion (conversations, contacts, ledger entries, tasks, appointments, deals).
@@ -14,7 +14,7 @@ use crate::{
 };
 
 pub const DAILY: &str = "GET /v1/summaries/daily, 1,000,000 messages over 100 days (PostgreSQL, 4 concurrent)";
-pub const DAILY_FLOOR: &str = "floor: key lookup + rate script + the daily summary's queries, no HTTP (4 concurrent)";
+pub const DAILY_FLOOR: &str = "floor: rate script + the daily summary's queries, no HTTP (4 concurrent)";
 /// The day summarised: this many days ago, in this zone.
 const DAYS_AGO: i64 = 50;
 const TZ: &str = "Asia/Kolkata";

@@ -282,14 +282,13 @@ pub async fn grpc_current_key(url: &str, key: &str, shape: Shape) -> anyhow::Res
     collect(workers, shape).await
 }
 
-/// Drives the storage work of one authenticated request with nothing else: the guard's indexed key lookup on
-/// PostgreSQL and the rate-limit script on Redis, back to back, from each worker; then `then`, the rest of
-/// the request's storage work (nothing, for the call; the accept's rows, for a send).
+/// Drives the storage work of one authenticated request with nothing else: the rate-limit script on Redis
+/// with the key's access stamp, as the guard runs it for a key verified in memory, from each worker; then
+/// `then`, the rest of the request's storage work (nothing, for the call; the accept's rows, for a send).
 pub async fn storage_floor<T, Fut>(
-    db: sea_orm::DatabaseConnection,
     redis: redis::aio::ConnectionManager,
-    lookup: sea_orm::Statement,
     script: &'static str,
+    stamp: (String, String),
     account_id: String,
     shape: Shape,
     then: T,
@@ -298,33 +297,33 @@ where
     T: Fn() -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<(), String>> + Send,
 {
-    use sea_orm::ConnectionTrait;
     let window = Window::starting_now(shape);
     let script = redis::Script::new(script);
     let mut workers = Vec::new();
     for _ in 0..shape.concurrency {
-        let (db, mut redis, lookup, script, account_id, then) = (
-            db.clone(),
+        let (mut redis, script, stamp, account_id, then) = (
             redis.clone(),
-            lookup.clone(),
             script.clone(),
+            stamp.clone(),
             account_id.clone(),
             then.clone(),
         );
         workers.push(tokio::spawn(async move {
             let mut outcome = Outcome::new();
             while let Some(started) = window.next() {
-                let found = db.query_one_raw(lookup.clone()).await?;
                 let allowed: (i64, i64, i64, i64) = script
                     .arg(&account_id)
                     .arg(1_000_000_000)
                     .arg(60)
                     .arg(60)
+                    .arg(1)
+                    .arg(&stamp.0)
+                    .arg(&stamp.1)
                     .invoke_async(&mut redis)
                     .await?;
-                let error = match (found, allowed.0) {
-                    (Some(_), 1) => then().await.err(),
-                    (None, _) => Some("key not found".to_owned()),
+                let error = match allowed.0 {
+                    1 => then().await.err(),
+                    -1 => Some("stale access stamp".to_owned()),
                     _ => Some("throttled".to_owned()),
                 };
                 outcome.record(&window, started, error);

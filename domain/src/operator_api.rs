@@ -15,7 +15,7 @@ use tonic::{Code, Request, Response, Status};
 
 use crate::error::Reason;
 use crate::{
-    access::{AccountId, key_store, scopes::Scopes},
+    access::{AccountId, key_store, scopes::Scopes, verified_keys::VerifiedKeys},
     accounts::{
         DEFAULT_RATE_LIMIT, credits,
         store::{self, AccountChanges, NewAccount},
@@ -73,6 +73,8 @@ pub struct AdminService {
     test_clock: Option<Arc<SteerableClock>>,
     /// The job handlers, which settle what cancelled jobs stood for.
     handlers: jobs::Handlers,
+    /// The replicas' verified API keys, which an account's change makes stale.
+    keys: Arc<VerifiedKeys>,
 }
 
 impl AdminService {
@@ -81,12 +83,14 @@ impl AdminService {
         clock: Arc<dyn Clock>,
         test_clock: Option<Arc<SteerableClock>>,
         handlers: jobs::Handlers,
+        keys: Arc<VerifiedKeys>,
     ) -> Self {
         Self {
             db,
             clock,
             test_clock,
             handlers,
+            keys,
         }
     }
 }
@@ -198,6 +202,7 @@ impl Admin for AdminService {
             stop_deliveries(&txn, &account, now).await?;
         }
         txn.commit().await.map_err(ApiError::from)?;
+        self.keys.changed(&account.id).await;
         tracing::info!(account_id = account.id, "account updated");
         Ok(Response::new(account_message(account)))
     }
@@ -208,6 +213,7 @@ impl Admin for AdminService {
         let account = store::delete(&txn, &request.into_inner().account_id, now).await?;
         stop_deliveries(&txn, &account, now).await?;
         txn.commit().await.map_err(ApiError::from)?;
+        self.keys.changed(&account.id).await;
         tracing::info!(account_id = account.id, "account deleted");
         Ok(Response::new(account_message(account)))
     }

@@ -13,6 +13,8 @@ use crate::{
         guard::Guard,
         rate_limit::{RateLimiter, RedisWindows},
         service::ApiKeysService,
+        stamps::AccessStamps,
+        verified_keys::{CacheBounds, VerifiedKeys},
     },
     accounts::{
         DEFAULT_RATE_LIMIT,
@@ -130,6 +132,19 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         .context("REDIS_URL")?;
     let window = Duration::from_secs(config.rate_window_secs);
     let limiter = RateLimiter::new(redis, window);
+    let stamps = config
+        .redis_url
+        .as_deref()
+        .map(AccessStamps::new)
+        .transpose()
+        .context("REDIS_URL")?;
+    let verified_keys = Arc::new(VerifiedKeys::new(
+        stamps.map(Arc::new),
+        CacheBounds {
+            entries: usize::try_from(config.key_cache_entries).unwrap_or(usize::MAX),
+            ttl: Duration::from_secs(config.key_cache_ttl_secs),
+        },
+    ));
     let policy = OutboundPolicy {
         allow_private: config.allow_private_urls,
     };
@@ -293,7 +308,12 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
             clock.clone(),
             config.payments.timeout(),
         ),
-        api_keys: ApiKeysService::new(db.clone(), clock.clone(), limiter.window_seconds()),
+        api_keys: ApiKeysService::new(
+            db.clone(),
+            clock.clone(),
+            verified_keys.clone(),
+            limiter.window_seconds(),
+        ),
         credits: CreditsService::new(db.clone()),
         model_providers: ModelProvidersService::new(db.clone(), clock.clone(), sealer.clone(), policy),
         deals: DealsService::new(db.clone(), clock.clone()),
@@ -343,9 +363,15 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
         ),
         webchat: WebChatService::new(webchat.clone()),
         chat_sessions: ChatSessionsService::new(webchat),
-        admin: AdminService::new(db.clone(), clock.clone(), test_clock, handlers.clone()),
+        admin: AdminService::new(
+            db.clone(),
+            clock.clone(),
+            test_clock,
+            handlers.clone(),
+            verified_keys.clone(),
+        ),
         admin_token: AdminToken::new(config.admin_token.clone()),
-        guard: Arc::new(Guard::new(db.clone(), limiter)?),
+        guard: Arc::new(Guard::new(db.clone(), limiter, verified_keys)?),
         sunset: Arc::new(Sunset::new(config.campaigns_sunset, clock.clone())),
     };
     Ok(Core {

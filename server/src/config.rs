@@ -50,6 +50,15 @@ pub struct CoreConfig {
     #[arg(long, env = "FRONTDESK_RATE_WINDOW_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub rate_window_secs: u64,
 
+    /// API keys each replica keeps verified in memory (with Redis only; least recently used out first).
+    #[arg(long, env = "FRONTDESK_KEY_CACHE_ENTRIES", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub key_cache_entries: u64,
+
+    /// Longest a verified key is kept in memory, in seconds: the bound on trusting it should a change
+    /// fail to reach Redis.
+    #[arg(long, env = "FRONTDESK_KEY_CACHE_TTL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub key_cache_ttl_secs: u64,
+
     /// Bearer token of the admin gRPC service (`FRONTDESK_ADMIN_TOKEN`, environment only); unset: every
     /// admin call is refused.
     #[arg(skip = std::env::var("FRONTDESK_ADMIN_TOKEN").ok())]

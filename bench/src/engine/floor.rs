@@ -1,6 +1,6 @@
 //! The accept's storage floors: what PostgreSQL and Redis on this machine allow the authenticated call and a
 //! send when no service code runs, from plain clients on the engine's own database, right after the API
-//! replica's send. The call's floor is the guard's key lookup and the rate-limit script per request; a
+//! replica's send. The call's floor is the rate-limit script per request (a key verified in memory reads nothing); a
 //! send's adds the rows an accept writes (its message, its delivery job, its conversation's touch) with the
 //! service's own statement (`messaging::accept::queued_writes`), group-committed as the service's are
 //! (`store::group_commit`, with the writers and batch size the bench's environment gives the service), to
@@ -32,7 +32,7 @@ use crate::{
     scenarios::{FloorStores, Measured, Setup, measure},
 };
 
-pub const CALL_FLOOR: &str = "engine floor: the call's storage work, no HTTP (key lookup + rate-limit script)";
+pub const CALL_FLOOR: &str = "engine floor: the call's storage work, no HTTP (the rate-limit script)";
 pub const SEND_FLOOR: &str =
     "engine floor: a send's storage work, no HTTP (the call's + the accept's message, job and touch, group-committed)";
 

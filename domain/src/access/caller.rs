@@ -7,15 +7,13 @@ use super::{AccountId, rate_limit::Decision};
 use crate::error::Reason;
 use crate::{
     error::{ApiError, ApiResult},
-    store::entities::{accounts, api_keys},
+    store::entities::api_keys,
 };
 
 #[derive(Clone, Debug)]
 pub struct Caller {
     /// The account the call acts on.
     pub account_id: AccountId,
-    /// The account that owns the key (the agency when acting on a sub-account).
-    pub key_account: accounts::Model,
     /// The key the call was made with (its hash, never the key).
     pub key: api_keys::Model,
     /// This request's rate-limit decision.

@@ -13,18 +13,15 @@ use tonic::Code;
 
 use super::{
     AccountId,
+    api_key::ApiKey,
     caller::Caller,
     credentials::{presented_key, unauthenticated},
-    key_store,
-    rate_limit::{Decision, RateLimiter},
+    rate_limit::{Counted, Decision, RateLimiter},
     scopes::Scopes,
+    verified_keys::{SubAccount, Verified, VerifiedKeys},
 };
 use crate::error::Reason;
-use crate::{
-    accounts::store as account_store,
-    error::ApiError,
-    store::entities::{accounts, api_keys},
-};
+use crate::{error::ApiError, store::entities::accounts};
 
 /// Package prefix of the gRPC paths the guard protects.
 const PLATFORM_PREFIX: &str = "/frontdesk.v1.";
@@ -32,25 +29,28 @@ const PLATFORM_PREFIX: &str = "/frontdesk.v1.";
 pub struct Guard {
     db: DatabaseConnection,
     limiter: RateLimiter,
+    keys: Arc<VerifiedKeys>,
     /// Service full name -> the key section it belongs to (`None`: always allowed).
     sections: HashMap<String, Option<String>>,
 }
 
 impl Guard {
-    pub fn new(db: DatabaseConnection, limiter: RateLimiter) -> anyhow::Result<Self> {
+    pub fn new(db: DatabaseConnection, limiter: RateLimiter, keys: Arc<VerifiedKeys>) -> anyhow::Result<Self> {
         Ok(Self {
             db,
             limiter,
+            keys,
             sections: service_sections()?,
         })
     }
 
     async fn admit(&self, headers: &HeaderMap, service: &str) -> Result<Caller, (ApiError, Option<Decision>)> {
-        let (key_row, account) = self.authenticate(headers).await.map_err(|e| (e, None))?;
-        let rate = self
-            .limiter
-            .check(&account.id, u32::try_from(account.rate_limit).unwrap_or(1))
-            .await;
+        let key = presented_key(headers).map_err(|e| (e, None))?;
+        let sub_account = sub_account(headers);
+        let (verified, rate) = self
+            .verify_and_count(&key, sub_account.as_deref())
+            .await
+            .map_err(|e| (e, None))?;
         if !rate.allowed {
             let limited = ApiError::new(
                 Code::ResourceExhausted,
@@ -64,39 +64,56 @@ impl Guard {
             );
             return Err((limited, Some(rate)));
         }
-        let account_id = self
-            .authorize(headers, service, &key_row, &account)
-            .await
-            .map_err(|e| (e, Some(rate)))?;
+        let account_id = self.authorize(service, &verified).map_err(|e| (e, Some(rate)))?;
         Ok(Caller {
             account_id,
-            key_account: account,
-            key: key_row,
+            key: verified.key.key.clone(),
             rate,
         })
     }
 
-    /// The key presented and its account; 401 when there is none or it is not live.
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<(api_keys::Model, accounts::Model), ApiError> {
-        let key = presented_key(headers)?;
-        key_store::find_active(&self.db, &key)
+    /// The call's key verified and the call counted, in one Redis round trip when the key is cached and
+    /// Redis finds its stamps current; otherwise from the database (401 when the key is not live).
+    async fn verify_and_count(
+        &self,
+        key: &ApiKey,
+        sub_account: Option<&str>,
+    ) -> Result<(Verified, Decision), ApiError> {
+        if let Some(cached) = self.keys.cached(&key.hash(), sub_account) {
+            let account = &cached.key.account;
+            match self
+                .limiter
+                .count(&account.id, limit_of(account), &cached.stamps())
+                .await
+            {
+                Counted::Vouched(rate) => return Ok((cached, rate)),
+                // Redis could not vouch for the cache: the database decides (the call is counted already).
+                Counted::Unvouched(rate) => {
+                    let verified = self.keys.read(&self.db, key, sub_account).await?;
+                    return Ok((verified.ok_or_else(unknown_key)?, rate));
+                }
+                Counted::Stale => self.keys.forget(&cached),
+            }
+        }
+        let verified = self
+            .keys
+            .load(&self.db, key, sub_account)
             .await?
-            .ok_or_else(|| unauthenticated("unknown, rotated or revoked API key"))
+            .ok_or_else(unknown_key)?;
+        // Read for this very call: nothing to compare its stamps with.
+        let account = &verified.key.account;
+        let rate = self.limiter.check(&account.id, limit_of(account)).await;
+        Ok((verified, rate))
     }
 
     /// The account the call acts on, when the key's account switches and scopes let it call `service`
     /// (on the sub-account it names, if any); 403 otherwise.
-    async fn authorize(
-        &self,
-        headers: &HeaderMap,
-        service: &str,
-        key_row: &api_keys::Model,
-        account: &accounts::Model,
-    ) -> Result<AccountId, ApiError> {
+    fn authorize(&self, service: &str, verified: &Verified) -> Result<AccountId, ApiError> {
         let section = self.sections.get(service).and_then(Option::as_deref);
+        let account = &verified.key.account;
         account_flags(account, section)?;
         if let Some(section) = section
-            && !Scopes::from_stored(&key_row.scopes).allows(section)
+            && !Scopes::from_stored(&verified.key.key.scopes).allows(section)
         {
             return Err(ApiError::new(
                 Code::PermissionDenied,
@@ -104,23 +121,15 @@ impl Guard {
                 format!("this API key may not call the {section} section"),
             ));
         }
-        let Some(child_id) = sub_account(headers) else {
-            return Ok(AccountId::authenticated(account.id.clone()));
-        };
-        // Not found and not a child both answer 403, so the answer reveals nothing; a database failure stays
-        // a 500.
-        let child = match account_store::find_live(&self.db, &child_id).await {
-            Ok(child) => Some(child),
-            Err(error) if error.code == Code::NotFound => None,
-            Err(error) => return Err(error),
-        };
-        match child {
-            Some(child) if child.parent_account_id.as_deref() == Some(account.id.as_str()) => {
+        match &verified.sub_account {
+            SubAccount::None => Ok(AccountId::authenticated(account.id.clone())),
+            // Not found and not a child both answer 403, so the answer reveals nothing.
+            SubAccount::Live(child) if child.account.parent_account_id.as_deref() == Some(account.id.as_str()) => {
                 // The agency's flags let the key in; the sub-account's decide what it may do there.
-                account_flags(&child, section)?;
-                Ok(AccountId::authenticated(child.id))
+                account_flags(&child.account, section)?;
+                Ok(AccountId::authenticated(child.account.id.clone()))
             }
-            _ => Err(ApiError::new(
+            SubAccount::Live(_) | SubAccount::Unknown => Err(ApiError::new(
                 Code::PermissionDenied,
                 Reason::InsufficientScope,
                 "sub_account_id is not a sub-account of this account",
@@ -129,11 +138,20 @@ impl Guard {
     }
 
     /// The edge's question before it reads a large body: whether the credentials pass, without counting
-    /// the call (which comes next, and is counted then).
+    /// the call (which comes next, and is counted then). Asked of the database.
     async fn credentials_pass(&self, headers: &HeaderMap, service: &str) -> Result<(), ApiError> {
-        let (key_row, account) = self.authenticate(headers).await?;
-        self.authorize(headers, service, &key_row, &account).await.map(|_| ())
+        let key = presented_key(headers)?;
+        let verified = self.keys.read(&self.db, &key, sub_account(headers).as_deref()).await?;
+        self.authorize(service, &verified.ok_or_else(unknown_key)?).map(|_| ())
     }
+}
+
+fn unknown_key() -> ApiError {
+    unauthenticated("unknown, rotated or revoked API key")
+}
+
+fn limit_of(account: &accounts::Model) -> u32 {
+    u32::try_from(account.rate_limit).unwrap_or(1)
 }
 
 /// The account switches a call to `section` needs on `account`: API access on every call, webhooks on the
@@ -267,6 +285,10 @@ fn service_sections() -> anyhow::Result<HashMap<String, Option<String>>> {
 }
 
 #[cfg(test)]
+#[path = "guard_cache_tests.rs"]
+mod cache_tests;
+
+#[cfg(test)]
 mod tests {
     #[test]
     fn platform_paths() {
@@ -278,14 +300,18 @@ mod tests {
         assert_eq!(super::platform_service("/frontdesk.admin.v1.Admin/GetAccount"), None);
     }
 
-    use std::{collections::HashMap, time::Duration};
+    use std::{collections::HashMap, sync::Arc, time::Duration};
 
     use axum::{body::Body, extract::Request};
     use sea_orm::DatabaseConnection;
 
     use super::{Guard, RateLimiter};
     use crate::{
-        access::{AccountId, key_store, scopes::Scopes},
+        access::{
+            AccountId, key_store,
+            scopes::Scopes,
+            verified_keys::{CacheBounds, VerifiedKeys},
+        },
         accounts::store::{self, AccountChanges, NewAccount},
         clock::{Clock, SystemClock},
         plan::Plan,
@@ -303,10 +329,18 @@ mod tests {
             ("frontdesk.v1.ApiKeys".to_owned(), None),
         ]);
         let limiter = RateLimiter::new(None, Duration::from_secs(60));
+        let keys = VerifiedKeys::new(
+            None,
+            CacheBounds {
+                entries: 10,
+                ttl: Duration::from_secs(60),
+            },
+        );
         (
             Guard {
                 db: db.clone(),
                 limiter,
+                keys: Arc::new(keys),
                 sections,
             },
             db,
@@ -403,7 +437,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            (caller.account_id.as_str(), caller.key_account.id),
+            (caller.account_id.as_str(), caller.key.account_id.to_string()),
             (child.as_str(), agency.clone())
         );
         let refused = guard

@@ -1,5 +1,5 @@
 //! Stored API keys: issue, look up by hash (one indexed read, joined with the account), rotate, revoke.
-//! Nothing is cached, so a rotation or revocation holds on every replica the moment it commits.
+//! Callers keep what they read verified in memory (`verified_keys`); changes tell them (`stamps`).
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -51,9 +51,6 @@ macro_rules! find_active_sql {
         )
     };
 }
-
-/// The lookup in PostgreSQL form (the benchmark's storage floor runs exactly this statement).
-pub const FIND_ACTIVE_POSTGRES: &str = find_active_sql!("$1");
 
 /// The live key with this hash and its live account, in one indexed read.
 pub async fn find_active(

@@ -9,21 +9,23 @@ use frontdesk_api::v1::{
 use sea_orm::DatabaseConnection;
 use tonic::{Request, Response, Status};
 
-use super::{caller::Caller, credentials::unauthenticated, key_store, scopes::Scopes};
+use super::{caller::Caller, credentials::unauthenticated, key_store, scopes::Scopes, verified_keys::VerifiedKeys};
 use crate::{clock::Clock, error::ApiError, timestamps};
 
 #[derive(Clone)]
 pub struct ApiKeysService {
     db: DatabaseConnection,
     clock: Arc<dyn Clock>,
+    keys: Arc<VerifiedKeys>,
     window_seconds: u32,
 }
 
 impl ApiKeysService {
-    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, window_seconds: u32) -> Self {
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn Clock>, keys: Arc<VerifiedKeys>, window_seconds: u32) -> Self {
         Self {
             db,
             clock,
+            keys,
             window_seconds,
         }
     }
@@ -58,6 +60,7 @@ impl ApiKeys for ApiKeysService {
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| unauthenticated("this API key was rotated or revoked meanwhile"))?;
+        self.keys.changed(caller.key.account_id.as_str()).await;
         tracing::info!(
             account_id = %caller.key.account_id,
             old_key = caller.key.id,
@@ -80,6 +83,7 @@ impl ApiKeys for ApiKeysService {
         if !revoked {
             return Err(unauthenticated("this API key was rotated or revoked meanwhile").into());
         }
+        self.keys.changed(caller.key.account_id.as_str()).await;
         tracing::info!(
             account_id = %caller.key.account_id,
             key = caller.key.id,

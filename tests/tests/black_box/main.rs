@@ -23,6 +23,7 @@ mod jobs;
 mod kb_files;
 mod kb_groups;
 mod kb_imports;
+mod key_revocation;
 mod knowledge_gaps;
 mod messaging;
 mod meta_channels;

@@ -84,23 +84,49 @@ impl RateLimiter {
 
     /// Counts one request of `account_id` against `limit` per window.
     pub async fn check(&self, account_id: &str, limit: u32) -> Decision {
+        match self.count(account_id, limit, &[]).await {
+            Counted::Vouched(decision) | Counted::Unvouched(decision) => decision,
+            // Only a stamp can be stale, and none was given; counted here as while Redis is away.
+            Counted::Stale => self.count_here(account_id, limit.max(1)),
+        }
+    }
+
+    /// Counts one request of `account_id` against `limit` per window, if the access `stamps` a cached
+    /// verification was read under (key, value) are still current.
+    pub async fn count(&self, account_id: &str, limit: u32, stamps: &[(String, String)]) -> Counted {
         let limit = limit.max(1);
         if let Some(redis) = &self.redis {
-            match redis.check(account_id, limit, self.window).await {
-                Ok(decision) => {
+            match redis.check(account_id, limit, self.window, stamps).await {
+                Ok(Some(decision)) => {
                     record(&decision, "redis");
-                    return decision;
+                    return Counted::Vouched(decision);
                 }
+                Ok(None) => return Counted::Stale,
                 Err(err) => {
                     metrics::counter!("frontdesk_ratelimit_redis_fallbacks_total").increment(1);
                     redis.warn_unreachable(&err);
                 }
             }
         }
+        Counted::Unvouched(self.count_here(account_id, limit))
+    }
+
+    fn count_here(&self, account_id: &str, limit: u32) -> Decision {
         let decision = self.local.check(account_id, limit, self.window);
         record(&decision, "local");
         decision
     }
+}
+
+/// A request counted, and what became of the access stamps it was counted under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// Counted in Redis, which found every stamp current.
+    Vouched(Decision),
+    /// Counted in this process: Redis is not configured or could not answer, so no stamp was checked.
+    Unvouched(Decision),
+    /// A stamp had changed: nothing was counted.
+    Stale,
 }
 
 fn record(decision: &Decision, store: &'static str) {

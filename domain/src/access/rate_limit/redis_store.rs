@@ -1,4 +1,5 @@
-//! Rate-limit windows in Redis: one `EVALSHA` of `sliding_window.lua` per request, guarded so that an
+//! Rate-limit windows in Redis: one `EVALSHA` of `sliding_window.lua` per request (which also checks the
+//! caller's access stamps), guarded so that an
 //! unreachable Redis never holds a request up (`store::redis_script`): the in-process windows answer instead.
 
 use std::time::Duration;
@@ -37,8 +38,16 @@ impl RedisWindows {
         self
     }
 
-    /// One request of `account_id` counted in Redis; an error when Redis is unreachable, slow, or backing off.
-    pub async fn check(&self, account_id: &str, limit: u32, window: Duration) -> redis::RedisResult<Decision> {
+    /// One request of `account_id` counted in Redis when each of `stamps` (an access stamp's key and the
+    /// value the caller read) is still current; `None`, counting nothing, when one is not. An error when
+    /// Redis is unreachable, slow, or backing off.
+    pub async fn check(
+        &self,
+        account_id: &str,
+        limit: u32,
+        window: Duration,
+        stamps: &[(String, String)],
+    ) -> redis::RedisResult<Option<Decision>> {
         let (allowed, used, reset, retry) = self
             .script
             .call::<(i64, i64, i64, i64)>(|call| {
@@ -47,16 +56,22 @@ impl RedisWindows {
                     .arg(window.as_secs().max(1))
                     .arg(USAGE_RETENTION_SECS)
                     .arg(u8::from(self.record_usage));
+                for (key, stamp) in stamps {
+                    call.arg(key).arg(stamp);
+                }
             })
             .await?;
+        if allowed < 0 {
+            return Ok(None);
+        }
         let clamp = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-        Ok(Decision {
+        Ok(Some(Decision {
             allowed: allowed == 1,
             limit,
             used: clamp(used),
             reset_seconds: clamp(reset),
             retry_after: clamp(retry),
-        })
+        }))
     }
 
     /// Logs that Redis is unreachable, at most once per interval.

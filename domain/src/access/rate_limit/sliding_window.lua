@@ -1,10 +1,18 @@
 -- Sliding-window rate limit over two fixed windows, one call per request.
 -- ARGV: account id, limit (>= 1), window seconds, usage-hash retention seconds, and 1 to count the request
--- in the usage hash (0 for keys that are no account, such as a web chat visitor's).
+-- in the usage hash (0 for keys that are no account, such as a web chat visitor's); then any number of
+-- pairs: an access stamp's key and the value the caller's cached verification was read under ('' when the
+-- stamp was missing). If one differs, the verification is stale: nothing is counted and the answer is
+-- {-1, 0, 0, 0}.
 -- Keys (documented for dashboards; built here so the time comes from this Redis, not the callers' clocks):
 --   frontdesk:rl:{account_id}:{window_start_unix}  integer count, expires after two windows
 --   frontdesk:usage:{YYYY-MM-DD}                   hash: {account_id} -> requests, {account_id}:throttled -> 429s
 -- Returns {allowed (0|1), used (the limit when refused), reset_seconds, retry_after_seconds}.
+for i = 6, #ARGV, 2 do
+  if (redis.call('GET', ARGV[i]) or '') ~= ARGV[i + 1] then
+    return {-1, 0, 0, 0}
+  end
+end
 local t = redis.call('TIME')
 local secs = tonumber(t[1])
 local now = secs + tonumber(t[2]) / 1000000
