@@ -81,8 +81,7 @@ pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, 
     let rate = measure(REPLY_RATE, &[&serve], async {
         let asked = load::http_sends(engine.http, questions(&engine), Pace::Closed, shape).await?;
         anyhow::ensure!(asked.error_count() == 0, "questions refused: {:?}", asked.errors);
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        replies_per_second(&postgres, rate_started, asked.elapsed).await
+        replies_per_second(&postgres, rate_started, asked.requests).await
     })
     .await?;
     let decisions = DecisionsByPhase {
@@ -174,34 +173,55 @@ pub(super) async fn reply_latency(
     })
 }
 
-/// Replies stored since `since`, per second of the run.
+/// Replies stored per second from `since` to the last reply, once the replies to `asked` questions are all
+/// stored or have stopped coming (a second without a new one, 30 s at most).
 async fn replies_per_second(
     database: &str,
     since: chrono::DateTime<chrono::Utc>,
-    elapsed: Duration,
+    asked: u64,
 ) -> anyhow::Result<Outcome> {
-    let count = agent_replies_since(database, since).await?;
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    let mut stored = (0, None);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = agent_replies_and_last(database, since).await?;
+        let settled = now.0 > 0 && now.0 == stored.0;
+        stored = now;
+        if stored.0 as u64 >= asked || settled || std::time::Instant::now() >= give_up {
+            break;
+        }
+    }
+    let (count, last) = stored;
     let mut outcome = Outcome::new();
     outcome.requests = count as u64;
-    outcome.elapsed = elapsed;
+    outcome.elapsed = last.map_or(Duration::ZERO, |last| (last - since).to_std().unwrap_or_default());
     outcome.latency_us.record(1)?;
     Ok(outcome)
 }
 
-/// Agent replies stored since `since`.
-pub(super) async fn agent_replies_since(database: &str, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<usize> {
+/// Agent replies stored since `since`, and when the last was.
+async fn agent_replies_and_last(
+    database: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<(usize, Option<chrono::DateTime<chrono::Utc>>)> {
     let db = Database::connect(database).await?;
     let row = db
         .query_one_raw(Statement::from_sql_and_values(
             db.get_database_backend(),
-            "SELECT count(*) FROM messages WHERE author = 'agent' AND created_at >= $1",
+            "SELECT count(*), max(created_at) FROM messages WHERE author = 'agent' AND created_at >= $1",
             [since.into()],
         ))
         .await?
         .ok_or_else(|| anyhow::anyhow!("no count"))?;
     let count: i64 = row.try_get_by_index(0)?;
+    let last: Option<chrono::DateTime<chrono::Utc>> = row.try_get_by_index(1)?;
     db.close().await?;
-    Ok(usize::try_from(count).unwrap_or(0))
+    Ok((usize::try_from(count).unwrap_or(0), last))
+}
+
+/// Agent replies stored since `since`.
+pub(super) async fn agent_replies_since(database: &str, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<usize> {
+    Ok(agent_replies_and_last(database, since).await?.0)
 }
 
 /// The decision histogram of the service's `/metrics`: decisions in all, and those within 10 ms.

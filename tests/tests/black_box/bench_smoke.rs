@@ -30,7 +30,7 @@ fn the_benchmark_harness_runs_every_scenario() {
         "GET /v1/api-keys/current, serve",
         "POST /payments/create-order (PostgreSQL)",
         "GET /v1/deals?limit=50",
-        "floor: one indexed PostgreSQL read",
+        "floor: the rate-limit script with the key's access stamp",
         "GET /v1/api-keys/current, split",
         "GetCurrentApiKey, gRPC direct",
         "webhook fan-out: events x 10 subscriptions",
@@ -63,7 +63,7 @@ fn the_benchmark_harness_runs_every_scenario() {
         "kb search: 10,000 FAQs, fused",
         "kb search: 10,000 FAQs, lexical only",
         "GET /v1/summaries/daily",
-        "floor: key lookup + rate script + the daily summary's queries",
+        "floor: rate script + the daily summary's queries",
     ];
     for scenario in scenarios {
         let row = stdout
