@@ -28,7 +28,7 @@ pub struct Daily {
 }
 
 pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Daily> {
-    let messages: i64 = if shape.concurrency <= 2 { 20_000 } else { 1_000_000 };
+    let messages: i64 = if shape.smoke() { 20_000 } else { 1_000_000 };
     let shape = Shape {
         concurrency: shape.concurrency.min(4),
         ..shape

@@ -59,7 +59,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         println!("knowledge: no embedding model (scripts/fetch-model): its scenarios are skipped");
         return Ok(run);
     };
-    let smoke = shape.concurrency <= 2;
+    let smoke = shape.smoke();
     run.model = Some(model_speed(setup, &model, smoke)?);
     if wanted(IMPORT) {
         run.measured

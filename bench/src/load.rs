@@ -31,6 +31,14 @@ pub struct Shape {
     pub warmup: Duration,
 }
 
+impl Shape {
+    /// A smoke run (`--smoke`, concurrency 2): each scenario on a small fraction of its data, to check the
+    /// harness rather than measure.
+    pub fn smoke(&self) -> bool {
+        self.concurrency <= 2
+    }
+}
+
 /// The time a run lasts: requests start until `deadline`; those started after warm-up are recorded.
 #[derive(Clone, Copy)]
 struct Window {

@@ -80,7 +80,8 @@ struct RunArgs {
     /// A few seconds at concurrency 2: checks the harness, measures nothing worth recording.
     #[arg(long)]
     smoke: bool,
-    /// Run only the scenarios whose name contains this text (the limit always runs, as the baseline).
+    /// Run only the scenarios whose name contains this text, or one of its `|`-separated parts (the limit always
+    /// runs, as the baseline).
     #[arg(long)]
     only: Option<String>,
     /// The `frontdesk` binary; default: next to this one.

@@ -271,10 +271,10 @@ fn create_order() -> HttpRequest {
     }
 }
 
-/// Every scenario in order (or, after the limit, those whose name contains `only`), plus the service's own
-/// footprint.
+/// Every scenario in order (or, after the limit, those whose name contains `only`, or one of its `|`-separated
+/// parts), plus the service's own footprint.
 pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow::Result<(Vec<Measured>, Footprint)> {
-    let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
+    let wanted = |name: &str| only.is_none_or(|o| o.split('|').any(|part| name.contains(part)));
     let mut results = Vec::new();
 
     const LIMIT: &str = "limit: bare axum, 60-byte JSON";
@@ -317,7 +317,7 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     const DEALS_MIDDLE: &str = "GET /v1/deals?limit=50&cursor=(middle deal), 100,000 deals (PostgreSQL, 32 concurrent)";
     let mut deals_plan = None;
     if wanted(DEALS) || wanted(DEALS_MIDDLE) {
-        let deals = if shape.concurrency <= 2 { 2_000 } else { 100_000 };
+        let deals = if shape.smoke() { 2_000 } else { 100_000 };
         let seeded = seed_deals(&postgres, &key, deals).await?;
         deals_plan = Some(seeded.plans);
         let shape = Shape {
@@ -403,10 +403,12 @@ pub const PIPELINE_NOW: &str = "compared: send pipeline capacity, this build";
 pub const PIPELINE_BEFORE: &str = "compared: send pipeline capacity, previous build";
 
 /// The fan-out and the pipeline's capacity with this build and with `previous`, alternately (this, previous,
-/// this, previous), so the machine's drift shows as a spread rather than as a difference between builds.
+/// this, previous), so the machine's drift shows as a spread rather than as a difference between builds; a smoke
+/// run goes round once.
 async fn compared(setup: &Setup, previous: &std::path::Path, shape: Shape) -> anyhow::Result<Vec<Measured>> {
     let mut results = Vec::new();
-    for _ in 0..2 {
+    let rounds = if shape.smoke() { 1 } else { 2 };
+    for _ in 0..rounds {
         for (binary, fan_out, pipeline) in [
             (setup.frontdesk.as_path(), FAN_OUT_NOW, PIPELINE_NOW),
             (previous, FAN_OUT_BEFORE, PIPELINE_BEFORE),
@@ -465,7 +467,7 @@ async fn webhook_fan_out(
         request.metadata_mut().insert("x-api-key", key.clone());
         webhooks.create_webhook(request).await?;
     }
-    let events: usize = if shape.concurrency <= 2 { 200 } else { 10_000 };
+    let events: usize = if shape.smoke() { 200 } else { 10_000 };
     let expected = (events * SUBSCRIPTIONS) as u64;
     let measured = measure(name, &[&serve], async {
         let started_ms = epoch_ms();

@@ -40,7 +40,7 @@ pub async fn run(
     postgres: &str,
     shape: Shape,
 ) -> anyhow::Result<Vec<Measured>> {
-    let smoke = shape.concurrency <= 2;
+    let smoke = shape.smoke();
     let audience: u64 = if smoke { 1_000 } else { 100_000 };
     let baseline = pipeline::capacity(busy, serve, receiver_addr, shape, BASELINE).await?;
     busy.drained().await?;

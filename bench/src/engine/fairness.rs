@@ -35,7 +35,7 @@ pub async fn run(
     receiver_addr: SocketAddr,
     shape: Shape,
 ) -> anyhow::Result<Vec<Measured>> {
-    let backlog: u64 = if shape.concurrency <= 2 { 200 } else { 20_000 };
+    let backlog: u64 = if shape.smoke() { 200 } else { 20_000 };
     let quiet_shape = Shape {
         concurrency: 4,
         duration: shape.duration.min(Duration::from_secs(5)),

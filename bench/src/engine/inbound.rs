@@ -75,7 +75,7 @@ impl Stored {
 }
 
 pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow::Result<(Measured, Stored)> {
-    let senders: u64 = if shape.concurrency <= 2 { 50 } else { 1_000 };
+    let senders: u64 = if shape.smoke() { 50 } else { 1_000 };
     let path = format!("/hooks/twilio/{}", engine.channel_id);
     let url = format!("{PUBLIC_URL}{path}");
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, AUTH_TOKEN.as_bytes());

@@ -42,7 +42,7 @@ const PHONE_NUMBER_ID: &str = "106540352242922";
 pub async fn run(engine: &Engine, serve: &ServerProcess, shape: Shape) -> anyhow::Result<(Vec<Measured>, Stored)> {
     let channel_id = connect(serve, &engine.key).await?;
     let path = format!("/hooks/meta/{channel_id}");
-    let senders: u64 = if shape.concurrency <= 2 { 50 } else { 1_000 };
+    let senders: u64 = if shape.smoke() { 50 } else { 1_000 };
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, APP_SECRET.as_bytes());
     let wrong = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"not the app secret");
     // Message ids unique across runs and across this scenario's loads: each load's own prefix, then the

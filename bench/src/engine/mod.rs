@@ -146,7 +146,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
     let mut api_env = env.clone();
     api_env.insert("FRONTDESK_JOB_CONCURRENCY".into(), "0".into());
     let api = ServerProcess::spawn(&setup.frontdesk, &["serve"], &api_env, 2)?;
-    let contacts = if shape.concurrency <= 2 { 20 } else { 1_000 };
+    let contacts = if shape.smoke() { 20 } else { 1_000 };
     let mut engine = Engine::prepare(&api, &postgres, contacts).await?;
     if send {
         figures
@@ -222,7 +222,7 @@ pub async fn pipeline_capacity(
     env.insert("FRONTDESK_TWILIO_BASE_URL".into(), format!("http://{receiver_addr}"));
     env.insert("FRONTDESK_PUBLIC_URL".into(), PUBLIC_URL.into());
     let serve = ServerProcess::spawn(frontdesk, &["serve"], &env, 2)?;
-    let contacts = if shape.concurrency <= 2 { 20 } else { 1_000 };
+    let contacts = if shape.smoke() { 20 } else { 1_000 };
     let engine = Engine::prepare(&serve, &postgres, contacts).await?;
     let measured = pipeline::capacity(&engine, &serve, receiver_addr, shape, name).await?;
     drop(serve);

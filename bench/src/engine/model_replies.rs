@@ -73,7 +73,7 @@ async fn complete(State(model): State<FakeModel>, Json(body): Json<Value>) -> Js
 }
 
 pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, Waiting)> {
-    let smoke = shape.concurrency <= 2;
+    let smoke = shape.smoke();
     let model = FakeModel::default();
     let app = Router::new()
         .route("/v1/chat/completions", post(complete))

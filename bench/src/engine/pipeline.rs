@@ -87,7 +87,7 @@ pub async fn capacity(
     shape: Shape,
     name: &'static str,
 ) -> anyhow::Result<Measured> {
-    let count: u64 = if shape.concurrency <= 2 { 200 } else { 20_000 };
+    let count: u64 = if shape.smoke() { 200 } else { 20_000 };
     measure(name, &[serve], async {
         // Closed loop until `count` sends are made; the deadline is only a bound.
         let bounded = Shape {

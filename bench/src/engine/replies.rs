@@ -51,7 +51,7 @@ pub struct DecisionsByPhase {
 }
 
 pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<(Vec<Measured>, DecisionsByPhase)> {
-    let smoke = shape.concurrency <= 2;
+    let smoke = shape.smoke();
     let receiver = ServerProcess::spawn(&setup.bench, &["webhook-receiver"], &BTreeMap::new(), 1)?;
     let receiver_addr = receiver.http.expect("receiver address");
     let postgres = setup.postgres_database().await?;

@@ -36,7 +36,7 @@ pub const ACTIVE_ECHO: &str =
 const PERIOD: Duration = Duration::from_secs(2);
 
 pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<Vec<Measured>> {
-    let sessions = if shape.concurrency <= 2 { 20 } else { 1_000 };
+    let sessions = if shape.smoke() { 20 } else { 1_000 };
     let bare = ServerProcess::spawn(&setup.bench, &["bare-server"], &BTreeMap::new(), 1)?;
     let addr = bare.http.expect("bare server address");
     let sockets = open(vec![format!("ws://{addr}/ws"); sessions]).await?;

@@ -25,7 +25,7 @@ pub struct IdleSockets {
 }
 
 pub async fn run(setup: &Setup, shape: Shape) -> anyhow::Result<IdleSockets> {
-    let count = if shape.concurrency <= 2 { 200 } else { 10_000 };
+    let count = if shape.smoke() { 200 } else { 10_000 };
     let bare = ServerProcess::spawn(&setup.bench, &["bare-server"], &BTreeMap::new(), 1)?;
     let addr = bare.http.expect("bare server address");
     let urls = vec![format!("ws://{addr}/ws"); count];
