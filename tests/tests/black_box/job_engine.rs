@@ -46,7 +46,7 @@ fn seconds(from: chrono::DateTime<chrono::Utc>, to: chrono::DateTime<chrono::Utc
     (to - from).num_milliseconds() as f64 / 1000.0
 }
 
-/// A busy tenant with 2,000 sends queued on one channel, built up while the provider takes nothing and then
+/// A busy tenant with 1,000 sends queued on one channel, built up while the provider takes nothing and then
 /// drained by a provider answering in 0.1-0.7 s (jittered, so completions never come in waves; 64 at a time, the
 /// channel's rate not the limit), and a quiet tenant with one send whose first try gets a 500. The quiet send,
 /// its retry and the busy tenant's own send on another channel (interactive work in its own lane, as an AI
@@ -55,6 +55,8 @@ fn seconds(from: chrono::DateTime<chrono::Utc>, to: chrono::DateTime<chrono::Utc
 /// backlog's, whenever the busy lane was just under its cap, as it is after each completion: the retry, due a
 /// second later, waited until most of the backlog had gone.
 async fn a_backlog_holds_back_no_other_work(db: Db, split: bool) {
+    // Drained at about 160 a second, it outlasts the retry's 3 s several times over.
+    const BACKLOG: u32 = 1_000;
     let twilio = FakeTwilio::start().await;
     twilio.answer_between(Duration::from_millis(100), Duration::from_millis(700), 201);
     twilio.close();
@@ -79,7 +81,7 @@ async fn a_backlog_holds_back_no_other_work(db: Db, split: bool) {
     SmsChannel::connect(&busy, &twilio, "replies", Some(100_000)).await;
     SmsChannel::connect(&quiet, &twilio, "sms", Some(100_000)).await;
 
-    for chunk in (0..2_000).collect::<Vec<u32>>().chunks(50) {
+    for chunk in (0..BACKLOG).collect::<Vec<u32>>().chunks(50) {
         let sends = chunk.iter().map(|n| {
             let (http, key) = (front.http.clone(), busy.key.clone());
             let n = *n;
@@ -125,8 +127,8 @@ async fn a_backlog_holds_back_no_other_work(db: Db, split: bool) {
         .sent_where(|m| m.body() == "backlog" && m.received_at <= tries[1].received_at)
         .len();
     assert!(
-        before <= 1_800,
-        "the backlog was still there at the retry ({before} of 2,000 sent)"
+        before <= BACKLOG as usize * 9 / 10,
+        "the backlog was still there at the retry ({before} of {BACKLOG} sent)"
     );
 }
 

@@ -4,7 +4,7 @@
 //! events, late callbacks, idempotency under concurrency, provider errors and retries, inbound messages
 //! stored once, bad signatures (inbound and status callbacks), bad input, tenant isolation, the channel a send
 //! goes out on (the contact's latest conversation's), sends by contact id or channel identity, STOP / START
-//! as `contact.updated`, and a SIGKILL with 1,000 accepted sends in flight.
+//! as `contact.updated`, and a SIGKILL with 400 accepted sends in flight.
 
 use std::time::Duration;
 
@@ -710,14 +710,14 @@ async fn burst(url: &str, key: &str) -> Vec<Option<String>> {
 }
 
 /// Sends in flight when the core is killed.
-const BURST: usize = 1_000;
+const BURST: usize = 400;
 
-// A core killed (SIGKILL) after accepting 1,000 sends, most still undelivered, loses none: after a restart
+// A core killed (SIGKILL) after accepting 400 sends, most still undelivered, loses none: after a restart
 // each retry answers its first message id, every message is `sent` and every text reached Twilio.
 on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
     let twilio = FakeTwilio::start().await;
     // Until the kill Twilio answers slowly: the channel's lane of 8 sends about four a second, so most of the
-    // thousand are still queued or on the wire when the core is killed.
+    // burst is still queued or on the wire when the core is killed.
     twilio.answer_after(Duration::from_secs(2), 201);
     let env = [
         ("FRONTDESK_JOB_LANE_CONCURRENCY", "8"),
@@ -731,7 +731,7 @@ on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
         SmsChannel::connect(&platform, &twilio, "sms", Some(100_000)).await;
         (platform.account_id, platform.key)
     };
-    // Clients send the thousand; every one is accepted (202) before the core is killed (SIGKILL), while most
+    // Clients send the burst; every one is accepted (202) before the core is killed (SIGKILL), while most
     // are queued or on the wire to the provider.
     let first = burst(&server.url("/v1/contacts/send"), &key).await;
     assert!(
@@ -744,7 +744,7 @@ on_both_databases!(a_killed_core_loses_no_send, |db: Db| async move {
     let delivered_before = twilio.created();
     let server = server.restart().await;
     assert!(
-        BURST - delivered_before >= 500,
+        delivered_before <= BURST / 2,
         "the kill must land with most sends undelivered: {delivered_before} of {BURST} were sent"
     );
 
