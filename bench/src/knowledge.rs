@@ -66,7 +66,7 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
             .push(bulk_import(setup, &model, if smoke { 10 } else { 100 }).await?);
     }
     if wanted(SEARCH_FUSED) || wanted(SEARCH_LEXICAL) {
-        let faqs = if smoke { 300 } else { 10_000 };
+        let faqs = if smoke { 100 } else { 10_000 };
         let (measured, vectors_in) = search(setup, &model, faqs, shape).await?;
         run.measured.extend(measured);
         run.vectors_in = Some(vectors_in);

@@ -173,6 +173,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<(scenarios::Setup, PathBuf)> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    process::progress("started");
     let (setup, work_dir) = setup(&args)?;
     let shape = if args.smoke {
         // Long enough that a request started in the window exists even when the first ones of a cold debug

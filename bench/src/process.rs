@@ -7,9 +7,18 @@ use std::{
     net::SocketAddr,
     path::Path,
     process::{Child, Command, Stdio},
-    sync::mpsc,
+    sync::{LazyLock, mpsc},
     time::{Duration, Instant},
 };
+
+/// When the bench started: progress lines count from it.
+static STARTED: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// A progress line on standard error, stamped with the time since the bench started (the table goes to
+/// standard output once every scenario ran; this says where a long run is, and what each part took).
+pub fn progress(what: &str) {
+    eprintln!("[{:>7.1} s] {what}", STARTED.elapsed().as_secs_f64());
+}
 
 pub struct ServerProcess {
     child: Child,
@@ -28,6 +37,8 @@ impl ServerProcess {
         listeners: usize,
     ) -> anyhow::Result<Self> {
         let started = Instant::now();
+        let name = program.file_name().unwrap_or_default().to_string_lossy();
+        progress(&format!("starting {name} {}", args.join(" ")));
         let mut child = Command::new(program)
             .args(args)
             .env_clear()

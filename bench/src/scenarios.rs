@@ -205,6 +205,7 @@ pub(crate) async fn measure<F: Future<Output = anyhow::Result<Outcome>>>(
     let started = std::time::Instant::now();
     let outcome = drive.await?;
     let busy = started.elapsed();
+    crate::process::progress(&format!("measured {name}"));
     // Folded from +0.0: an empty float sum is -0.0, which the table would print (a floor runs no server).
     let server_cpu = processes
         .iter()
