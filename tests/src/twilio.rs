@@ -293,6 +293,20 @@ impl FakeTwilio {
         self.shared.arrived.load(Ordering::SeqCst)
     }
 
+    /// Requests received once no more have come for 200 ms: after a sender was killed, the requests it had
+    /// already written still reach the fake (the socket's buffer is read after the kill), and count.
+    pub async fn arrived_when_settled(&self) -> usize {
+        let mut seen = self.arrived();
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = self.arrived();
+            if now == seen {
+                return now;
+            }
+            seen = now;
+        }
+    }
+
     /// Messages created (answered with a sid) so far.
     pub fn created(&self) -> usize {
         self.shared.created.load(Ordering::SeqCst)

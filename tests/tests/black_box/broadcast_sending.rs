@@ -476,7 +476,7 @@ on_both_databases!(a_crash_in_the_middle_skips_no_one, |db: Db| async move {
     }
     let mut server = server;
     server.kill();
-    let at_kill = twilio.arrived();
+    let at_kill = twilio.arrived_when_settled().await;
     let server = server.restart().await;
     let platform = Platform::of(&server, &account_id, &key);
     let done = broadcast_when(&platform, &id, |b| b["status"] == "completed").await;
