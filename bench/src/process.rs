@@ -1,15 +1,16 @@
-//! The servers under test, as separate processes: spawned with the given environment, their addresses read
-//! from their "listening" log lines, their CPU time and memory read from `/proc`.
+//! The servers under test, as separate processes started by the test kit's launcher (`process::launch`),
+//! their CPU time and memory read from `/proc`.
 
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader},
     net::SocketAddr,
     path::Path,
-    process::{Child, Command, Stdio},
-    sync::{LazyLock, mpsc},
+    process::Command,
+    sync::LazyLock,
     time::{Duration, Instant},
 };
+
+use frontdesk_tests::process::{Errors, Launched, launch};
 
 /// When the bench started: progress lines count from it.
 static STARTED: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -21,7 +22,7 @@ pub fn progress(what: &str) {
 }
 
 pub struct ServerProcess {
-    child: Child,
+    process: Launched,
     pub http: Option<SocketAddr>,
     pub grpc: Option<SocketAddr>,
     /// From spawn to every listener up.
@@ -29,7 +30,8 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Spawns `program args` with exactly `env` (plus PATH) and waits for `listeners` "... listening" lines.
+    /// Spawns `program args` with exactly `env` (plus PATH) and waits for `listeners` "... listening" lines;
+    /// its errors are echoed as they come (a figure measured past them may mean nothing).
     pub fn spawn(
         program: &Path,
         args: &[&str],
@@ -39,58 +41,23 @@ impl ServerProcess {
         let started = Instant::now();
         let name = program.file_name().unwrap_or_default().to_string_lossy();
         progress(&format!("starting {name} {}", args.join(" ")));
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .env_clear()
             .envs(env)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", program.display()))?;
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) else {
-                    continue;
-                };
-                let message = json["message"].as_str().unwrap_or_default();
-                // A server's errors are the bench's: a figure measured past them may mean nothing.
-                if json["level"] == "ERROR" {
-                    eprintln!("server error: {line}");
-                }
-                if message.ends_with(" listening") || message.contains("frontdesk stopped") {
-                    let _ = tx.send((
-                        message.to_owned(),
-                        json["addr"].as_str().unwrap_or_default().to_owned(),
-                        line,
-                    ));
-                }
-            }
-        });
-        let (mut http, mut grpc) = (None, None);
-        for _ in 0..listeners {
-            let (message, addr, line) = rx
-                .recv_timeout(Duration::from_secs(30))
-                .map_err(|_| anyhow::anyhow!("{} did not start listening", program.display()))?;
-            match message.as_str() {
-                "http listening" => http = Some(addr.parse()?),
-                "grpc listening" => grpc = Some(addr.parse()?),
-                _ => anyhow::bail!("{} failed to start: {line}", program.display()),
-            }
-        }
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        let process = launch(command, listeners, Errors::Echo).map_err(anyhow::Error::msg)?;
         Ok(Self {
-            child,
-            http,
-            grpc,
+            http: process.listener("http listening"),
+            grpc: process.listener("grpc listening"),
+            process,
             started_in: started.elapsed(),
         })
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// User + system CPU seconds the process has used so far.
@@ -109,13 +76,6 @@ impl ServerProcess {
                 .map_or(0.0, |kib| kib / 1024.0)
         };
         (field("VmRSS:"), field("VmHWM:"))
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -14,6 +14,7 @@ pub mod model_server;
 pub mod otlp;
 pub mod platform;
 pub mod postgres_server;
+pub mod process;
 pub mod raw_post;
 pub mod razorpay;
 pub mod redis_server;

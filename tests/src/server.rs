@@ -1,23 +1,18 @@
 //! The real `frontdesk` process: started on ephemeral ports with JSON logs, its addresses read from the
-//! "listening" log lines, its logs kept for assertions, killed when dropped.
+//! "listening" log lines, its logs kept for assertions, killed when dropped (`process::launch`).
 
-use std::{
-    collections::BTreeMap,
-    io::{BufRead, BufReader},
-    path::PathBuf,
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex, mpsc},
-    time::Duration,
+use std::{collections::BTreeMap, path::PathBuf, process::Command, time::Duration};
+
+use crate::{
+    Db, binary,
+    process::{Errors, Launched, launch},
 };
 
-use crate::{Db, binary};
-
 pub struct Server {
-    child: Child,
+    process: Launched,
     dir: Option<PathBuf>,
     mode: Vec<String>,
     env: BTreeMap<String, String>,
-    logs: Arc<Mutex<Vec<String>>>,
     /// `http://127.0.0.1:PORT` of the REST edge (when the mode runs one).
     pub http: String,
     /// `http://127.0.0.1:PORT` of the gRPC core (when the mode runs one).
@@ -45,66 +40,30 @@ impl Server {
             .args(&mode)
             .env_clear()
             .envs(&env)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("start frontdesk");
-        let stderr = child.stderr.take().expect("stderr");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) {
-                    let message = json["message"].as_str().unwrap_or_default();
-                    if message.ends_with(" listening") {
-                        let _ = tx.send((message.to_owned(), json["addr"].as_str().unwrap_or_default().to_owned()));
-                    }
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
         // `serve` (also the default with no subcommand) opens two listeners, `core` and `edge` one each.
-        let wanted = match mode.first().map(String::as_str) {
+        let listeners = match mode.first().map(String::as_str) {
             Some("core" | "edge") => 1,
             _ => 2,
         };
-        let (mut http, mut grpc) = (String::new(), String::new());
-        let rx = tokio::task::spawn_blocking(move || {
-            let mut found = Vec::new();
-            while found.len() < wanted {
-                match rx.recv_timeout(Duration::from_secs(30)) {
-                    Ok(pair) => found.push(pair),
-                    Err(_) => break,
-                }
-            }
-            found
-        })
-        .await
-        .expect("wait for listeners");
-        for (message, addr) in rx {
-            let url = format!("http://{addr}");
-            match message.as_str() {
-                "http listening" => http = url,
-                _ => grpc = url,
-            }
-        }
-        let server = Self {
-            child,
+        let process = tokio::task::spawn_blocking(move || launch(command, listeners, Errors::Keep))
+            .await
+            .expect("wait for listeners")
+            .unwrap_or_else(|failed| panic!("frontdesk did not start: {failed}"));
+        let url = |message| {
+            process
+                .listener(message)
+                .map_or_else(String::new, |addr| format!("http://{addr}"))
+        };
+        let (http, grpc) = (url("http listening"), url("grpc listening"));
+        Self {
+            process,
             dir,
             mode,
             env,
-            logs,
             http,
             grpc,
-        };
-        assert!(
-            !server.http.is_empty() || !server.grpc.is_empty(),
-            "frontdesk did not start:\n{}",
-            server.logs()
-        );
-        server
+        }
     }
 
     /// Stops the process (SIGKILL: nothing gets to flush), unless it has exited already, and starts it again
@@ -120,8 +79,7 @@ impl Server {
     }
 
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 
     /// Asks the process to stop as an orchestrator does (SIGTERM) and waits for it to exit; how long that
@@ -131,7 +89,7 @@ impl Server {
         let started = std::time::Instant::now();
         self.signal("TERM");
         loop {
-            if let Some(status) = self.child.try_wait().expect("frontdesk's exit status") {
+            if let Some(status) = self.process.try_wait() {
                 assert!(status.success(), "frontdesk exited with {status}:\n{}", self.logs());
                 return started.elapsed();
             }
@@ -145,16 +103,12 @@ impl Server {
 
     /// Sends the process signal `name` (`TERM`, `STOP`, `CONT`).
     pub fn signal(&self, name: &str) {
-        let signalled = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(signalled.success(), "kill -{name} {} failed", self.child.id());
+        self.process.signal(name);
     }
 
     /// Everything the process logged so far.
     pub fn logs(&self) -> String {
-        self.logs.lock().unwrap().join("\n")
+        self.process.logs()
     }
 
     /// `base + path` on the REST edge.
@@ -224,7 +178,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
         if !std::thread::panicking() {
-            let leaks = crate::secrets::leaked_in(&self.logs.lock().unwrap());
+            let leaks = crate::secrets::leaked_in(&self.process.log_lines());
             assert!(leaks.is_empty(), "frontdesk logged secrets:\n{}", leaks.join("\n"));
         }
     }
