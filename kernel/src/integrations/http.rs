@@ -5,7 +5,7 @@
 
 use std::{
     net::{IpAddr, SocketAddr},
-    sync::Arc,
+    sync::{Arc, LazyLock},
     time::Duration,
 };
 
@@ -20,13 +20,34 @@ pub type AddressRule = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
 /// A client builder with what every outbound client has: its user agent, a time limit per call (`timeout`)
 /// and per connection (`connect_timeout`). Callers add what their destinations need before `build`.
 pub fn builder(user_agent: &str, timeout: Duration, connect_timeout: Duration) -> ClientBuilder {
-    // rustls is built with ring only; make it the process default before the first TLS config is made.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(connect_timeout)
-        .user_agent(user_agent)
+        .user_agent(user_agent);
+    match &*TLS {
+        Some(tls) => builder.tls_backend_preconfigured(tls.clone()),
+        // The trust store could not be read: reqwest reads it again at `build` and says why.
+        None => builder,
+    }
 }
+
+/// The TLS settings every outbound client shares: what reqwest would make for each (rustls on ring, TLS 1.2
+/// and 1.3, the platform's trust store, ALPN for HTTP/2 and HTTP/1.1), made once per process, as reading and
+/// parsing the trust store's few hundred certificates for each client made every start slower.
+static TLS: LazyLock<Option<rustls::ClientConfig>> = LazyLock::new(|| {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // Also the process default, for TLS configurations made elsewhere (the trace exporter's gRPC channel).
+    let _ = rustls::crypto::CryptoProvider::install_default((*provider).clone());
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone()).ok()?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Some(config)
+});
 
 /// `builder` restricted for URLs a customer chose: the client follows no redirect (one could lead
 /// anywhere; a caller that follows them checks each hop), reads no proxy from the environment, and, with a
