@@ -672,8 +672,14 @@ on_both_databases!(
     }
 );
 
-/// 50 concurrent calls, the first a server makes after start; each must answer 200, all within `bound`.
-async fn burst_is_served(server: &Server, key: &str, bound: Duration) {
+/// How long 50 calls may take while Redis cannot answer: queued behind one Redis attempt (300 ms) after another
+/// they would take 15 s; served from the in-process counters, well under a second on an idle machine, and the
+/// bound leaves room for a loaded one.
+const BURST_BOUND: Duration = Duration::from_secs(6);
+
+/// 50 concurrent calls, the first a server makes after start; each must answer 200, all within `BURST_BOUND`.
+async fn burst_is_served(server: &Server, key: &str) {
+    let bound = BURST_BOUND;
     let started = std::time::Instant::now();
     let calls: Vec<_> = (0..50)
         .map(|_| {
@@ -704,7 +710,7 @@ async fn a_redis_that_never_answers_does_not_hold_up_requests() {
     let blackhole = Blackhole::start().await;
     let server = Server::start(&db, &[("REDIS_URL", &format!("redis://{}", blackhole.addr))]).await;
     let (_, key) = admin::account(&server, "growth", 0).await;
-    burst_is_served(&server, &key, Duration::from_secs(3)).await;
+    burst_is_served(&server, &key).await;
     let text = server.metrics().await;
     assert!(
         text.contains("store=\"local\""),
@@ -723,5 +729,5 @@ async fn a_redis_port_with_nothing_listening_does_not_hold_up_requests() {
         .port();
     let server = Server::start(&db, &[("REDIS_URL", &format!("redis://127.0.0.1:{port}"))]).await;
     let (_, key) = admin::account(&server, "growth", 0).await;
-    burst_is_served(&server, &key, Duration::from_secs(3)).await;
+    burst_is_served(&server, &key).await;
 }

@@ -10,6 +10,7 @@ use frontdesk_tests::{
     admin::clock_at,
     on_both_databases,
     platform::{Platform, assert_invalid},
+    server::sample,
     webchat::{Channel, Socket, Visitor, WAIT, call, list_messages, message_when, reply, start},
 };
 use serde_json::json;
@@ -323,10 +324,12 @@ on_both_databases!(a_visitor_that_never_reads_is_dropped, |db: Db| async move {
     }
     message_when(&business, &last, |m| m["status"] == "sent").await;
 
-    // Long enough for the edge to fill the connection and give up even on a loaded machine, where making
-    // 6 MB of frames takes seconds: a reader that came back sooner would drain it and hide the time limit.
+    // Nothing is read until the edge has filled the connection and given up on it (its counter of timed-out
+    // sends says when): a reader that came back sooner would drain it and hide the time limit.
     let mut stalled = Socket::open_small(&server, &visitor.token, &first, 4096).await;
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    server
+        .metrics_when(|m| sample(m, "frontdesk_webchat_sends_timed_out_total", &[]).is_some_and(|n| n >= 1.0))
+        .await;
     let mut received = 0;
     let closed = loop {
         match stalled.next(Duration::from_secs(5)).await {
