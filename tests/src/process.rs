@@ -19,7 +19,7 @@ pub struct Launched {
     program: String,
     logs: Arc<Mutex<Vec<String>>>,
     /// Each listener as it announced itself: its message (`http listening`, `grpc listening`) and address.
-    pub listeners: Vec<(String, SocketAddr)>,
+    listeners: Vec<(String, SocketAddr)>,
 }
 
 /// Whether the process's errors are also written to this process's standard error as they come (a long bench
