@@ -276,7 +276,7 @@ impl Admin for AdminService {
         Ok(Response::new(JobList {
             jobs: rows
                 .iter()
-                .map(|job| jobs::inspection::job_message(job, now_ms))
+                .map(|job| jobs::inspection::job_message(job, self.clock.lease_now().timestamp_millis()))
                 .collect(),
             pending: stats.pending,
             due: stats.due,
@@ -287,8 +287,8 @@ impl Admin for AdminService {
     }
 
     async fn get_backlog(&self, _request: Request<GetBacklogRequest>) -> Result<Response<Backlog>, Status> {
-        let now_ms = self.clock.now().timestamp_millis();
-        let backlog = jobs::inspection::backlog(&self.db, now_ms)
+        let (now, lease_now) = (self.clock.now(), self.clock.lease_now());
+        let backlog = jobs::inspection::backlog(&self.db, now.timestamp_millis(), lease_now.timestamp_millis())
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(backlog))
@@ -321,7 +321,7 @@ impl Admin for AdminService {
         tracing::info!(job = job.id, kind = job.kind, "job queued again by an operator");
         Ok(Response::new(jobs::inspection::job_message(
             &job,
-            now.timestamp_millis(),
+            self.clock.lease_now().timestamp_millis(),
         )))
     }
 

@@ -102,6 +102,7 @@ pub async fn claim(
         table,
         token,
         now_ms,
+        steer_ms: reading.steer_ms,
         lease_ms,
         draw,
         caps: wanted.caps,
@@ -167,6 +168,7 @@ struct Claiming<'a> {
     table: &'static Table,
     token: i64,
     now_ms: i64,
+    steer_ms: i64,
     lease_ms: i64,
     draw: u64,
     caps: Caps,
@@ -185,7 +187,16 @@ impl Claiming<'_> {
         if plan.is_empty() {
             return Ok(HashSet::new());
         }
-        let taken = take(self.txn, self.table, &plan, self.token, self.now_ms, self.lease_ms).await?;
+        let taken = take(
+            self.txn,
+            self.table,
+            &plan,
+            self.token,
+            self.now_ms,
+            self.steer_ms,
+            self.lease_ms,
+        )
+        .await?;
         let mut got: HashMap<&QueueKey, u32> = HashMap::new();
         for (key, _) in &taken {
             *got.entry(key).or_default() += 1;
@@ -282,6 +293,7 @@ async fn take(
     plan: &[(QueueKey, u32)],
     token: i64,
     now_ms: i64,
+    steer_ms: i64,
     lease_ms: i64,
 ) -> Result<Vec<(QueueKey, QueryResult)>, DbErr> {
     let backend = txn.get_database_backend();
@@ -292,7 +304,19 @@ async fn take(
         .unfinished_runs
         .map(|c| format!(", {c} = {c} + 1"))
         .unwrap_or_default();
-    let mut values: Vec<Value> = vec![(now_ms + lease_ms).into(), token.into(), now_ms.into()];
+    // A lease ends on the database's own clock (see `lease`); scheduled rows are due on the steered one.
+    let own_ms = now_ms - steer_ms;
+    let mut values: Vec<Value> = vec![
+        (own_ms + lease_ms).into(),
+        token.into(),
+        now_ms.max(own_ms).into(),
+        now_ms.into(),
+        own_ms.into(),
+    ];
+    let is_due = format!(
+        "{due} <= $3 AND {due} <= CASE WHEN claim_token IS NULL THEN $4 ELSE $5 END",
+        due = table.due
+    );
     let rows = if backend == DbBackend::Postgres {
         // One statement for the whole plan: a queue's rows per element of the arrays.
         let mut arrays = Vec::new();
@@ -317,7 +341,7 @@ async fn take(
         let oldest = locking(
             backend,
             &format!(
-                "SELECT id FROM {t} WHERE status = 'pending' AND {m} AND {due} <= $3 ORDER BY {due} LIMIT q.n",
+                "SELECT id FROM {t} WHERE status = 'pending' AND {m} AND {is_due} ORDER BY {due} LIMIT q.n",
                 t = table.name,
                 m = matches.join(" AND "),
                 due = table.due
@@ -343,15 +367,15 @@ async fn take(
         let matches: Vec<String> = columns
             .iter()
             .enumerate()
-            .map(|(at, column)| format!("{column} = ${}", at + 4))
+            .map(|(at, column)| format!("{column} = ${}", at + 6))
             .collect();
         let sql = format!(
             "UPDATE {t} SET {due} = $1, claim_token = $2{counted} WHERE id IN (SELECT id FROM {t} WHERE \
-             status = 'pending' AND {m} AND {due} <= $3 ORDER BY {due} LIMIT ${limit}) RETURNING {returning}",
+             status = 'pending' AND {m} AND {is_due} ORDER BY {due} LIMIT ${limit}) RETURNING {returning}",
             t = table.name,
             due = table.due,
             m = matches.join(" AND "),
-            limit = columns.len() + 4
+            limit = columns.len() + 6
         );
         let mut rows = Vec::new();
         for (key, n) in plan {

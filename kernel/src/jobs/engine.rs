@@ -207,7 +207,6 @@ impl<W: Work> Engine<W> {
         let (outcomes, recorded) = mpsc::unbounded_channel();
         let renewer = tokio::spawn(renew_loop(
             self.db.clone(),
-            self.clock.clone(),
             self.work.table(),
             running.clone(),
             self.config.lease,
@@ -548,20 +547,13 @@ async fn record_guarded<W: Work>(
 
 /// Renews the leases of the rows in hand every third of the lease, stops the runs of rows it no longer
 /// holds, and those whose lease ran out unrenewed; runs until aborted.
-async fn renew_loop(
-    db: DatabaseConnection,
-    clock: Arc<dyn Clock>,
-    table: &'static Table,
-    running: Arc<Running>,
-    lease: Duration,
-) {
+async fn renew_loop(db: DatabaseConnection, table: &'static Table, running: Arc<Running>, lease: Duration) {
     let lease_ms = millis(lease);
     loop {
         let started = Instant::now();
         let (ids, tokens) = running.in_hand();
         if !tokens.is_empty() {
-            let steer_ms = clock.steered_by().num_milliseconds();
-            match lease::renew(&db, table, &tokens, lease_ms, steer_ms).await {
+            match lease::renew(&db, table, &tokens, lease_ms).await {
                 Ok(held) => {
                     let lost = running.renewed(&ids, &held, started);
                     if lost > 0 {

@@ -13,10 +13,11 @@ use crate::{
     timestamps,
 };
 
-/// A job as the admin API shows it; `now_ms` tells a running job (claimed, lease not over) from a waiting one.
-pub fn job_message(job: &jobs::Model, now_ms: i64) -> frontdesk_api::admin::v1::Job {
+/// A job as the admin API shows it; `lease_now_ms` (the clock leases are kept on, `Clock::lease_now`) tells
+/// a running job (claimed, lease not over) from a waiting one.
+pub fn job_message(job: &jobs::Model, lease_now_ms: i64) -> frontdesk_api::admin::v1::Job {
     let status = match (job.status.as_str(), job.claim_token) {
-        ("pending", Some(_)) if job.run_at_ms > now_ms => "running",
+        ("pending", Some(_)) if job.run_at_ms > lease_now_ms => "running",
         (status, _) => status,
     };
     frontdesk_api::admin::v1::Job {
@@ -189,20 +190,32 @@ pub async fn retry(db: &DatabaseConnection, id: &str, now: DateTime<Utc>) -> Res
 }
 
 /// What the service has to do now, with one statement: jobs and webhook deliveries due (waiting past their
-/// time, or held by a lease that ran out) and running, and events not yet fanned out.
-pub async fn backlog(db: &DatabaseConnection, now_ms: i64) -> Result<frontdesk_api::admin::v1::Backlog, DbErr> {
-    let sql = "SELECT \
-        (SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND run_at_ms <= $1), \
-        (SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND claim_token IS NOT NULL AND run_at_ms > $1), \
-        (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_ms <= $1), \
+/// time on `now_ms`, the service's clock, or held by a lease that ran out on `lease_now_ms`, the clock leases
+/// are kept on) and running, and events not yet fanned out.
+pub async fn backlog(
+    db: &DatabaseConnection,
+    now_ms: i64,
+    lease_now_ms: i64,
+) -> Result<frontdesk_api::admin::v1::Backlog, DbErr> {
+    let due = |column: &str| {
+        format!("status = 'pending' AND CASE WHEN claim_token IS NULL THEN {column} <= $1 ELSE {column} <= $2 END")
+    };
+    let sql = format!(
+        "SELECT \
+        (SELECT COUNT(*) FROM jobs WHERE {jobs_due}), \
+        (SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND claim_token IS NOT NULL AND run_at_ms > $2), \
+        (SELECT COUNT(*) FROM webhook_deliveries WHERE {deliveries_due}), \
         (SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending' AND claim_token IS NOT NULL \
-         AND next_attempt_ms > $1), \
-        (SELECT COUNT(*) FROM event_outbox WHERE dispatched_at IS NULL)";
+         AND next_attempt_ms > $2), \
+        (SELECT COUNT(*) FROM event_outbox WHERE dispatched_at IS NULL)",
+        jobs_due = due("run_at_ms"),
+        deliveries_due = due("next_attempt_ms"),
+    );
     let row = db
         .query_one_raw(Statement::from_sql_and_values(
             db.get_database_backend(),
             sql,
-            [now_ms.into()],
+            [now_ms.into(), lease_now_ms.into()],
         ))
         .await?
         .ok_or_else(|| DbErr::RecordNotFound("backlog".into()))?;

@@ -1,5 +1,5 @@
 //! Leases of claimed rows. A claim stamps its rows with a token and moves their due time to the end of a
-//! lease; while the work runs and until its outcome is committed the lease is renewed, so a lease can be
+//! lease, kept on the database's own clock; while the work runs and until its outcome is committed the lease is renewed, so a lease can be
 //! short (work whose worker died runs again soon) without slow work letting another worker claim it.
 //! Renewal says which rows it still holds: a row it no longer finds was taken over (its lease ended while
 //! this process was paused or cut off from the database) or cancelled, and its run is stopped. At shutdown
@@ -16,17 +16,17 @@ use crate::store::sql::{now_ms, placeholders};
 const CHUNK: usize = 500;
 
 /// Moves the end of the lease of every pending row claimed with one of `tokens` to `lease_ms` from now on
-/// the database's clock (moved by `steer_ms`, a test clock's steering); the ids of the rows it renewed.
+/// the database's own clock, which a test clock's steering leaves alone: moving a test's clock forward
+/// makes scheduled work due but never ends a lease a live worker holds. The ids of the rows it renewed.
 pub async fn renew(
     db: &DatabaseConnection,
     table: &Table,
     tokens: &[i64],
     lease_ms: i64,
-    steer_ms: i64,
 ) -> Result<HashSet<String>, DbErr> {
     let mut held = HashSet::new();
     for chunk in tokens.chunks(CHUNK) {
-        let (sql, values) = set_due(db.get_database_backend(), table, chunk, lease_ms + steer_ms, "");
+        let (sql, values) = set_due(db.get_database_backend(), table, chunk, lease_ms, "");
         let rows = db
             .query_all_raw(Statement::from_sql_and_values(
                 db.get_database_backend(),

@@ -103,7 +103,7 @@ async fn due_postgres(
         )
     };
     let sql = format!(
-        "WITH clock AS (SELECT {now} + $2::int8 AS ms), \
+        "WITH clock AS (SELECT db + $2::int8 AS ms, db FROM (SELECT {now} AS db) AS n), \
          woken AS (DELETE FROM job_queue_wakes WHERE tbl = $1 RETURNING {key}, due_ms), \
          folded AS (INSERT INTO job_queues AS q (tbl, {key}, ready_ms, woken, tie) \
            SELECT $1, {key}, min(due_ms), 0, {RANDOM} FROM woken GROUP BY {key} ORDER BY {key} \
@@ -125,7 +125,10 @@ async fn due_postgres(
         expired = expired(
             table,
             DbBackend::Postgres,
-            "(SELECT ms FROM clock)",
+            Lease {
+                now: "(SELECT db FROM clock)",
+                steer: "$2::int8",
+            },
             &format!(" AND (SELECT ms FROM clock) >= $3{runs}"),
         ),
     );
@@ -158,18 +161,28 @@ async fn due_postgres(
     Ok(due)
 }
 
-/// The queues of runs whose lease ended before `now` (their worker died, or was paused past it), from the
-/// index of claimed rows, which holds the rows running now and no others. Their `woken` matches no row,
+/// Where leases stand: `now`, the database's own clock, which a lease's end is kept on (a test clock's
+/// steering moves when scheduled work is due, never how long a claim holds); `steer`, the steering, which
+/// turns a lease's end into a ready time on the steered clock the queues are read on.
+struct Lease<'a> {
+    now: &'a str,
+    steer: &'a str,
+}
+
+/// The queues of runs whose lease ended before `lease.now` (their worker died, or was paused past it), from
+/// the index of claimed rows, which holds the rows running now and no others. Their `woken` matches no row,
 /// so a claim that takes them settles nothing for them.
-fn expired(table: &Table, backend: DbBackend, now: &str, runs: &str) -> String {
+fn expired(table: &Table, backend: DbBackend, lease: Lease<'_>, runs: &str) -> String {
     let no_row = if backend == DbBackend::Postgres {
         "-1::int8"
     } else {
         "-1"
     };
     format!(
-        "SELECT {class}, account_id, {lane}, {kind}, min({due}), {no_row}, 0 FROM {name} \
+        "SELECT {class}, account_id, {lane}, {kind}, min({due}) + {steer}, {no_row}, 0 FROM {name} \
          WHERE status = 'pending' AND claim_token IS NOT NULL AND {due} <= {now}{runs} GROUP BY 1, 2, 3, 4",
+        now = lease.now,
+        steer = lease.steer,
         class = table.class.unwrap_or("0"),
         lane = table.lane,
         kind = table.kind.unwrap_or("''"),
@@ -208,10 +221,10 @@ async fn due_sqlite(
         }
     }
     if now_ms >= reading.expired_from_ms {
-        let (runs, kind_values) = of_kinds(backend, kinds, 2);
-        let sql = expired(table, backend, "$1", &runs);
+        let (runs, kind_values) = of_kinds(backend, kinds, 3);
+        let sql = expired(table, backend, Lease { now: "$1", steer: "$2" }, &runs);
         let known: std::collections::HashSet<QueueKey> = queues.iter().map(|q| q.head.key.clone()).collect();
-        let mut values: Vec<Value> = vec![now_ms.into()];
+        let mut values: Vec<Value> = vec![(now_ms - reading.steer_ms).into(), reading.steer_ms.into()];
         values.extend(kind_values);
         for row in db
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))

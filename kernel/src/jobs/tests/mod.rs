@@ -16,7 +16,7 @@ use tokio::{sync::watch, task::JoinHandle};
 
 use super::*;
 use crate::{
-    clock::SystemClock,
+    clock::{Clock, SteerableClock, SystemClock},
     jobs::JobConfig,
     shutdown::Shutdown,
     store::{
@@ -233,11 +233,15 @@ struct Running {
 
 impl Running {
     fn start(db: &DatabaseConnection, config: JobConfig, handlers: Handlers) -> Self {
+        Self::on_clock(db, Arc::new(SystemClock), config, handlers)
+    }
+
+    fn on_clock(db: &DatabaseConnection, clock: Arc<dyn Clock>, config: JobConfig, handlers: Handlers) -> Self {
         let (stop, shutdown) = Shutdown::by_hand();
         let wake = Wake::default();
         let engine = JobEngine::new(
             db.clone(),
-            Arc::new(SystemClock),
+            clock,
             config,
             handlers,
             wake.clone(),
@@ -330,6 +334,44 @@ on_both_databases!(
             .collect();
         assert_eq!(follow_up.len(), 1, "the follow-up alone is rescheduled: {follow_up:?}");
         assert!(follow_up[0].run_at_ms > Utc::now().timestamp_millis() + 50_000);
+        engine.stop().await;
+    }
+);
+
+// A test that moved its clock forward past a run in progress ended that run's lease too: the job was
+// claimed again and ran twice (a follow-up sent twice). Steering moves when scheduled work is due, not
+// how long a claim holds.
+on_both_databases!(
+    a_steered_clock_makes_work_due_and_ends_no_lease,
+    |db: DatabaseConnection| async move {
+        let seen = Seen::default();
+        let clock = Arc::new(SteerableClock::default());
+        let handlers = Handlers::default()
+            .with::<SlowSendJob>(Arc::new(
+                Scripted::new(&seen, done).taking(Duration::from_secs(3), Duration::ZERO),
+            ))
+            .with::<LaterJob>(Arc::new(Scripted::new(&seen, done)));
+        let engine = Running::on_clock(&db, clock.clone(), config(8, 4), handlers);
+        let in_an_hour = NewJob {
+            run_at_ms: Utc::now().timestamp_millis() + 3_600_000,
+            ..job("later", "ch_2", serde_json::json!({}))
+        };
+        enqueue(&db, in_an_hour, Utc::now()).await.unwrap();
+        enqueue(&db, job("slow_send", "ch_1", serde_json::json!({})), Utc::now())
+            .await
+            .unwrap();
+        seen.until("the send runs", |runs| !runs.is_empty()).await;
+        clock.set(Some(Utc::now() + chrono::Duration::hours(2)));
+        engine.wake.notify();
+        seen.until("the send ends and the job an hour away runs", |runs| {
+            runs.iter().filter(|r| r.ended.is_some()).count() >= 2
+        })
+        .await;
+        // A claim of the send's row on the steered clock would have taken it in the 3 s it ran.
+        let sends = seen.of("slow_send");
+        assert_eq!(sends.len(), 1, "the send ran once: {sends:?}");
+        assert!(!sends[0].dropped, "its run was never stopped: {sends:?}");
+        assert_eq!(seen.of("later").len(), 1);
         engine.stop().await;
     }
 );
