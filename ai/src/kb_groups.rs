@@ -255,7 +255,7 @@ impl KbGroupsService {
             .await?;
         }
         txn.commit().await?;
-        Ok((agent_id, applied))
+        Ok((agent_id.into(), applied))
     }
 }
 

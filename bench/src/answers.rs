@@ -101,7 +101,7 @@ async fn decision(setup: &Setup, args: &AnswersArgs) -> anyhow::Result<()> {
         .await?;
     seed_faqs(&url, account.as_str(), &agent.id, args.faqs).await?;
     let started = Instant::now();
-    let owner = Owner::Agent(agent.id.clone());
+    let owner = Owner::Agent(agent.id.to_string());
     embed_owner(&db, &embedder, &account, &owner, Take::All).await?;
     println!(
         "answers: {} FAQs embedded in {:.0} s",

@@ -302,7 +302,7 @@ async fn run(
     for collection in collections {
         let (agent, ids) = agent_with(db, &account, collection).await;
         if let Some(embedder) = &embedder {
-            let owner = Owner::Agent(agent.id.clone());
+            let owner = Owner::Agent(agent.id.to_string());
             embed_owner(db, embedder, &account, &owner, Take::All).await.unwrap();
         }
         let family = collection.set.split('/').next().unwrap().to_owned();
@@ -311,7 +311,7 @@ async fn run(
                 .await
                 .unwrap()
                 .passages;
-            let is_right = |p: &Passage| case.right.iter().any(|&i| ids[i] == p.faq_id);
+            let is_right = |p: &Passage| case.right.iter().any(|&i| ids[i] == *p.faq_id);
             let context = Context {
                 agent: profile(&agent),
                 question: case.question.clone(),
@@ -391,7 +391,7 @@ async fn agent_with(
     db: &DatabaseConnection,
     account: &AccountId,
     collection: &Collection,
-) -> (agents::Model, Vec<String>) {
+) -> (agents::Model, Vec<crate::resource_id::FaqId>) {
     let now = chrono::Utc::now();
     let fields = AgentFields {
         name: Some(collection.set.chars().take(80).collect()),

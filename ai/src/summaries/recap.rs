@@ -122,7 +122,7 @@ impl Recaps {
 
         let now = self.clock.now();
         let summary = Summary {
-            contact_id: contact.id.clone(),
+            contact_id: contact.id.to_string(),
             conversation_id: conversation.id.clone(),
             conversation_status: conversation.status.to_value(),
             recap,

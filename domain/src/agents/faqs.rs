@@ -43,9 +43,9 @@ pub fn new_faq(
     now: DateTime<Utc>,
 ) -> agent_faqs::Model {
     agent_faqs::Model {
-        id: crate::ids::new_id(crate::ids::Kind::Faq),
+        id: crate::ids::new_id(crate::ids::Kind::Faq).into(),
         account_id: account_id.clone(),
-        agent_id: agent_id.to_owned(),
+        agent_id: agent_id.into(),
         question: question.trim().to_owned(),
         answer: answer.trim().to_owned(),
         group_id,
@@ -139,6 +139,6 @@ pub async fn update(
 
 pub async fn delete(db: &impl ConnectionTrait, account_id: &AccountId, agent: &AgentId, faq: &FaqId) -> ApiResult<()> {
     let faq = find_faq(db, account_id, agent, faq).await?;
-    agent_faqs::Entity::delete_by_id(&faq.id).exec(db).await?;
+    agent_faqs::Entity::delete_by_id(faq.id).exec(db).await?;
     Ok(())
 }

@@ -215,7 +215,7 @@ impl AgentFields {
     /// A new agent's fields: what `self` sets, defaults for the rest.
     pub fn into_new(self, id: String, account_id: &AccountId, now: chrono::DateTime<chrono::Utc>) -> agents::Model {
         let mut agent = agents::Model {
-            id,
+            id: id.into(),
             account_id: account_id.clone(),
             name: String::new(),
             instructions: String::new(),
@@ -306,7 +306,7 @@ pub fn agent_message(m: &agents::Model) -> Agent {
     let booking: BookingSettings = from_json_text(&m.booking);
     let follow_ups: FollowUpSettings = from_json_text(&m.follow_ups);
     Agent {
-        id: m.id.clone(),
+        id: m.id.to_string(),
         name: m.name.clone(),
         instructions: m.instructions.clone(),
         rules: from_json_text(&m.rules),
@@ -335,7 +335,7 @@ pub fn agent_message(m: &agents::Model) -> Agent {
 
 pub fn bot_config_message(m: &agents::Model) -> BotConfig {
     BotConfig {
-        agent_id: m.id.clone(),
+        agent_id: m.id.to_string(),
         instructions: m.instructions.clone(),
         rules: from_json_text(&m.rules),
         goal: m.goal.clone(),

@@ -171,7 +171,7 @@ impl AgentsService {
             .filter(campaigns::Column::AgentId.eq(&agent.id))
             .exec(&txn)
             .await?;
-        agents::Entity::delete_by_id(&agent.id).exec(&txn).await?;
+        agents::Entity::delete_by_id(agent.id.clone()).exec(&txn).await?;
         txn.commit().await?;
         Ok(())
     }

@@ -161,7 +161,7 @@ fn function_message(m: &custom_functions::Model) -> CustomFunction {
     let parameters: Value = serde_json::from_str(&m.parameters).unwrap_or_default();
     CustomFunction {
         id: m.id.clone(),
-        agent_id: m.agent_id.clone(),
+        agent_id: m.agent_id.to_string(),
         name: m.name.clone(),
         description: m.description.clone(),
         url: m.url.clone(),
@@ -175,7 +175,7 @@ fn function_message(m: &custom_functions::Model) -> CustomFunction {
 fn server_message(m: &mcp_servers::Model) -> McpServer {
     McpServer {
         id: m.id.clone(),
-        agent_id: m.agent_id.clone(),
+        agent_id: m.agent_id.to_string(),
         name: m.name.clone(),
         url: m.url.clone(),
         transport: m.transport.clone(),

@@ -10,6 +10,7 @@ use frontdesk_api::v1::Audience;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 use serde::{Deserialize, Serialize};
 
+use crate::resource_id::ContactId;
 use crate::{
     access::AccountId,
     contacts::{
@@ -199,7 +200,7 @@ pub enum Part {
 /// One step of an expansion: the contacts it found (opted-out ones left out; some may be recipients
 /// already) and where the next step starts.
 pub struct Step {
-    pub contacts: Vec<String>,
+    pub contacts: Vec<ContactId>,
     pub next: Cursor,
 }
 
@@ -254,9 +255,9 @@ pub async fn step(
                 .await?;
             let mut found = Vec::with_capacity(rows.len());
             for row in &rows {
-                let id: String = row.try_get_by_index(0)?;
+                let id: ContactId = row.try_get_by_index(0)?;
                 let opted_out: bool = row.try_get_by_index(1)?;
-                next.after.clone_from(&id);
+                next.after = id.to_string();
                 if !opted_out {
                     found.push(id);
                 }
@@ -305,7 +306,7 @@ async fn ids_of(
     backend: DbBackend,
     sql: String,
     values: Vec<Value>,
-) -> Result<Vec<String>, DbErr> {
+) -> Result<Vec<ContactId>, DbErr> {
     db.query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?
         .iter()

@@ -189,7 +189,7 @@ impl BroadcastFields {
             row.name = name.trim().to_owned();
         }
         if let Some(agent_id) = self.agent_id {
-            row.agent_id = agent_id;
+            row.agent_id = agent_id.into();
         }
         if let Some(channel) = self.channel {
             row.channel = channel;
@@ -224,7 +224,7 @@ pub fn message(m: &broadcasts::Model, counts: stats::Counts) -> Broadcast {
     Broadcast {
         id: m.id.clone(),
         name: m.name.clone(),
-        agent_id: m.agent_id.clone(),
+        agent_id: m.agent_id.to_string(),
         channel: m.channel.clone(),
         audience: Some(from_json_text::<AudienceSpec>(&m.audience).message()),
         opener: m.opener.clone(),
@@ -287,7 +287,7 @@ pub async fn create(
         id: crate::ids::new_id(crate::ids::Kind::Broadcast),
         account_id: account_id.clone(),
         name: String::new(),
-        agent_id: String::new(),
+        agent_id: String::new().into(),
         channel: String::new(),
         audience: to_json_text(&AudienceSpec::default()),
         opener: String::new(),

@@ -30,6 +30,7 @@ use super::{
     audience::{self, AudienceSpec, Cursor, Part},
     opener,
 };
+use crate::resource_id::ContactId;
 use crate::{
     access::AccountId,
     channels::Template,
@@ -209,9 +210,9 @@ impl Start {
             ))
             .all(&txn)
             .await?;
-        let ids: Vec<String> = contacts.iter().map(|c| c.id.clone()).collect();
-        let found: HashSet<&String> = ids.iter().collect();
-        let erased: Vec<String> = waiting.into_iter().filter(|id| !found.contains(id)).collect();
+        let ids: Vec<ContactId> = contacts.iter().map(|c| c.id.clone()).collect();
+        let found: HashSet<&ContactId> = ids.iter().collect();
+        let erased: Vec<ContactId> = waiting.into_iter().filter(|id| !found.contains(id)).collect();
         if !erased.is_empty() {
             // Erased since the expansion: nothing goes to them, and their rows go with them.
             broadcast_recipients::Entity::delete_many()
@@ -266,7 +267,7 @@ enum Step {
 async fn add_recipients(
     txn: &DatabaseTransaction,
     broadcast: &broadcasts::Model,
-    contacts: &[String],
+    contacts: &[ContactId],
 ) -> Result<u64, DbErr> {
     if contacts.is_empty() {
         return Ok(0);
@@ -319,7 +320,7 @@ impl Handler for Start {
 }
 
 /// The next batch of the broadcast's recipients without a message yet (along their own index).
-async fn unwritten(txn: &DatabaseTransaction, broadcast_id: &str) -> Result<Vec<String>, DbErr> {
+async fn unwritten(txn: &DatabaseTransaction, broadcast_id: &str) -> Result<Vec<ContactId>, DbErr> {
     broadcast_recipients::Entity::find()
         .select_only()
         .column(broadcast_recipients::Column::ContactId)

@@ -92,13 +92,16 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
         |r| r.id.clone(),
     )
     .await?;
-    let agent_ids = ids.iter().cloned().chain(records.values().map(|r| r.agent_id.clone()));
+    let agent_ids = ids
+        .iter()
+        .cloned()
+        .chain(records.values().map(|r| r.agent_id.to_string()));
     let mut agents = by_id::<agent_rows::Entity>(
         db,
         [agent_rows::Column::Id, agent_rows::Column::AccountId],
         account_id,
         agent_ids,
-        |a| a.id.clone(),
+        |a| a.id.to_string(),
     )
     .await?;
     let broadcast_ids = ids
@@ -116,7 +119,7 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
     // The agents answering broadcasts that came without their campaign record.
     let answering: Vec<String> = broadcasts
         .values()
-        .map(|b| b.agent_id.clone())
+        .map(|b| b.agent_id.to_string())
         .filter(|id| !agents.contains_key(id))
         .collect();
     if !answering.is_empty() {
@@ -126,7 +129,7 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
                 [agent_rows::Column::Id, agent_rows::Column::AccountId],
                 account_id,
                 answering,
-                |a| a.id.clone(),
+                |a| a.id.to_string(),
             )
             .await?,
         );
@@ -139,7 +142,7 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
         .all(db)
         .await?
     {
-        defaults.entry(default.agent_id).or_insert(default.channel);
+        defaults.entry(default.agent_id.into()).or_insert(default.channel);
     }
     let parts = |id: &String| {
         let (kind, created_at, agent_id, broadcast_id) = if let Some(r) = records.get(id) {
@@ -155,13 +158,13 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
                 Some(b.id.clone()),
             )
         };
-        let agent = agent_id.and_then(|a| agents.get(&a).cloned());
+        let agent = agent_id.and_then(|a| agents.get(a.as_str()).cloned());
         Some(Parts {
             id: id.clone(),
             kind,
             default_channel: agent
                 .as_ref()
-                .and_then(|a| defaults.get(&a.id).cloned())
+                .and_then(|a| defaults.get(a.id.as_str()).cloned())
                 .unwrap_or_default(),
             agent,
             broadcast: broadcast_id.and_then(|b| broadcasts.get(&b).cloned()),
@@ -180,7 +183,11 @@ async fn parts(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> A
 }
 
 /// The agent behind a campaign (for knowledge groups' `apply`).
-pub async fn agent_of(db: &impl ConnectionTrait, account_id: &AccountId, campaign_id: &str) -> ApiResult<String> {
+pub async fn agent_of(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    campaign_id: &str,
+) -> ApiResult<crate::resource_id::AgentId> {
     parts(db, account_id, campaign_id)
         .await?
         .agent
@@ -200,7 +207,7 @@ fn render(p: Parts) -> Campaign {
         id: p.id,
         name,
         r#type: p.kind.to_value(),
-        agent_id: p.agent.as_ref().map(|a| a.id.clone()).unwrap_or_default(),
+        agent_id: p.agent.as_ref().map(|a| a.id.to_string()).unwrap_or_default(),
         broadcast_id: p.broadcast.as_ref().map(|b| b.id.clone()),
         channel,
         instructions: p.agent.as_ref().map(|a| a.instructions.clone()).unwrap_or_default(),
@@ -258,7 +265,7 @@ impl CampaignsService {
         .await?;
         let mut items: Vec<(DateTime<Utc>, String)> = agents
             .iter()
-            .map(|a| (a.created_at, a.id.clone()))
+            .map(|a| (a.created_at, a.id.to_string()))
             .chain(broadcasts.iter().map(|b| (b.created_at, b.id.clone())))
             .collect();
         items.sort_by(|a, b| b.cmp(a));
@@ -325,7 +332,7 @@ impl CampaignsService {
         let broadcast = if kind == CampaignType::Outgoing || wants_broadcast {
             let fields = BroadcastFields {
                 name: Some(r.name.clone()),
-                agent_id: Some(agent.id.clone()),
+                agent_id: Some(agent.id.to_string()),
                 channel: Some(r.channel.clone()),
                 audience: Some(r.audience.clone().unwrap_or_default().into()),
                 opener: Some(r.opener.clone()),
@@ -339,7 +346,7 @@ impl CampaignsService {
         let record = campaigns::Model {
             id: match (&broadcast, kind) {
                 (Some(b), CampaignType::Outgoing) => b.id.clone(),
-                _ => agent.id.clone(),
+                _ => agent.id.to_string(),
             },
             account_id: account_id.clone(),
             kind,

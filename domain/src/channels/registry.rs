@@ -66,7 +66,7 @@ impl Adapters {
             .built
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&channel.id)
+            .get(channel.id.as_str())
         {
             return Ok(ready.clone());
         }
@@ -97,7 +97,7 @@ impl Adapters {
         self.built
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(channel.id.clone(), ready.clone());
+            .insert(channel.id.to_string(), ready.clone());
         Ok(ready)
     }
 

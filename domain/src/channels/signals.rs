@@ -56,11 +56,11 @@ pub fn job(message: &messages::Model, action: Action, now: DateTime<Utc>) -> New
         Action::React => format!("signal:react:{}", message.id),
     };
     let args = SignalJob {
-        message_id: message.id.clone(),
+        message_id: message.id.to_string(),
         action,
     };
     NewJob {
-        lane: message.channel_id.clone(),
+        lane: message.channel_id.to_string(),
         run_at_ms: now.timestamp_millis(),
         unique_key: Some(key),
         on_conflict: OnConflict::Reschedule,

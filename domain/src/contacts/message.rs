@@ -26,7 +26,7 @@ pub fn contact_message(m: contacts::Model, identities: &[contact_identities::Mod
         recap_at: m.recap_at.map(timestamps::to_proto),
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
-        id: m.id,
+        id: m.id.into(),
         name: m.name,
         phone: m.phone.unwrap_or_default(),
         email: m.email.unwrap_or_default(),

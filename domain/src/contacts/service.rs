@@ -269,7 +269,7 @@ impl Contacts for ContactsService {
             more,
             |c| (c.created_at, c.id.as_str()),
             |c| {
-                let held = identities.remove(&c.id).unwrap_or_default();
+                let held = identities.remove(c.id.as_str()).unwrap_or_default();
                 contact_message(c, &held)
             },
         );

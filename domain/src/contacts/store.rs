@@ -169,7 +169,7 @@ pub async fn identities_of(
         .all(db)
         .await?;
     for row in rows {
-        by_contact.entry(row.contact_id.clone()).or_default().push(row);
+        by_contact.entry(row.contact_id.to_string()).or_default().push(row);
     }
     Ok(by_contact)
 }
@@ -223,7 +223,7 @@ pub async fn create(
     let keys = unique_keys(new.phone.as_ref(), new.email.as_ref(), &new.identities);
     for _ in 0..CREATE_ATTEMPTS {
         let contact = contacts::Model {
-            id: crate::ids::new_id(crate::ids::Kind::Contact),
+            id: crate::ids::new_id(crate::ids::Kind::Contact).into(),
             account_id: account_id.clone(),
             name: new.name.clone(),
             phone: new.phone.as_ref().map(|p| p.as_str().to_owned()),
@@ -316,7 +316,7 @@ pub async fn holder(
 ) -> Result<Option<Clash>, DbErr> {
     Ok(holding(db, account_id, keys, except).await?.map(|(key, holder)| Clash {
         key,
-        contact_id: holder.id,
+        contact_id: holder.id.into(),
     }))
 }
 
@@ -728,7 +728,7 @@ mod tests {
             .await
             .unwrap()
             .into_iter()
-            .map(|m| m.contact_id)
+            .map(|m| m.contact_id.into())
             .collect();
         assert_eq!(left, [kept.id.as_str()]);
         assert_eq!(conversations::Entity::find().count(&db).await.unwrap(), 1);

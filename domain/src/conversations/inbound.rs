@@ -24,6 +24,7 @@ use super::{
     threads,
 };
 use crate::error::Reason;
+use crate::resource_id::{ContactId, MessageId};
 use crate::{
     access::AccountId,
     channels::{InboundMessage, Sender},
@@ -169,7 +170,7 @@ struct Known {
     /// By account, identity kind and external id.
     by_identity: HashMap<(AccountId, &'static str, String), contact_rows::Model>,
     /// By contact and channel name.
-    open: HashMap<(String, String), conversations::Model>,
+    open: HashMap<(ContactId, String), conversations::Model>,
 }
 
 impl Known {
@@ -219,11 +220,11 @@ impl ArrivalWriter {
         let mut answers: Vec<Option<Stored>> = Vec::with_capacity(batch.len());
         let mut rows: Vec<(usize, messages::Model)> = Vec::new();
         // Conversations an agent answers, and the arrival's trace, by the message that arrived in them.
-        let mut to_answer: HashMap<String, (conversations::Model, Option<String>)> = HashMap::new();
+        let mut to_answer: HashMap<MessageId, (conversations::Model, Option<String>)> = HashMap::new();
         for (n, arrival) in batch.iter().enumerate() {
             let sid = without_nul(&arrival.message.provider_message_id);
-            let first = seen.insert((arrival.channel.id.clone(), sid.clone()));
-            if !first || before.contains(&(arrival.channel.id.clone(), sid.clone())) {
+            let first = seen.insert((arrival.channel.id.to_string(), sid.clone()));
+            if !first || before.contains(&(arrival.channel.id.to_string(), sid.clone())) {
                 answers.push(Some(Ok(None)));
                 continue;
             }
@@ -462,7 +463,7 @@ async fn known(txn: &DatabaseTransaction, batch: &[&Arrival]) -> ApiResult<Known
             found.push(contact);
         }
     }
-    let ids: HashSet<String> = found.iter().map(|c| c.id.clone()).collect();
+    let ids: HashSet<ContactId> = found.iter().map(|c| c.id.clone()).collect();
     if ids.is_empty() {
         return Ok(known);
     }

@@ -11,6 +11,7 @@ use sea_orm::{
 };
 
 use super::{render::StoredAttachment, threads};
+use crate::resource_id::MessageId;
 use crate::store::{
     entities::{
         conversations,
@@ -40,7 +41,7 @@ pub fn row(new: &NewMessage<'_>, now: DateTime<Utc>) -> messages::Model {
     let conversation = new.conversation;
     messages::Model {
         seq: 0,
-        id: crate::ids::new_id(crate::ids::Kind::Message),
+        id: crate::ids::new_id(crate::ids::Kind::Message).into(),
         account_id: conversation.account_id.clone(),
         conversation_id: conversation.id.clone(),
         contact_id: conversation.contact_id.clone(),
@@ -83,7 +84,7 @@ pub async fn store_all(
     db: &impl ConnectionTrait,
     messages: &[messages::Model],
     now: DateTime<Utc>,
-) -> Result<HashSet<String>, DbErr> {
+) -> Result<HashSet<MessageId>, DbErr> {
     if messages.is_empty() {
         return Ok(HashSet::new());
     }
@@ -97,7 +98,7 @@ pub async fn store_all(
         }
     };
     let ids = messages.iter().map(|m| m.id.clone());
-    let stored: HashSet<String> = if written == messages.len() as u64 {
+    let stored: HashSet<MessageId> = if written == messages.len() as u64 {
         ids.collect()
     } else {
         messages::Entity::find()
@@ -108,7 +109,7 @@ pub async fn store_all(
                 (messages::Entity, messages::Column::Id),
                 ids,
             ))
-            .into_tuple::<String>()
+            .into_tuple::<MessageId>()
             .all(db)
             .await?
             .into_iter()

@@ -87,7 +87,7 @@ async fn report(
     }
     let mut message = before.clone();
     if message.provider_message_id.is_none() {
-        message.provider_message_id = Some(message.id.clone());
+        message.provider_message_id = Some(message.id.to_string());
     }
     for step in &passed {
         message.status = *step;

@@ -40,9 +40,9 @@ pub fn message(m: &messages::Model) -> Message {
     let reactions: Vec<StoredReaction> = from_json_text(&m.reactions);
     let edits: Vec<StoredEdit> = from_json_text(&m.edits);
     Message {
-        id: m.id.clone(),
+        id: m.id.to_string(),
         conversation_id: m.conversation_id.clone(),
-        contact_id: m.contact_id.clone(),
+        contact_id: m.contact_id.to_string(),
         direction: m.direction.to_value(),
         author: m.author.to_value(),
         text: m.text.clone(),
@@ -89,7 +89,7 @@ pub fn message(m: &messages::Model) -> Message {
 pub fn conversation(c: &conversations::Model) -> Conversation {
     Conversation {
         id: c.id.clone(),
-        contact_id: c.contact_id.clone(),
+        contact_id: c.contact_id.to_string(),
         channel: c.channel.clone(),
         channel_type: c.channel_type.to_value(),
         agent_id: c.agent_id.clone(),

@@ -205,7 +205,7 @@ impl Conversations for ConversationsService {
         Ok(Response::new(MessageList {
             success: true,
             messages: messages.iter().map(render::message).collect(),
-            next_cursor,
+            next_cursor: next_cursor.map(String::from),
         }))
     }
 

@@ -15,7 +15,7 @@ use crate::{
     access::AccountId,
     error::ApiResult,
     events::{self, EventType},
-    resource_id::AgentId,
+    resource_id::{AgentId, ContactId},
     routing::{entry_points, resolver::Inbound},
     store::{
         entities::{broadcasts, channels, conversations},
@@ -94,7 +94,7 @@ fn new_row(
     conversations::Model {
         id: crate::ids::new_id(crate::ids::Kind::Conversation),
         account_id: account_id.clone(),
-        contact_id: contact_id.to_owned(),
+        contact_id: contact_id.into(),
         channel: channel.name.clone(),
         channel_id: channel.id.clone(),
         channel_type: channel.kind,
@@ -121,12 +121,12 @@ fn new_row(
 pub async fn open_or_start_all(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    contact_ids: &[String],
+    contact_ids: &[ContactId],
     channel: &channels::Model,
     broadcast: &broadcasts::Model,
     now: DateTime<Utc>,
-) -> Result<HashMap<String, conversations::Model>, DbErr> {
-    let open_of = |contacts: Vec<String>| {
+) -> Result<HashMap<ContactId, conversations::Model>, DbErr> {
+    let open_of = |contacts: Vec<ContactId>| {
         conversations::Entity::find()
             .filter(conversations::Column::AccountId.eq(account_id))
             .filter(conversations::Column::Channel.eq(&channel.name))
@@ -138,7 +138,7 @@ pub async fn open_or_start_all(
             ))
             .all(db)
     };
-    let mut open: HashMap<String, conversations::Model> = open_of(contact_ids.to_vec())
+    let mut open: HashMap<ContactId, conversations::Model> = open_of(contact_ids.to_vec())
         .await?
         .into_iter()
         .map(|c| (c.contact_id.clone(), c))

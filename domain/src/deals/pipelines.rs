@@ -50,7 +50,7 @@ pub async fn create_default(
 ) -> Result<(), DbErr> {
     pipelines::Entity::insert(pipelines::ActiveModel {
         account_id: Set(account_id.clone()),
-        id: Set(DEFAULT_PIPELINE.to_owned()),
+        id: Set(DEFAULT_PIPELINE.into()),
         name: Set("Main pipeline".to_owned()),
         created_at: Set(now),
     })
@@ -62,7 +62,7 @@ pub async fn create_default(
         .map(|((id, name), position)| stages::ActiveModel {
             account_id: Set(account_id.clone()),
             id: Set((*id).to_owned()),
-            pipeline_id: Set(DEFAULT_PIPELINE.to_owned()),
+            pipeline_id: Set(DEFAULT_PIPELINE.into()),
             name: Set((*name).to_owned()),
             position: Set(position),
         });
@@ -135,7 +135,7 @@ fn stage_message(s: &stages::Model) -> Stage {
         id: s.id.clone(),
         name: s.name.clone(),
         position: s.position,
-        pipeline_id: s.pipeline_id.clone(),
+        pipeline_id: s.pipeline_id.to_string(),
     }
 }
 
@@ -147,15 +147,19 @@ async fn pipeline_message(db: &impl ConnectionTrait, p: pipelines::Model) -> Api
         .all(db)
         .await?;
     Ok(Pipeline {
-        id: p.id,
+        id: p.id.into(),
         name: p.name,
         stages: stages.iter().map(stage_message).collect(),
         created_at: Some(timestamps::to_proto(p.created_at)),
     })
 }
 
-async fn find_pipeline(db: &impl ConnectionTrait, account_id: &AccountId, id: &str) -> ApiResult<pipelines::Model> {
-    pipelines::Entity::find_by_id((account_id.clone(), id.to_owned()))
+async fn find_pipeline(
+    db: &impl ConnectionTrait,
+    account_id: &AccountId,
+    id: &PipelineId,
+) -> ApiResult<pipelines::Model> {
+    pipelines::Entity::find_by_id((account_id.clone(), id.clone()))
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found("pipeline"))
@@ -172,7 +176,7 @@ async fn find_stage(db: &impl ConnectionTrait, account_id: &AccountId, id: &str)
 async fn shift_stages(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
-    pipeline_id: &str,
+    pipeline_id: &PipelineId,
     from: i32,
     delta: i32,
 ) -> ApiResult<()> {
@@ -186,7 +190,7 @@ async fn shift_stages(
     Ok(())
 }
 
-async fn stage_count(db: &impl ConnectionTrait, account_id: &AccountId, pipeline_id: &str) -> ApiResult<i32> {
+async fn stage_count(db: &impl ConnectionTrait, account_id: &AccountId, pipeline_id: &PipelineId) -> ApiResult<i32> {
     use sea_orm::PaginatorTrait;
     let n = stages::Entity::find()
         .filter(stages::Column::AccountId.eq(account_id))
@@ -202,7 +206,7 @@ async fn relink_deals(
     db: &impl ConnectionTrait,
     account_id: &AccountId,
     stage_id: &str,
-    pipeline_id: Option<&str>,
+    pipeline_id: Option<&PipelineId>,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
     let affected = deals::Entity::find()
@@ -211,13 +215,13 @@ async fn relink_deals(
         .all(db)
         .await?;
     deals::Entity::update_many()
-        .col_expr(deals::Column::PipelineId, Expr::value(pipeline_id.map(str::to_owned)))
+        .col_expr(deals::Column::PipelineId, Expr::value(pipeline_id.cloned()))
         .filter(deals::Column::AccountId.eq(account_id))
         .filter(deals::Column::Stage.eq(stage_id))
         .exec(db)
         .await?;
-    for mut deal in affected.into_iter().filter(|d| d.pipeline_id.as_deref() != pipeline_id) {
-        deal.pipeline_id = pipeline_id.map(str::to_owned);
+    for mut deal in affected.into_iter().filter(|d| d.pipeline_id.as_ref() != pipeline_id) {
+        deal.pipeline_id = pipeline_id.cloned();
         let data = events::payload(&deal_message(deal), "frontdesk.v1.Deal");
         events::record(db, account_id, EventType::DealUpdated, data, now).await?;
     }
@@ -243,14 +247,14 @@ async fn insert_stage(
     let stage = stages::Model {
         account_id: account_id.clone(),
         id,
-        pipeline_id: pipeline.to_string(),
+        pipeline_id: pipeline.clone(),
         name,
         position,
     };
     stages::Entity::insert(stages::ActiveModel::from(stage.clone()).reset_all())
         .exec_without_returning(db)
         .await?;
-    relink_deals(db, account_id, &stage.id, Some(pipeline.as_str()), now).await?;
+    relink_deals(db, account_id, &stage.id, Some(pipeline), now).await?;
     Ok(stage)
 }
 
@@ -282,7 +286,7 @@ impl Pipelines for PipelinesService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = name_of(&r.name, "name")?;
-        let id = id_for(&r.id, &name, "id")?;
+        let id = PipelineId::new(id_for(&r.id, &name, "id")?);
         let mut new_stages = Vec::new();
         for (i, stage) in r.stages.iter().enumerate() {
             let field = format!("stages[{i}]");
@@ -297,7 +301,7 @@ impl Pipelines for PipelinesService {
             .map_err(ApiError::from)?
             .is_some()
         {
-            return Err(taken("pipeline", &id).into());
+            return Err(taken("pipeline", id.as_str()).into());
         }
         let pipeline = pipelines::Model {
             account_id: account_id.clone(),
@@ -313,7 +317,7 @@ impl Pipelines for PipelinesService {
             insert_stage(
                 &txn,
                 &account_id,
-                &PipelineId::new(&id),
+                &id,
                 stage_id,
                 stage_name,
                 position,
@@ -336,7 +340,7 @@ impl Pipelines for PipelinesService {
         let account_id = account_of(&request)?;
         let r = request.into_inner();
         let name = name_of(&r.name, "name")?;
-        let pipeline = find_pipeline(&self.db, &account_id, &r.pipeline_id).await?;
+        let pipeline = find_pipeline(&self.db, &account_id, &r.pipeline_id.into()).await?;
         let mut active = pipeline.into_active_model();
         active.name = Set(name);
         let updated = active.update(&self.db).await.map_err(ApiError::from)?;
@@ -348,8 +352,8 @@ impl Pipelines for PipelinesService {
 
     async fn delete_pipeline(&self, request: Request<DeletePipelineRequest>) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
-        let id = request.into_inner().pipeline_id;
-        if id == DEFAULT_PIPELINE {
+        let id = PipelineId::new(request.into_inner().pipeline_id);
+        if id == *DEFAULT_PIPELINE {
             return Err(ApiError::new(
                 Code::FailedPrecondition,
                 Reason::InvalidArgument,
@@ -381,7 +385,7 @@ impl Pipelines for PipelinesService {
             .await
             .map_err(ApiError::from)?;
         txn.commit().await.map_err(ApiError::from)?;
-        Ok(deleted(id))
+        Ok(deleted(id.into()))
     }
 
     async fn create_stage(&self, request: Request<CreateStageRequest>) -> Result<Response<StageAnswer>, Status> {
@@ -391,11 +395,11 @@ impl Pipelines for PipelinesService {
         let id = id_for(&r.id, &name, "id")?;
         let txn = crate::store::begin_write(&self.db).await.map_err(ApiError::from)?;
         lock_account(&txn, &account_id).await.map_err(ApiError::from)?;
-        find_pipeline(&txn, &account_id, &r.pipeline_id).await?;
-        let count = stage_count(&txn, &account_id, &r.pipeline_id).await?;
+        let pipeline = PipelineId::new(r.pipeline_id);
+        find_pipeline(&txn, &account_id, &pipeline).await?;
+        let count = stage_count(&txn, &account_id, &pipeline).await?;
         let position = r.position.map_or(count, |p| p.clamp(0, count));
-        shift_stages(&txn, &account_id, &r.pipeline_id, position, 1).await?;
-        let pipeline = PipelineId::new(&r.pipeline_id);
+        shift_stages(&txn, &account_id, &pipeline, position, 1).await?;
         let stage = insert_stage(&txn, &account_id, &pipeline, id, name, position, self.clock.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         Ok(Response::new(StageAnswer {

@@ -87,7 +87,7 @@ pub fn deal_message(m: deals::Model) -> Deal {
         description: m.description,
         company: m.company,
         stage: m.stage,
-        pipeline_id: m.pipeline_id,
+        pipeline_id: m.pipeline_id.map(String::from),
         value: m.value,
         probability: m.probability,
         priority: m.priority,

@@ -10,6 +10,7 @@ use sea_orm::{
 
 use crate::access::AccountId;
 use crate::paging::Page;
+use crate::resource_id::PipelineId;
 use crate::store::{
     self, column,
     entities::{deals, stages},
@@ -163,7 +164,7 @@ fn deal_from_row(row: &QueryResult) -> Result<deals::Model, DbErr> {
         description: column(row, 3)?,
         company: column(row, 4)?,
         stage: column(row, 5)?,
-        pipeline_id: column(row, 6)?,
+        pipeline_id: column::<Option<String>>(row, 6)?.map(PipelineId::new),
         value: column(row, 7)?,
         probability: column(row, 8)?,
         priority: column(row, 9)?,

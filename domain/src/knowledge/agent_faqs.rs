@@ -6,8 +6,8 @@ use crate::{store::entities::agent_faqs, timestamps};
 
 pub fn faq_message(m: &agent_faqs::Model) -> Faq {
     Faq {
-        id: m.id.clone(),
-        agent_id: m.agent_id.clone(),
+        id: m.id.to_string(),
+        agent_id: m.agent_id.to_string(),
         question: m.question.clone(),
         answer: m.answer.clone(),
         group_id: m.group_id.clone(),

@@ -30,8 +30,8 @@ async fn find(db: &impl ConnectionTrait, account_id: &AccountId, agent_id: &str)
 
 fn message(link: &agent_kb_sources::Model, source: Option<&kb_sources::Model>) -> AgentKbSource {
     AgentKbSource {
-        source_id: link.source_id.clone(),
-        agent_id: link.agent_id.clone(),
+        source_id: link.source_id.to_string(),
+        agent_id: link.agent_id.to_string(),
         kind: source.map(|s| s.kind.to_value()).unwrap_or_default(),
         status: source.map(|s| s.status.to_value()).unwrap_or_default(),
         attached_at: Some(timestamps::to_proto(link.created_at)),

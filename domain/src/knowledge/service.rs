@@ -267,7 +267,7 @@ impl KbSources for KbSourcesService {
         )
         .await
         .map_err(ApiError::from)?;
-        let failed = sources::page_errors(&self.db, rows.iter().map(|s| s.id.clone()).collect())
+        let failed = sources::page_errors(&self.db, rows.iter().map(|s| s.id.to_string()).collect())
             .await
             .map_err(ApiError::from)?;
         let (kb_sources, next_cursor) = paging::render(
@@ -303,12 +303,12 @@ impl KbSources for KbSourcesService {
             .await
             .map_err(ApiError::from)?;
         // Its pages, FAQs and their index rows go with it (ON DELETE CASCADE); a running import stops.
-        kb_sources::Entity::delete_by_id(&source.id)
+        kb_sources::Entity::delete_by_id(source.id.clone())
             .exec(&txn)
             .await
             .map_err(ApiError::from)?;
         txn.commit().await.map_err(ApiError::from)?;
-        Ok(deleted(source.id))
+        Ok(deleted(source.id.into()))
     }
 
     async fn list_kb_source_faqs(

@@ -14,7 +14,7 @@ pub fn faq_message(m: &source_faqs::Model) -> Faq {
         question: m.question.clone(),
         answer: m.answer.clone(),
         group_id: None,
-        source_id: Some(m.source_id.clone()),
+        source_id: Some(m.source_id.to_string()),
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
     }

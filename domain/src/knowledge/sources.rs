@@ -56,7 +56,7 @@ pub async fn create(
 ) -> ApiResult<String> {
     let id = crate::ids::new_id(crate::ids::Kind::KnowledgeSource);
     let source = kb_sources::Model {
-        id: id.clone(),
+        id: id.clone().into(),
         account_id: account_id.clone(),
         kind: new.kind,
         status: kb_sources::SourceStatus::Queued,
@@ -77,7 +77,7 @@ pub async fn create(
     add_pages(txn, &id, &new.pages, now).await?;
     if let Some(file) = new.file {
         let row = kb_source_files::Model {
-            source_id: id.clone(),
+            source_id: id.clone().into(),
             file_name: file.file_name,
             content_type: file.content_type,
             format: file.format.as_str().to_owned(),
@@ -112,7 +112,7 @@ pub async fn add_pages(
     let rows = urls.iter().enumerate().map(|(position, url)| {
         kb_source_pages::ActiveModel::from(kb_source_pages::Model {
             id: crate::ids::new_id(crate::ids::Kind::KnowledgePage),
-            source_id: source_id.to_owned(),
+            source_id: source_id.into(),
             position: i32::try_from(position).unwrap_or(i32::MAX),
             url: url.clone(),
             status: kb_source_pages::PageStatus::Pending,
@@ -147,7 +147,7 @@ pub async fn page_errors(
 /// other sources are skipped).
 pub fn message(m: &kb_sources::Model, failed: &[kb_source_pages::Model]) -> KbSource {
     KbSource {
-        source_id: m.id.clone(),
+        source_id: m.id.to_string(),
         kind: m.kind.to_value(),
         status: m.status.to_value(),
         pages_total: m.pages_total,
@@ -174,5 +174,5 @@ pub fn message(m: &kb_sources::Model, failed: &[kb_source_pages::Model]) -> KbSo
 
 /// The source read alone, with its errors.
 pub async fn render(db: &impl ConnectionTrait, m: &kb_sources::Model) -> Result<KbSource, DbErr> {
-    Ok(message(m, &page_errors(db, vec![m.id.clone()]).await?))
+    Ok(message(m, &page_errors(db, vec![m.id.to_string()]).await?))
 }

@@ -383,15 +383,15 @@ impl AcceptWriter {
             now,
         );
         let answered = Answered {
-            message_id: message.id.clone(),
-            contact_id: contact.id.clone(),
+            message_id: message.id.to_string(),
+            contact_id: contact.id.to_string(),
         };
         let key = send.key().map(|(_, key)| idempotency_keys::Model {
             account_id: send.account_id.clone(),
             key: key.to_owned(),
             fingerprint: outgoing.fingerprint.clone(),
-            message_id: answered.message_id.clone(),
-            contact_id: answered.contact_id.clone(),
+            message_id: answered.message_id.clone().into(),
+            contact_id: answered.contact_id.clone().into(),
             created_at: now,
         });
         Ok(Ok(Plan {

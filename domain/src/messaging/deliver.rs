@@ -54,7 +54,7 @@ impl JobArgs for DeliverArgs {
 /// provider holds only its lane's share of the workers).
 pub fn job(message: &messages::Model, channel_id: &str, max_attempts: i32, now: DateTime<Utc>) -> NewJob {
     let args = DeliverArgs {
-        message_id: message.id.clone(),
+        message_id: message.id.to_string(),
     };
     NewJob {
         lane: channel_id.to_owned(),
@@ -114,7 +114,7 @@ impl Deliver {
         }
         let Some(channel) = channel else {
             return Ok(Loaded::Cancelled(
-                message.id,
+                message.id.into(),
                 "cancelled",
                 "the channel was disconnected",
             ));
@@ -125,14 +125,14 @@ impl Deliver {
         let address = address(&self.db, message.account_id.as_str(), &channel, &contact).await?;
         if channel.kind == ChannelKind::Sms && contact.opted_out {
             return Ok(Loaded::Cancelled(
-                message.id,
+                message.id.into(),
                 "cancelled",
                 "the contact opted out of sms",
             ));
         }
         if channel.kind == ChannelKind::Whatsapp && message.template.is_empty() && !self.window_open(&message).await? {
             return Ok(Loaded::Cancelled(
-                message.id,
+                message.id.into(),
                 "outside_window",
                 "the contact last wrote on WhatsApp more than 24 hours ago: only a template may be sent",
             ));
@@ -143,7 +143,11 @@ impl Deliver {
                 channel,
                 address,
             })),
-            None => Loaded::Cancelled(message.id, "cancelled", "the contact has no address on this channel"),
+            None => Loaded::Cancelled(
+                message.id.into(),
+                "cancelled",
+                "the contact has no address on this channel",
+            ),
         })
     }
 }
@@ -365,12 +369,12 @@ impl Deliver {
         );
         match ready.adapter.send(&outbound).instrument(span).await {
             SendOutcome::Accepted { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
-                message_id: message.id,
+                message_id: message.id.into(),
                 provider_message_id,
                 delivered: false,
             }))),
             SendOutcome::Delivered { provider_message_id } => Outcome::Done(Some(Box::new(MarkSent {
-                message_id: message.id,
+                message_id: message.id.into(),
                 provider_message_id,
                 delivered: true,
             }))),

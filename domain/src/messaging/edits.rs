@@ -223,10 +223,10 @@ fn correctable(message: &messages::Model) -> ApiResult<()> {
 /// send is (1 to 4,096 characters, at most 1,600 on sms).
 fn send_on(conversation: &conversations::Model, message: &messages::Model, text: String) -> ApiResult<Outgoing> {
     let request = SendMessageRequest {
-        contact_id: message.contact_id.clone(),
+        contact_id: message.contact_id.to_string(),
         text,
         channel: conversation.channel.clone(),
-        reply_to: message.id.clone(),
+        reply_to: message.id.to_string(),
         ..SendMessageRequest::default()
     };
     let outgoing = Outgoing::to_contact(request, None)?;

@@ -64,8 +64,8 @@ impl Facts {
                 ))
                 .all(db)
                 .await?;
-            let ids: Vec<String> = found.iter().map(|c| c.id.clone()).collect();
-            facts.contacts.extend(found.into_iter().map(|c| (c.id.clone(), c)));
+            let ids: Vec<String> = found.iter().map(|c| c.id.to_string()).collect();
+            facts.contacts.extend(found.into_iter().map(|c| (c.id.to_string(), c)));
             facts.load_surroundings(db, &ids).await?;
         }
         Ok(facts)
@@ -78,7 +78,7 @@ impl Facts {
         contact: contacts::Model,
         identities: Vec<contact_identities::Model>,
     ) -> Result<(), DbErr> {
-        let id = contact.id.clone();
+        let id = contact.id.to_string();
         self.identities.insert(id.clone(), identities);
         self.contacts.insert(id.clone(), contact);
         self.load_conversations(db, std::slice::from_ref(&id)).await
@@ -108,9 +108,9 @@ impl Facts {
     /// Notes a conversation the batch opened (or found opened by a concurrent writer).
     pub fn opened(&mut self, conversation: conversations::Model) {
         self.latest_channel
-            .insert(conversation.contact_id.clone(), conversation.channel.clone());
+            .insert(conversation.contact_id.to_string(), conversation.channel.clone());
         self.open.insert(
-            (conversation.contact_id.clone(), conversation.channel.clone()),
+            (conversation.contact_id.to_string(), conversation.channel.clone()),
             conversation,
         );
     }
@@ -129,7 +129,7 @@ impl Facts {
             .await?
         {
             self.identities
-                .entry(identity.contact_id.clone())
+                .entry(identity.contact_id.to_string())
                 .or_default()
                 .push(identity);
         }
@@ -160,9 +160,10 @@ impl Facts {
             .await?;
         for row in rows {
             // Oldest first, so the last one noted is the latest.
-            self.latest_channel.insert(row.contact_id.clone(), row.channel.clone());
+            self.latest_channel
+                .insert(row.contact_id.to_string(), row.channel.clone());
             if row.status == conversations::ConversationStatus::Open {
-                self.open.insert((row.contact_id.clone(), row.channel.clone()), row);
+                self.open.insert((row.contact_id.to_string(), row.channel.clone()), row);
             }
         }
         Ok(())

@@ -67,8 +67,8 @@ pub async fn live(
 pub fn answer(row: &idempotency_keys::Model, fingerprint: &str) -> Result<Answered, ApiError> {
     if row.fingerprint == fingerprint {
         Ok(Answered {
-            message_id: row.message_id.clone(),
-            contact_id: row.contact_id.clone(),
+            message_id: row.message_id.to_string(),
+            contact_id: row.contact_id.to_string(),
         })
     } else {
         Err(ApiError::new(

@@ -97,7 +97,7 @@ impl ChannelHooksService {
         let ready = match self.adapters.for_channel(&channel) {
             Ok(ready) => ready,
             Err(err) => {
-                tracing::error!(channel = channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
+                tracing::error!(channel = %channel.id, error = %err, "a channel callback arrived for a channel without an adapter");
                 return Ok(forwarded_answers::error(
                     503,
                     Reason::Unavailable,
@@ -130,7 +130,7 @@ impl ChannelHooksService {
         }
         if let Err(err) = callbacks.verify(&raw) {
             metrics::counter!("frontdesk_channel_callbacks_total", "outcome" => "bad_signature").increment(1);
-            tracing::info!(channel = channel.id, reason = %err, "channel callback refused: bad signature");
+            tracing::info!(channel = %channel.id, reason = %err, "channel callback refused: bad signature");
             return Ok(forwarded_answers::error(
                 401,
                 Reason::InvalidSignature,
@@ -141,7 +141,7 @@ impl ChannelHooksService {
         let parsed = match callbacks.parse(&raw) {
             Ok(parsed) => parsed,
             Err(err @ ParseError::OtherChannel(_)) => {
-                tracing::info!(channel = channel.id, reason = %err, "channel callback for another page or number");
+                tracing::info!(channel = %channel.id, reason = %err, "channel callback for another page or number");
                 return Ok(not_found());
             }
             Err(err) => {

@@ -114,7 +114,7 @@ pub async fn require_connected(
 
 fn channel_message(public_url: &str, m: &channels::Model) -> Channel {
     Channel {
-        id: m.id.clone(),
+        id: m.id.to_string(),
         webhook_url: webhook_url(public_url, m),
         verify_token: m.verify_token.clone(),
         widget_key: m.widget_key.clone().unwrap_or_default(),
@@ -226,7 +226,7 @@ impl ChannelsService {
             widget_key,
             config: self.sealer.seal(&id, to_json_text(&config).as_bytes()),
             configured_keys: to_json_text(&config.keys().collect::<Vec<_>>()),
-            id,
+            id: id.into(),
             account_id: account_id.clone(),
             name: r.name.clone(),
             kind,
@@ -253,7 +253,7 @@ impl ChannelsService {
             .exec(&txn)
             .await?;
         // Its web chat sessions go with it (a foreign key); their open sockets are told after the commit.
-        channels::Entity::delete_by_id(&channel.id).exec(&txn).await?;
+        channels::Entity::delete_by_id(channel.id.clone()).exec(&txn).await?;
         txn.commit().await?;
         if channel.kind == ChannelKind::Webchat {
             self.feed.channel_disconnected(&channel.id).await;

@@ -53,7 +53,7 @@ impl EntryPointsService {
 fn message(m: &entry_points::Model) -> EntryPoint {
     EntryPoint {
         id: m.id.clone(),
-        agent_id: m.agent_id.clone(),
+        agent_id: m.agent_id.to_string(),
         channel: m.channel.clone(),
         r#match: Some(EntryPointMatch {
             keywords: from_json_text(&m.keywords),
@@ -77,7 +77,7 @@ fn answer(m: &entry_points::Model) -> Response<EntryPointAnswer> {
 fn default_message(m: &channel_defaults::Model) -> ChannelDefault {
     ChannelDefault {
         channel: m.channel.clone(),
-        agent_id: m.agent_id.clone(),
+        agent_id: m.agent_id.to_string(),
         updated_at: Some(timestamps::to_proto(m.updated_at)),
     }
 }
@@ -118,7 +118,7 @@ pub async fn set_default(
         id: crate::ids::new_id(crate::ids::Kind::ChannelDefault),
         account_id: account_id.clone(),
         channel: channel.to_owned(),
-        agent_id: agent_id.to_owned(),
+        agent_id: agent_id.into(),
         created_at: now,
         updated_at: now,
     };
@@ -166,7 +166,7 @@ pub async fn route(
         .iter()
         .map(|r| r.agent_id.clone())
         .chain(default.iter().map(|d| d.agent_id.clone()));
-    let active: Vec<String> = agent_rows::Entity::find()
+    let active: Vec<crate::resource_id::AgentId> = agent_rows::Entity::find()
         .filter(agent_rows::Column::AccountId.eq(account_id))
         .filter(agent_rows::Column::Id.is_in(agent_ids))
         .filter(agent_rows::Column::Status.eq(agent_rows::AgentStatus::Active))
@@ -181,7 +181,7 @@ pub async fn route(
         .map(|r| Rule {
             keywords: from_json_text(&r.keywords),
             id: r.id,
-            agent_id: r.agent_id,
+            agent_id: r.agent_id.into(),
             referral: r.referral,
             url_prefix: r.url_prefix,
             priority: r.priority,
@@ -259,7 +259,7 @@ impl EntryPointsService {
         }
         let mut row = find(&txn, account_id, &r.entry_point_id).await?;
         if let Some(agent) = agent {
-            row.agent_id = agent;
+            row.agent_id = agent.into();
         }
         if let Some(channel) = channel {
             row.channel = channel;

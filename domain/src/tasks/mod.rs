@@ -32,7 +32,7 @@ pub fn row(new: NewTask<'_>, now: DateTime<Utc>) -> tasks::Model {
         status: tasks::TaskStatus::Open,
         kind: new.kind.to_owned(),
         reason: new.reason,
-        contact_id: new.conversation.contact_id.clone(),
+        contact_id: new.conversation.contact_id.to_string(),
         conversation_id: new.conversation.id.clone(),
         agent_id: new.conversation.agent_id.clone(),
         created_at: now,

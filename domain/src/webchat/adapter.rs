@@ -32,17 +32,23 @@ impl ChannelAdapter for WebChatAdapter {
         let session = SessionKey::new(&account, &channel, message.to);
         let mut shown = message.message.clone();
         shown.status = messages::MessageStatus::Sent;
-        shown.provider_message_id = Some(shown.id.clone());
+        shown.provider_message_id = Some(shown.id.to_string());
         let frame = frames::message(Change::New, &shown, None);
         let provider_message_id = shown.id;
         match self.live.publish(&session, Push::Frame(frame)).await {
-            Ok(0) => SendOutcome::Accepted { provider_message_id },
-            Ok(_) => SendOutcome::Delivered { provider_message_id },
+            Ok(0) => SendOutcome::Accepted {
+                provider_message_id: provider_message_id.into(),
+            },
+            Ok(_) => SendOutcome::Delivered {
+                provider_message_id: provider_message_id.into(),
+            },
             // Without live updates the visitor still finds the message in the thread: it is sent, not lost
             // (and sockets that missed it are closed, so their widgets reconnect and replay it).
             Err(err) => {
                 tracing::warn!(error = %err, "a web chat reply was stored but not pushed live");
-                SendOutcome::Accepted { provider_message_id }
+                SendOutcome::Accepted {
+                    provider_message_id: provider_message_id.into(),
+                }
             }
         }
     }

@@ -169,7 +169,7 @@ impl WebChat {
                     kind: "webchat",
                     external_id: session.id.clone(),
                 },
-                recipient: visitor.channel.id.clone(),
+                recipient: visitor.channel.id.to_string(),
                 text,
                 attachments: Vec::new(),
                 sender_name: session.visitor_name.clone(),
@@ -245,7 +245,7 @@ impl Widgets {
             .read
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&channel.id)
+            .get(channel.id.as_str())
         {
             return Ok(widget.clone());
         }
@@ -264,7 +264,7 @@ impl Widgets {
         self.read
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(channel.id.clone(), widget.clone());
+            .insert(channel.id.to_string(), widget.clone());
         Ok(widget)
     }
 }

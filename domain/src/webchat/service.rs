@@ -94,7 +94,7 @@ impl ChatSessionsService {
             chat_session: Some(ChatSession {
                 id: session.id.clone(),
                 channel: channel.map(|c| c.name).unwrap_or_default(),
-                contact_id: session.contact_id.clone(),
+                contact_id: session.contact_id.to_string(),
                 conversation_id: conversation.map(|c| c.id).unwrap_or_default(),
                 visitor: Some(Visitor {
                     name: session.visitor_name.clone(),

@@ -70,7 +70,7 @@ pub fn message(row: &evaluations::Model) -> Evaluation {
     let answered = results.iter().filter(|r| r.outcome == "answered").count();
     Evaluation {
         id: row.id.clone(),
-        agent_id: row.agent_id.clone(),
+        agent_id: row.agent_id.to_string(),
         status: row.status.to_value(),
         summary: Some(EvaluationSummary {
             cases: count(cases.len()),

@@ -15,6 +15,7 @@ use sea_orm::{
 
 use crate::{
     knowledge::embeddings::{self, dot},
+    resource_id::GapId,
     store::{
         entities::{conversations, gap_questions, knowledge_gaps},
         from_json_text, to_json_text,
@@ -72,7 +73,7 @@ pub async fn record(
     let row = gap_questions::Model {
         conversation_id: conversation.id.clone(),
         account_id: conversation.account_id.clone(),
-        agent_id: conversation.agent_id.clone(),
+        agent_id: conversation.agent_id.clone().into(),
         gap_id: joined,
         question,
         asked_at: now,
@@ -92,7 +93,7 @@ pub enum Whose<'a> {
 
 /// An open gap's questions asked in a window: how many, the first and the latest.
 pub struct Counted {
-    pub gap_id: String,
+    pub gap_id: GapId,
     pub count: i64,
     pub first_asked_at: DateTime<Utc>,
     pub last_asked_at: DateTime<Utc>,
@@ -124,7 +125,7 @@ pub async fn largest(
         .and_where(gap_owner.eq(owner.as_str()))
         .and_where(knowledge_gaps::Column::Status.eq(knowledge_gaps::GapStatus::Open))
         .to_owned();
-    let rows: Vec<(String, i64, DateTime<Utc>, DateTime<Utc>)> = gap_questions::Entity::find()
+    let rows: Vec<(GapId, i64, DateTime<Utc>, DateTime<Utc>)> = gap_questions::Entity::find()
         .select_only()
         .column(gap_questions::Column::GapId)
         .column_as(Expr::col(gap_questions::Column::ConversationId).count(), "n")
@@ -158,7 +159,7 @@ pub async fn gaps_of(
     counted: Vec<Counted>,
 ) -> Result<Vec<(knowledge_gaps::Model, Counted)>, DbErr> {
     let ids: Vec<&str> = counted.iter().map(|c| c.gap_id.as_str()).collect();
-    let mut gaps: std::collections::HashMap<String, knowledge_gaps::Model> = knowledge_gaps::Entity::find()
+    let mut gaps: std::collections::HashMap<GapId, knowledge_gaps::Model> = knowledge_gaps::Entity::find()
         .filter(knowledge_gaps::Column::Id.is_in(ids))
         .all(db)
         .await?
@@ -213,7 +214,7 @@ async fn join(
     question: &str,
     asked: &Asked,
     now: DateTime<Utc>,
-) -> Result<String, DbErr> {
+) -> Result<GapId, DbErr> {
     let mut update = knowledge_gaps::Entity::update_many()
         .col_expr(knowledge_gaps::Column::Members, Expr::value(gap.members + 1))
         .col_expr(knowledge_gaps::Column::UpdatedAt, Expr::value(now));
@@ -257,11 +258,11 @@ async fn start(
     question: &str,
     asked: &Asked,
     now: DateTime<Utc>,
-) -> Result<String, DbErr> {
+) -> Result<GapId, DbErr> {
     let gap = knowledge_gaps::Model {
-        id: crate::ids::new_id(crate::ids::Kind::KnowledgeGap),
+        id: crate::ids::new_id(crate::ids::Kind::KnowledgeGap).into(),
         account_id: conversation.account_id.clone(),
-        agent_id: conversation.agent_id.clone(),
+        agent_id: conversation.agent_id.clone().into(),
         question: question.to_owned(),
         centroid: asked.vector.as_deref().map(embeddings::to_bytes),
         question_vector: asked.vector.as_deref().map(embeddings::to_bytes),

@@ -175,7 +175,7 @@ async fn render(
         }
     }
     Ok(KnowledgeGap {
-        id: gap.id.clone(),
+        id: gap.id.to_string(),
         question: gap.question.clone(),
         count: i32::try_from(counted.count).unwrap_or(i32::MAX),
         examples,

@@ -275,7 +275,7 @@ impl Builtins {
             account_id: self.conversation.account_id.clone(),
             contact_id: self.conversation.contact_id.clone(),
             conversation_id: self.conversation.id.clone(),
-            agent_id: self.conversation.agent_id.clone(),
+            agent_id: self.conversation.agent_id.clone().into(),
             start_time: start,
             name: cut(&booking.name),
             email: cut(&booking.email),
@@ -312,7 +312,7 @@ impl Builtins {
             value: deal.value,
             stage: Some(stage),
             source: Some("ai_agent".into()),
-            contact_id: Some(self.conversation.contact_id.clone()),
+            contact_id: Some(self.conversation.contact_id.to_string()),
             ..DealFields::default()
         };
         // A field the model got wrong (an unknown stage) is its to mend: the API's message goes back to it.

@@ -124,13 +124,13 @@ impl Import {
     /// closes). A failure leaves them to the searches (retrieval::vectors) rather than failing the import.
     async fn embed(&self, source: &kb_sources::Model, mut pages: watch::Receiver<()>) {
         let Some(embedder) = &self.embedder else { return };
-        let owner = Owner::Source(source.id.clone());
+        let owner = Owner::Source(source.id.to_string());
         let account_id = source.account_id.clone();
         loop {
             let all_read = pages.changed().await.is_err();
             let take = if all_read { Take::All } else { Take::WholeBatches };
             if let Err(err) = vectors::embed_owner(&self.db, embedder, &account_id, &owner, take).await {
-                tracing::warn!(source = source.id, error = %err, "the source's FAQ vectors could not be made");
+                tracing::warn!(source = %source.id, error = %err, "the source's FAQ vectors could not be made");
                 return;
             }
             if all_read {
@@ -233,7 +233,7 @@ impl Import {
 
     /// The error a source that read all its pages ends with: a single page's reason, or none imported.
     async fn verdict(&self, source: &kb_sources::Model) -> Result<Option<String>, DbErr> {
-        let failed = sources::page_errors(&self.db, vec![source.id.clone()]).await?;
+        let failed = sources::page_errors(&self.db, vec![source.id.to_string()]).await?;
         let pages = kb_source_pages::Entity::find()
             .filter(kb_source_pages::Column::SourceId.eq(&source.id))
             .count(&self.db)
@@ -318,7 +318,10 @@ impl Handler for Import {
             Err(unreadable) => return unreadable,
         };
         let result = async {
-            let Some(source) = kb_sources::Entity::find_by_id(&payload.source_id).one(&self.db).await? else {
+            let Some(source) = kb_sources::Entity::find_by_id(payload.source_id.as_str())
+                .one(&self.db)
+                .await?
+            else {
                 return Ok(());
             };
             if !kb_sources::SourceStatus::UNFINISHED.contains(&source.status) {

@@ -365,7 +365,7 @@ async fn load(db: &impl ConnectionTrait, analyzer: &Analyzer, ids: &[String]) ->
             .all(db)
             .await?;
         docs.extend(own.into_iter().map(|f| {
-            let owner = Owner::Agent(f.agent_id.clone());
+            let owner = Owner::Agent(f.agent_id.to_string());
             analyse(analyzer, faq_message(&f), owner, f.updated_at)
         }));
         let from_sources = source_faqs::Entity::find()
@@ -373,7 +373,7 @@ async fn load(db: &impl ConnectionTrait, analyzer: &Analyzer, ids: &[String]) ->
             .all(db)
             .await?;
         docs.extend(from_sources.into_iter().map(|f| {
-            let owner = Owner::Source(f.source_id.clone());
+            let owner = Owner::Source(f.source_id.to_string());
             analyse(analyzer, source_faq_messages::faq_message(&f), owner, f.updated_at)
         }));
     }

@@ -49,7 +49,7 @@ impl Scope {
         let analyzer = Analyzer::for_language(&agent.language);
         Ok(Self {
             account_id: agent.account_id.clone(),
-            agent_id: agent.id.clone(),
+            agent_id: agent.id.to_string(),
             source_ids,
             words: QuestionWords::for_analyzer(&analyzer),
             analyzer,

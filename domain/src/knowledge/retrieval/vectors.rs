@@ -60,11 +60,11 @@ pub async fn embed_and_store(
             let vector: Vec<f32> = vectors.by_ref().take(p.texts.len()).flatten().collect();
             let (agent_id, source_id) = p.owner.columns();
             let row = faq_vectors::Model {
-                faq_id: p.faq_id.clone(),
+                faq_id: p.faq_id.as_str().into(),
                 model: embedder.name().to_owned(),
                 account_id: account_id.clone(),
-                agent_id,
-                source_id,
+                agent_id: agent_id.map(Into::into),
+                source_id: source_id.map(Into::into),
                 faq_updated_at: p.updated_at,
                 vector: embeddings::to_bytes(&vector),
             };

@@ -6,9 +6,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "agent_faqs")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::FaqId,
     pub account_id: crate::tenant::AccountId,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     pub question: String,
     pub answer: String,
     pub group_id: Option<String>,

@@ -8,8 +8,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub agent_id: String,
-    pub source_id: String,
+    pub agent_id: crate::resource_id::AgentId,
+    pub source_id: crate::resource_id::SourceId,
     pub created_at: DateTimeUtc,
 }
 

@@ -8,9 +8,9 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub contact_id: String,
+    pub contact_id: crate::resource_id::ContactId,
     pub conversation_id: String,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     pub start_time: DateTimeUtc,
     pub name: String,
     pub email: String,

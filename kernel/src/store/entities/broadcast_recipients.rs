@@ -9,7 +9,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub broadcast_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub contact_id: String,
+    pub contact_id: crate::resource_id::ContactId,
     pub account_id: crate::tenant::AccountId,
     /// `""` until the send made its message.
     pub conversation_id: String,

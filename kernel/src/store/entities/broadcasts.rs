@@ -11,7 +11,7 @@ pub struct Model {
     pub id: String,
     pub account_id: crate::tenant::AccountId,
     pub name: String,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     pub channel: String,
     pub audience: String,
     pub opener: String,

@@ -10,7 +10,7 @@ pub struct Model {
     pub account_id: crate::tenant::AccountId,
     #[sea_orm(column_name = "type")]
     pub kind: CampaignType,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     /// The facade made the agent for this campaign (an Outgoing one's agent then reads as part of it).
     pub owns_agent: bool,
     pub broadcast_id: Option<String>,

@@ -9,7 +9,7 @@ pub struct Model {
     pub id: String,
     pub account_id: crate::tenant::AccountId,
     pub channel: String,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -10,8 +10,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub channel_id: String,
-    pub contact_id: String,
+    pub channel_id: crate::resource_id::ChannelId,
+    pub contact_id: crate::resource_id::ContactId,
     pub visitor_name: String,
     pub visitor_email: String,
     pub page_url: String,

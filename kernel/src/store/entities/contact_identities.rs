@@ -11,7 +11,7 @@ pub struct Model {
     pub kind: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub external_id: String,
-    pub contact_id: String,
+    pub contact_id: crate::resource_id::ContactId,
     /// The name of the channel it was first seen on.
     pub channel: String,
     pub created_at: DateTimeUtc,

@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "contacts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::ContactId,
     pub account_id: crate::tenant::AccountId,
     pub name: String,
     pub phone: Option<String>,

@@ -9,11 +9,11 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub contact_id: String,
+    pub contact_id: crate::resource_id::ContactId,
     /// The channel's name, as the API shows it.
     pub channel: String,
     /// The connected channel's row id (a channel reconnected under the same name is another channel).
-    pub channel_id: String,
+    pub channel_id: crate::resource_id::ChannelId,
     pub channel_type: super::channels::ChannelKind,
     pub agent_id: String,
     pub status: ConversationStatus,

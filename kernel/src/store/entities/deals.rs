@@ -12,7 +12,7 @@ pub struct Model {
     pub description: String,
     pub company: String,
     pub stage: String,
-    pub pipeline_id: Option<String>,
+    pub pipeline_id: Option<crate::resource_id::PipelineId>,
     pub value: f64,
     pub probability: f64,
     pub priority: String,

@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     pub channel: String,
     pub keywords: String,
     #[sea_orm(column_name = "ref")]

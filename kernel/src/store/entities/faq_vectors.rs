@@ -7,12 +7,12 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "faq_vectors")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub faq_id: String,
+    pub faq_id: crate::resource_id::FaqId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub model: String,
     pub account_id: crate::tenant::AccountId,
-    pub agent_id: Option<String>,
-    pub source_id: Option<String>,
+    pub agent_id: Option<crate::resource_id::AgentId>,
+    pub source_id: Option<crate::resource_id::SourceId>,
     /// The FAQ's `updated_at` when it was embedded: another value means the FAQ changed since.
     pub faq_updated_at: DateTimeUtc,
     /// Little-endian `f32` components.

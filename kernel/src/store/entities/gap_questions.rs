@@ -8,8 +8,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub conversation_id: String,
     pub account_id: crate::tenant::AccountId,
-    pub agent_id: String,
-    pub gap_id: String,
+    pub agent_id: crate::resource_id::AgentId,
+    pub gap_id: crate::resource_id::GapId,
     pub question: String,
     pub asked_at: DateTimeUtc,
 }

@@ -11,8 +11,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
     pub fingerprint: String,
-    pub message_id: String,
-    pub contact_id: String,
+    pub message_id: crate::resource_id::MessageId,
+    pub contact_id: crate::resource_id::ContactId,
     pub created_at: DateTimeUtc,
 }
 

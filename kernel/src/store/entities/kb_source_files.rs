@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "kb_source_files")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub source_id: String,
+    pub source_id: crate::resource_id::SourceId,
     pub file_name: String,
     pub content_type: String,
     /// `html`, `text`, `markdown`, `pdf`, `docx` or `csv`.

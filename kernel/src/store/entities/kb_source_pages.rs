@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub source_id: String,
+    pub source_id: crate::resource_id::SourceId,
     /// Order of reading.
     pub position: i32,
     pub url: String,

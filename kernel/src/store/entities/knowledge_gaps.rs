@@ -6,9 +6,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "knowledge_gaps")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::GapId,
     pub account_id: crate::tenant::AccountId,
-    pub agent_id: String,
+    pub agent_id: crate::resource_id::AgentId,
     /// The group's most central question.
     pub question: String,
     /// The mean of its questions' vectors, and its question's vector (f32 little-endian).

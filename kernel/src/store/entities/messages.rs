@@ -9,11 +9,11 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key)]
     pub seq: i64,
-    pub id: String,
+    pub id: crate::resource_id::MessageId,
     pub account_id: crate::tenant::AccountId,
     pub conversation_id: String,
-    pub contact_id: String,
-    pub channel_id: String,
+    pub contact_id: crate::resource_id::ContactId,
+    pub channel_id: crate::resource_id::ChannelId,
     pub direction: Direction,
     pub author: Author,
     pub text: String,

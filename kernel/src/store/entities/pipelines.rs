@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub account_id: crate::tenant::AccountId,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::PipelineId,
     pub name: String,
     pub created_at: DateTimeUtc,
 }

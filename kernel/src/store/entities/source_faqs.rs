@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub source_id: String,
+    pub source_id: crate::resource_id::SourceId,
     /// Order within the source (the order of its sections).
     pub position: i32,
     pub question: String,

@@ -9,7 +9,7 @@ pub struct Model {
     pub account_id: crate::tenant::AccountId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub pipeline_id: String,
+    pub pipeline_id: crate::resource_id::PipelineId,
     pub name: String,
     pub position: i32,
 }
