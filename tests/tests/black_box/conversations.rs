@@ -505,7 +505,7 @@ on_both_databases!(
         let contacts = inbox.api.ok("GET", "/v1/contacts?limit=100", None).await;
         assert_eq!(contacts["contacts"].as_array().unwrap().len(), 5);
         let events = receiver.wait_until(WAIT, |d| d.len() >= 30).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        admin::quiesce(&server).await;
         assert_eq!(
             receiver.deliveries().len(),
             30,
@@ -786,7 +786,7 @@ on_both_databases!(
             2,
             "no message was sent for either"
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        admin::quiesce(&server).await;
         assert!(
             twilio
                 .sent_with_body("Correction: Your table is booked for 9pm")

@@ -369,7 +369,7 @@ on_both_databases!(an_operator_cancels_a_send_on_the_wire, |db: Db| async move {
         "stopped {} s after the cancel",
         seconds(cancelled_at, stopped)
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(twilio.sent_with_body("never mind").len(), 1);
 });
 
@@ -449,7 +449,7 @@ async fn a_replica_whose_clock_runs_ahead_takes_nothing_still_held() {
     ]);
     let skewed = sms::start(&db, &twilio, &ahead).await;
     let message = message_when(&platform, &id, |m| m["status"] == "sent").await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    frontdesk_tests::admin::quiesce(&skewed).await;
     assert_eq!(
         twilio.sent_with_body("held").len(),
         1,

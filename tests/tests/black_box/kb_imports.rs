@@ -513,7 +513,7 @@ on_both_databases!(
 
         // And the source ended once: one `kb_source.ready`, no `kb_source.failed`.
         receiver.wait_for(1, Duration::from_secs(30)).await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        frontdesk_tests::admin::quiesce(&server).await;
         let ended: Vec<String> = receiver
             .deliveries()
             .iter()

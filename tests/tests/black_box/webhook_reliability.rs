@@ -197,6 +197,7 @@ on_both_databases!(parked_deliveries_outlive_the_retention, |db: Db| async move 
             ("FRONTDESK_WEBHOOK_TIMEOUT", "1s"),
             ("FRONTDESK_WEBHOOK_LEASE", "2s"),
             ("FRONTDESK_WEBHOOK_RETENTION", "3s"),
+            ("FRONTDESK_TEST_CLOCK", "true"),
         ]),
     )
     .await;
@@ -212,7 +213,7 @@ on_both_databases!(parked_deliveries_outlive_the_retention, |db: Db| async move 
         deals.push(api.deal(&format!("parked {n}")).await);
     }
     // Everything grows older than the retention (3 s), then the retention runs a turn.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    frontdesk_tests::admin::clock_at(&server, chrono::Utc::now() + chrono::Duration::minutes(1)).await;
     db.recurring_turn("webhook_retention").await;
     let answer = api
         .ok("POST", "/v1/webhooks/hooks/re-enable", Some(json!({"since": since})))
@@ -279,7 +280,7 @@ on_both_databases!(an_account_without_webhooks_gets_no_deliveries, |db: Db| asyn
     const PARKED: &str = "SELECT COUNT(*) FROM webhook_deliveries WHERE account_id = $1 AND status = 'failed'";
     assert_eq!(count(&db, PARKED, &api.account_id).await, 3);
     receiver.up().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    frontdesk_tests::admin::quiesce(&server).await;
     assert_eq!(
         receiver.arrived(),
         0,
