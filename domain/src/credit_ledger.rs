@@ -30,7 +30,7 @@ fn entry(row: credit_ledger::Model) -> CreditEntry {
         id: row.id,
         amount: to_decimal(row.delta_milli),
         reason: row.reason,
-        conversation_id: row.conversation_id.unwrap_or_default(),
+        conversation_id: row.conversation_id.map(String::from).unwrap_or_default(),
         created_at: Some(timestamps::to_proto(row.created_at)),
     }
 }

@@ -18,23 +18,29 @@ pub struct Id<K> {
 /// The kinds of resource that have an id type.
 pub mod kind {
     pub enum Agent {}
+    pub enum Broadcast {}
     pub enum Channel {}
     pub enum Contact {}
+    pub enum Conversation {}
     pub enum Faq {}
     pub enum Gap {}
     pub enum Message {}
     pub enum Pipeline {}
     pub enum Source {}
+    pub enum Webhook {}
 }
 
 pub type AgentId = Id<kind::Agent>;
+pub type BroadcastId = Id<kind::Broadcast>;
 pub type ChannelId = Id<kind::Channel>;
 pub type ContactId = Id<kind::Contact>;
+pub type ConversationId = Id<kind::Conversation>;
 pub type FaqId = Id<kind::Faq>;
 pub type GapId = Id<kind::Gap>;
 pub type MessageId = Id<kind::Message>;
 pub type PipelineId = Id<kind::Pipeline>;
 pub type SourceId = Id<kind::Source>;
+pub type WebhookId = Id<kind::Webhook>;
 
 impl<K> Id<K> {
     pub fn new(value: impl Into<String>) -> Self {
@@ -71,6 +77,12 @@ impl<K> fmt::Display for Id<K> {
 impl<K> PartialEq<str> for Id<K> {
     fn eq(&self, other: &str) -> bool {
         self.value == other
+    }
+}
+
+impl<K> PartialEq<&str> for Id<K> {
+    fn eq(&self, other: &&str) -> bool {
+        self.value == *other
     }
 }
 

@@ -53,7 +53,7 @@ pub fn settings(agent: &agents::Model) -> Option<FollowUpSettings> {
 /// The conversation's next follow-up, `settings.delay_minutes` after `now`.
 pub fn job(conversation: &conversations::Model, settings: &FollowUpSettings, now: DateTime<Utc>) -> NewJob {
     let args = FollowUpArgs {
-        conversation_id: conversation.id.clone(),
+        conversation_id: conversation.id.to_string(),
     };
     NewJob {
         lane: replies::LANE.to_owned(),

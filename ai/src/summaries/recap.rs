@@ -123,7 +123,7 @@ impl Recaps {
         let now = self.clock.now();
         let summary = Summary {
             contact_id: contact.id.to_string(),
-            conversation_id: conversation.id.clone(),
+            conversation_id: conversation.id.to_string(),
             conversation_status: conversation.status.to_value(),
             recap,
             generated_at: Some(timestamps::to_proto(now)),

@@ -222,7 +222,7 @@ pub fn message(m: &broadcasts::Model, counts: stats::Counts) -> Broadcast {
     let template: Option<Template> = (!m.template.is_empty()).then(|| from_json_text(&m.template));
     let count = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
     Broadcast {
-        id: m.id.clone(),
+        id: m.id.to_string(),
         name: m.name.clone(),
         agent_id: m.agent_id.to_string(),
         channel: m.channel.clone(),
@@ -284,7 +284,7 @@ pub async fn create(
     now: DateTime<Utc>,
 ) -> ApiResult<broadcasts::Model> {
     let mut row = broadcasts::Model {
-        id: crate::ids::new_id(crate::ids::Kind::Broadcast),
+        id: crate::ids::new_id(crate::ids::Kind::Broadcast).into(),
         account_id: account_id.clone(),
         name: String::new(),
         agent_id: String::new().into(),
@@ -459,7 +459,7 @@ impl BroadcastsService {
         cancel(
             &self.db,
             &self.handlers,
-            &Selector::Group(row.id.clone()),
+            &Selector::Group(row.id.to_string()),
             Some(account_id.as_str()),
             self.clock.now(),
         )

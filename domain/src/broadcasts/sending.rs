@@ -76,13 +76,13 @@ impl JobArgs for StartArgs {
 pub fn start_job(broadcast: &broadcasts::Model) -> Option<NewJob> {
     let send_at = broadcast.send_at?;
     let args = StartArgs {
-        broadcast_id: broadcast.id.clone(),
+        broadcast_id: broadcast.id.to_string(),
     };
     Some(NewJob {
         run_at_ms: send_at.timestamp_millis(),
         unique_key: Some(format!("{START}:{}", broadcast.id)),
         on_conflict: OnConflict::Reschedule,
-        group: Some(broadcast.id.clone()),
+        group: Some(broadcast.id.to_string()),
         ..NewJob::new(&broadcast.account_id, &args)
     })
 }
@@ -243,7 +243,7 @@ impl Start {
             .iter()
             .map(|message| NewJob {
                 class: Class::Bulk,
-                group: Some(broadcast.id.clone()),
+                group: Some(broadcast.id.to_string()),
                 ..deliver::job(message, &channel.id, self.send_attempts, now)
             })
             .collect();

@@ -13,6 +13,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement, Value};
 
+use crate::resource_id::BroadcastId;
 use crate::{
     clock::Clock,
     events::{self, EventType},
@@ -50,13 +51,18 @@ impl Counts {
 }
 
 /// The counts of `rows` as they stand now: their columns plus the differences not yet folded in.
-pub async fn of(db: &impl ConnectionTrait, rows: &[&broadcasts::Model]) -> Result<HashMap<String, Counts>, DbErr> {
-    let mut counts: HashMap<String, Counts> = rows.iter().map(|m| (m.id.clone(), Counts::of_row(m))).collect();
+pub async fn of(db: &impl ConnectionTrait, rows: &[&broadcasts::Model]) -> Result<HashMap<BroadcastId, Counts>, DbErr> {
+    let mut counts: HashMap<BroadcastId, Counts> = rows.iter().map(|m| (m.id.clone(), Counts::of_row(m))).collect();
     if rows.is_empty() {
         return Ok(counts);
     }
     let backend = db.get_database_backend();
-    let (among, values) = one_of_text(backend, "broadcast_id", 1, rows.iter().map(|m| m.id.clone()).collect());
+    let (among, values) = one_of_text(
+        backend,
+        "broadcast_id",
+        1,
+        rows.iter().map(|m| m.id.to_string()).collect(),
+    );
     let sql = format!(
         "SELECT broadcast_id, {sums} FROM broadcast_stat_deltas WHERE {among} GROUP BY broadcast_id",
         sums = ["sent", "delivered", "read", "failed", "replied"]
@@ -67,7 +73,7 @@ pub async fn of(db: &impl ConnectionTrait, rows: &[&broadcasts::Model]) -> Resul
         .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?
     {
-        let id: String = row.try_get_by_index(0)?;
+        let id: BroadcastId = row.try_get_by_index(0)?;
         if let Some(c) = counts.get_mut(&id) {
             c.sent += row.try_get_by_index::<i64>(1)?;
             c.delivered += row.try_get_by_index::<i64>(2)?;

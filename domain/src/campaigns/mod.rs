@@ -104,16 +104,17 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
         |a| a.id.to_string(),
     )
     .await?;
-    let broadcast_ids = ids
-        .iter()
-        .cloned()
-        .chain(records.values().filter_map(|r| r.broadcast_id.clone()));
+    let broadcast_ids = ids.iter().cloned().chain(
+        records
+            .values()
+            .filter_map(|r| r.broadcast_id.as_ref().map(String::from)),
+    );
     let broadcasts = by_id::<broadcast_rows::Entity>(
         db,
         [broadcast_rows::Column::Id, broadcast_rows::Column::AccountId],
         account_id,
         broadcast_ids,
-        |b| b.id.clone(),
+        |b| b.id.to_string(),
     )
     .await?;
     // The agents answering broadcasts that came without their campaign record.
@@ -167,7 +168,7 @@ async fn load(db: &impl ConnectionTrait, account_id: &AccountId, ids: &[String])
                 .and_then(|a| defaults.get(a.id.as_str()).cloned())
                 .unwrap_or_default(),
             agent,
-            broadcast: broadcast_id.and_then(|b| broadcasts.get(&b).cloned()),
+            broadcast: broadcast_id.and_then(|b| broadcasts.get(b.as_str()).cloned()),
             created_at,
         })
     };
@@ -208,7 +209,7 @@ fn render(p: Parts) -> Campaign {
         name,
         r#type: p.kind.to_value(),
         agent_id: p.agent.as_ref().map(|a| a.id.to_string()).unwrap_or_default(),
-        broadcast_id: p.broadcast.as_ref().map(|b| b.id.clone()),
+        broadcast_id: p.broadcast.as_ref().map(|b| b.id.to_string()),
         channel,
         instructions: p.agent.as_ref().map(|a| a.instructions.clone()).unwrap_or_default(),
         opener: p.broadcast.as_ref().map(|b| b.opener.clone()).unwrap_or_default(),
@@ -266,7 +267,7 @@ impl CampaignsService {
         let mut items: Vec<(DateTime<Utc>, String)> = agents
             .iter()
             .map(|a| (a.created_at, a.id.to_string()))
-            .chain(broadcasts.iter().map(|b| (b.created_at, b.id.clone())))
+            .chain(broadcasts.iter().map(|b| (b.created_at, b.id.to_string())))
             .collect();
         items.sort_by(|a, b| b.cmp(a));
         let more = more_agents || more_broadcasts || items.len() as u64 > page.limit;
@@ -345,7 +346,7 @@ impl CampaignsService {
         };
         let record = campaigns::Model {
             id: match (&broadcast, kind) {
-                (Some(b), CampaignType::Outgoing) => b.id.clone(),
+                (Some(b), CampaignType::Outgoing) => b.id.to_string(),
                 _ => agent.id.to_string(),
             },
             account_id: account_id.clone(),

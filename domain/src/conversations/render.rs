@@ -41,7 +41,7 @@ pub fn message(m: &messages::Model) -> Message {
     let edits: Vec<StoredEdit> = from_json_text(&m.edits);
     Message {
         id: m.id.to_string(),
-        conversation_id: m.conversation_id.clone(),
+        conversation_id: m.conversation_id.to_string(),
         contact_id: m.contact_id.to_string(),
         direction: m.direction.to_value(),
         author: m.author.to_value(),
@@ -88,7 +88,7 @@ pub fn message(m: &messages::Model) -> Message {
 
 pub fn conversation(c: &conversations::Model) -> Conversation {
     Conversation {
-        id: c.id.clone(),
+        id: c.id.to_string(),
         contact_id: c.contact_id.to_string(),
         channel: c.channel.clone(),
         channel_type: c.channel_type.to_value(),

@@ -48,7 +48,7 @@ pub fn answers(conversation: &conversations::Model) -> bool {
 pub fn job(conversation: &conversations::Model, policy: ReplyPolicy, now: DateTime<Utc>) -> NewJob {
     let debounce = i64::try_from(policy.debounce.as_millis()).unwrap_or(i64::MAX / 4);
     let args = ReplyArgs {
-        conversation_id: conversation.id.clone(),
+        conversation_id: conversation.id.to_string(),
     };
     NewJob {
         lane: LANE.to_owned(),

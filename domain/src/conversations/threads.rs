@@ -92,7 +92,7 @@ fn new_row(
     now: DateTime<Utc>,
 ) -> conversations::Model {
     conversations::Model {
-        id: crate::ids::new_id(crate::ids::Kind::Conversation),
+        id: crate::ids::new_id(crate::ids::Kind::Conversation).into(),
         account_id: account_id.clone(),
         contact_id: contact_id.into(),
         channel: channel.name.clone(),
@@ -147,7 +147,7 @@ pub async fn open_or_start_all(
         .iter()
         .filter(|contact| !open.contains_key(*contact))
         .map(|contact| conversations::Model {
-            broadcast_id: broadcast.id.clone(),
+            broadcast_id: broadcast.id.to_string(),
             ..new_row(account_id, contact, channel, AgentId::new(&broadcast.agent_id), now)
         })
         .collect();

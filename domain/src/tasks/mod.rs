@@ -33,7 +33,7 @@ pub fn row(new: NewTask<'_>, now: DateTime<Utc>) -> tasks::Model {
         kind: new.kind.to_owned(),
         reason: new.reason,
         contact_id: new.conversation.contact_id.to_string(),
-        conversation_id: new.conversation.id.clone(),
+        conversation_id: new.conversation.id.to_string(),
         agent_id: new.conversation.agent_id.clone(),
         created_at: now,
         updated_at: now,

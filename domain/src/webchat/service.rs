@@ -95,7 +95,7 @@ impl ChatSessionsService {
                 id: session.id.clone(),
                 channel: channel.map(|c| c.name).unwrap_or_default(),
                 contact_id: session.contact_id.to_string(),
-                conversation_id: conversation.map(|c| c.id).unwrap_or_default(),
+                conversation_id: conversation.map(|c| c.id.into()).unwrap_or_default(),
                 visitor: Some(Visitor {
                     name: session.visitor_name.clone(),
                     email: session.visitor_email.clone(),

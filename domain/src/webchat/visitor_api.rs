@@ -194,7 +194,7 @@ impl Call<'_> {
                 "token": token,
                 "expires_at": session.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 "contact_id": session.contact_id,
-                "conversation_id": conversation.map(|c| c.id).unwrap_or_default(),
+                "conversation_id": conversation.map(|c| String::from(c.id)).unwrap_or_default(),
                 "widget": widget.look,
                 "messages": rendered(&messages),
             }),

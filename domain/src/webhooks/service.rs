@@ -213,7 +213,7 @@ impl WebhooksService {
         let id = crate::ids::new_id(crate::ids::Kind::Webhook);
         let row = webhooks::Model {
             secret: super::secret::seal(&self.sealer, &id, &secret),
-            id,
+            id: id.into(),
             account_id: account_id.clone(),
             name,
             url: fields.url.unwrap_or_default(),

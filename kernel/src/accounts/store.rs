@@ -201,7 +201,7 @@ async fn write_ledger(
         balance_after_milli: Set(balance_after_milli),
         reason: Set(reason.to_owned()),
         created_at: Set(now),
-        conversation_id: Set(conversation_id.map(str::to_owned)),
+        conversation_id: Set(conversation_id.map(Into::into)),
     })
     .exec_without_returning(db)
     .await?;

@@ -179,7 +179,7 @@ async fn render(
         question: gap.question.clone(),
         count: i32::try_from(counted.count).unwrap_or(i32::MAX),
         examples,
-        conversation_ids: latest.iter().map(|q| q.conversation_id.clone()).collect(),
+        conversation_ids: latest.iter().map(|q| q.conversation_id.to_string()).collect(),
         first_asked_at: Some(timestamps::to_proto(counted.first_asked_at)),
         last_asked_at: Some(timestamps::to_proto(counted.last_asked_at)),
     })

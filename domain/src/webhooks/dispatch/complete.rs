@@ -335,7 +335,7 @@ async fn write_each_size(
         .map(|(r, s)| webhook_attempts::ActiveModel {
             seq: NotSet,
             delivery_id: Set(r.claimed.delivery_id.clone()),
-            webhook_id: Set(r.claimed.webhook_id.clone()),
+            webhook_id: Set(r.claimed.webhook_id.clone().into()),
             attempt: Set(r.claimed.attempt),
             started_at: Set(r.started_at),
             status_code: Set(r.outcome.status_code()),

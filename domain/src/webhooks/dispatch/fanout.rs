@@ -66,7 +66,7 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
             rows.push(webhook_deliveries::Model {
                 id: new_delivery_id(),
                 account_id: AccountId::of_row(&event.account_id),
-                webhook_id: subscription.id.clone(),
+                webhook_id: subscription.id.clone().into(),
                 event_id: event.id.clone(),
                 event_type: event.event_type.clone(),
                 status: webhook_deliveries::DeliveryStatus::Pending,

@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "broadcast_recipients")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub broadcast_id: String,
+    pub broadcast_id: crate::resource_id::BroadcastId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub contact_id: crate::resource_id::ContactId,
     pub account_id: crate::tenant::AccountId,

@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "broadcasts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::BroadcastId,
     pub account_id: crate::tenant::AccountId,
     pub name: String,
     pub agent_id: crate::resource_id::AgentId,

@@ -13,7 +13,7 @@ pub struct Model {
     pub agent_id: crate::resource_id::AgentId,
     /// The facade made the agent for this campaign (an Outgoing one's agent then reads as part of it).
     pub owns_agent: bool,
-    pub broadcast_id: Option<String>,
+    pub broadcast_id: Option<crate::resource_id::BroadcastId>,
     pub created_at: DateTimeUtc,
 }
 

@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "conversations")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::ConversationId,
     pub account_id: crate::tenant::AccountId,
     pub contact_id: crate::resource_id::ContactId,
     /// The channel's name, as the API shows it.

@@ -13,7 +13,7 @@ pub struct Model {
     pub reason: String,
     pub created_at: DateTimeUtc,
     /// The conversation an AI reply's charge was for.
-    pub conversation_id: Option<String>,
+    pub conversation_id: Option<crate::resource_id::ConversationId>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

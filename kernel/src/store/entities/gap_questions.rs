@@ -6,7 +6,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "gap_questions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub conversation_id: String,
+    pub conversation_id: crate::resource_id::ConversationId,
     pub account_id: crate::tenant::AccountId,
     pub agent_id: crate::resource_id::AgentId,
     pub gap_id: crate::resource_id::GapId,

@@ -11,7 +11,7 @@ pub struct Model {
     pub seq: i64,
     pub id: crate::resource_id::MessageId,
     pub account_id: crate::tenant::AccountId,
-    pub conversation_id: String,
+    pub conversation_id: crate::resource_id::ConversationId,
     pub contact_id: crate::resource_id::ContactId,
     pub channel_id: crate::resource_id::ChannelId,
     pub direction: Direction,

@@ -10,7 +10,7 @@ pub struct Model {
     pub key: String,
     pub account_id: crate::tenant::AccountId,
     /// The conversation whose reply wrote it: a conversation's writes of a day are counted.
-    pub conversation_id: String,
+    pub conversation_id: crate::resource_id::ConversationId,
     /// What the tool answered the model.
     pub result: String,
     pub created_at: DateTimeUtc,

@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub seq: i64,
     pub delivery_id: String,
-    pub webhook_id: String,
+    pub webhook_id: crate::resource_id::WebhookId,
     pub attempt: i32,
     pub started_at: DateTimeUtc,
     pub status_code: Option<i32>,

@@ -10,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: crate::tenant::AccountId,
-    pub webhook_id: String,
+    pub webhook_id: crate::resource_id::WebhookId,
     pub event_id: String,
     pub event_type: String,
     pub status: DeliveryStatus,

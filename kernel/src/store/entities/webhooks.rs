@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "webhooks")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::WebhookId,
     pub account_id: crate::tenant::AccountId,
     pub name: Option<String>,
     pub url: String,
