@@ -58,7 +58,7 @@ impl KbGroupsService {
 
 fn message(m: &kb_groups::Model) -> KbGroup {
     KbGroup {
-        id: m.id.clone(),
+        id: m.id.to_string(),
         name: m.name.clone(),
         description: m.description.clone(),
         faqs: from_json_text::<Vec<StoredFaq>>(&m.faqs)
@@ -130,7 +130,7 @@ impl KbGroupsService {
         v.finish()?;
         let now = self.clock.now();
         let row = kb_groups::Model {
-            id: crate::ids::new_id(crate::ids::Kind::KbGroup),
+            id: crate::ids::new_id(crate::ids::Kind::KbGroup).into(),
             account_id: account_id.clone(),
             name: r.name.trim().to_owned(),
             description: r.description,
@@ -226,7 +226,7 @@ impl KbGroupsService {
                         &agent_id,
                         &faq.question,
                         &faq.answer,
-                        Some(group.id.clone()),
+                        Some(group.id.to_string()),
                         now,
                     ));
                 }
@@ -301,11 +301,11 @@ impl KbGroups for KbGroupsService {
     async fn delete_kb_group(&self, request: Request<DeleteKbGroupRequest>) -> Result<Response<Deleted>, Status> {
         let account_id = account_of(&request)?;
         let group = find(&self.db, &account_id, &request.get_ref().group_id).await?;
-        kb_groups::Entity::delete_by_id(&group.id)
+        kb_groups::Entity::delete_by_id(group.id.clone())
             .exec(&self.db)
             .await
             .map_err(ApiError::from)?;
-        Ok(deleted(group.id))
+        Ok(deleted(group.id.into()))
     }
 
     async fn apply_kb_group(&self, request: Request<ApplyKbGroupRequest>) -> Result<Response<AppliedKbGroup>, Status> {

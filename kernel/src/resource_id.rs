@@ -22,8 +22,11 @@ pub mod kind {
     pub enum Channel {}
     pub enum Contact {}
     pub enum Conversation {}
+    pub enum Delivery {}
+    pub enum Event {}
     pub enum Faq {}
     pub enum Gap {}
+    pub enum KnowledgeGroup {}
     pub enum Message {}
     pub enum Pipeline {}
     pub enum Source {}
@@ -35,8 +38,11 @@ pub type BroadcastId = Id<kind::Broadcast>;
 pub type ChannelId = Id<kind::Channel>;
 pub type ContactId = Id<kind::Contact>;
 pub type ConversationId = Id<kind::Conversation>;
+pub type DeliveryId = Id<kind::Delivery>;
+pub type EventId = Id<kind::Event>;
 pub type FaqId = Id<kind::Faq>;
 pub type GapId = Id<kind::Gap>;
+pub type KnowledgeGroupId = Id<kind::KnowledgeGroup>;
 pub type MessageId = Id<kind::Message>;
 pub type PipelineId = Id<kind::Pipeline>;
 pub type SourceId = Id<kind::Source>;

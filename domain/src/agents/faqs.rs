@@ -48,7 +48,7 @@ pub fn new_faq(
         agent_id: agent_id.into(),
         question: question.trim().to_owned(),
         answer: answer.trim().to_owned(),
-        group_id,
+        group_id: group_id.map(Into::into),
         created_at: now,
         updated_at: now,
     }

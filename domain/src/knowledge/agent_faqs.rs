@@ -10,7 +10,7 @@ pub fn faq_message(m: &agent_faqs::Model) -> Faq {
         agent_id: m.agent_id.to_string(),
         question: m.question.clone(),
         answer: m.answer.clone(),
-        group_id: m.group_id.clone(),
+        group_id: m.group_id.as_ref().map(String::from),
         source_id: None,
         created_at: Some(timestamps::to_proto(m.created_at)),
         updated_at: Some(timestamps::to_proto(m.updated_at)),

@@ -16,6 +16,7 @@ use tonic::{Code, Request, Response, Status};
 
 use super::{signing, store, subscription};
 use crate::error::Reason;
+use crate::resource_id::DeliveryId;
 use crate::{
     access::AccountId,
     accounts,
@@ -81,8 +82,8 @@ fn webhook_message(position: usize, m: &webhooks::Model) -> Webhook {
 
 fn delivery_message(d: &webhook_deliveries::Model, attempts: &[webhook_attempts::Model]) -> WebhookDelivery {
     WebhookDelivery {
-        id: d.id.clone(),
-        event_id: d.event_id.clone(),
+        id: d.id.to_string(),
+        event_id: d.event_id.to_string(),
         event_type: d.event_type.clone(),
         status: d.status.to_value(),
         next_attempt_at: d
@@ -317,10 +318,10 @@ impl WebhooksService {
         });
         let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
         let delivery = webhook_deliveries::Model {
-            id: new_delivery_id(),
+            id: new_delivery_id().into(),
             account_id: account_id.clone(),
             webhook_id: webhook.id.clone(),
-            event_id,
+            event_id: event_id.into(),
             event_type: EventType::WebhookTest.as_str().to_owned(),
             status: DeliveryStatus::Pending,
             attempt_count: 0,
@@ -410,7 +411,7 @@ impl WebhooksService {
         v.finish()?;
         let (_, webhook) = self.find(account_id, &r.webhook_id).await?;
         let (rows, more) = store::deliveries(&self.db, &webhook.id, status, &page).await?;
-        let ids: Vec<String> = rows.iter().map(|d| d.id.clone()).collect();
+        let ids: Vec<DeliveryId> = rows.iter().map(|d| d.id.clone()).collect();
         let attempts = store::attempts_of(&self.db, &ids).await?;
         let (deliveries, next_cursor) = paging::render(
             &rows,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Statement};
 
+use crate::resource_id::DeliveryId;
 use crate::{
     access::AccountId,
     paging::{self, Page},
@@ -91,9 +92,9 @@ pub async fn deliveries(
 /// The attempts of these deliveries, oldest first, by delivery id.
 pub async fn attempts_of(
     db: &impl ConnectionTrait,
-    delivery_ids: &[String],
-) -> Result<HashMap<String, Vec<webhook_attempts::Model>>, DbErr> {
-    let mut by_delivery: HashMap<String, Vec<webhook_attempts::Model>> = HashMap::new();
+    delivery_ids: &[DeliveryId],
+) -> Result<HashMap<DeliveryId, Vec<webhook_attempts::Model>>, DbErr> {
+    let mut by_delivery: HashMap<DeliveryId, Vec<webhook_attempts::Model>> = HashMap::new();
     if delivery_ids.is_empty() {
         return Ok(by_delivery);
     }

@@ -212,7 +212,7 @@ fn row(
 ) -> event_outbox::ActiveModel {
     event_outbox::ActiveModel {
         seq: NotSet,
-        id: Set(id),
+        id: Set(id.into()),
         account_id: Set(account_id.clone()),
         event_type: Set(event.as_str().to_owned()),
         payload: Set(data.to_string()),

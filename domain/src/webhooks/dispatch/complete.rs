@@ -334,7 +334,7 @@ async fn write_each_size(
         .filter(|(r, _)| written.contains(r.claimed.delivery_id.as_str()))
         .map(|(r, s)| webhook_attempts::ActiveModel {
             seq: NotSet,
-            delivery_id: Set(r.claimed.delivery_id.clone()),
+            delivery_id: Set(r.claimed.delivery_id.clone().into()),
             webhook_id: Set(r.claimed.webhook_id.clone().into()),
             attempt: Set(r.claimed.attempt),
             started_at: Set(r.started_at),

@@ -64,10 +64,10 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
                 continue;
             }
             rows.push(webhook_deliveries::Model {
-                id: new_delivery_id(),
+                id: new_delivery_id().into(),
                 account_id: AccountId::of_row(&event.account_id),
                 webhook_id: subscription.id.clone().into(),
-                event_id: event.id.clone(),
+                event_id: event.id.clone().into(),
                 event_type: event.event_type.clone(),
                 status: webhook_deliveries::DeliveryStatus::Pending,
                 attempt_count: 0,

@@ -11,7 +11,7 @@ pub struct Model {
     pub agent_id: crate::resource_id::AgentId,
     pub question: String,
     pub answer: String,
-    pub group_id: Option<String>,
+    pub group_id: Option<crate::resource_id::KnowledgeGroupId>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -9,7 +9,7 @@ pub struct Model {
     #[sea_orm(primary_key)]
     pub seq: i64,
     #[sea_orm(unique)]
-    pub id: String,
+    pub id: crate::resource_id::EventId,
     pub account_id: crate::tenant::AccountId,
     pub event_type: String,
     /// The event's `data`, as JSON.

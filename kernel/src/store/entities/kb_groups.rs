@@ -6,7 +6,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "kb_groups")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::KnowledgeGroupId,
     pub account_id: crate::tenant::AccountId,
     pub name: String,
     pub description: String,

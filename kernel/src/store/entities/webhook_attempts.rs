@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key)]
     pub seq: i64,
-    pub delivery_id: String,
+    pub delivery_id: crate::resource_id::DeliveryId,
     pub webhook_id: crate::resource_id::WebhookId,
     pub attempt: i32,
     pub started_at: DateTimeUtc,

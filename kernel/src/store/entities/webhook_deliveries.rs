@@ -8,10 +8,10 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "webhook_deliveries")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: crate::resource_id::DeliveryId,
     pub account_id: crate::tenant::AccountId,
     pub webhook_id: crate::resource_id::WebhookId,
-    pub event_id: String,
+    pub event_id: crate::resource_id::EventId,
     pub event_type: String,
     pub status: DeliveryStatus,
     /// Attempts recorded so far (counted again from 0 after a re-enable).
