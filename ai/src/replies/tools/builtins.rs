@@ -274,7 +274,7 @@ impl Builtins {
             id: crate::ids::new_id(crate::ids::Kind::Appointment),
             account_id: self.conversation.account_id.clone(),
             contact_id: self.conversation.contact_id.clone(),
-            conversation_id: self.conversation.id.to_string(),
+            conversation_id: self.conversation.id.clone(),
             agent_id: self.conversation.agent_id.clone().into(),
             start_time: start,
             name: cut(&booking.name),

@@ -9,7 +9,7 @@ pub struct Model {
     pub id: String,
     pub account_id: crate::tenant::AccountId,
     pub contact_id: crate::resource_id::ContactId,
-    pub conversation_id: String,
+    pub conversation_id: crate::resource_id::ConversationId,
     pub agent_id: crate::resource_id::AgentId,
     pub start_time: DateTimeUtc,
     pub name: String,

@@ -16,8 +16,8 @@ pub struct Model {
     pub kind: String,
     /// A handoff's reason; "" for an agent's task.
     pub reason: String,
-    pub contact_id: String,
-    pub conversation_id: String,
+    pub contact_id: crate::resource_id::ContactId,
+    pub conversation_id: crate::resource_id::ConversationId,
     pub agent_id: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
