@@ -254,7 +254,10 @@ impl Admin for AdminService {
             return Err(ApiError::field("cancelled", "cannot be set with failed").into());
         }
         let limit = if r.limit == 0 { 50 } else { r.limit };
-        let now_ms = self.clock.now().timestamp_millis();
+        let (now_ms, lease_now_ms) = (
+            self.clock.now().timestamp_millis(),
+            self.clock.lease_now().timestamp_millis(),
+        );
         let status = match (r.failed, r.cancelled) {
             (true, _) => JobStatus::Failed,
             (_, true) => JobStatus::Cancelled,
@@ -276,7 +279,7 @@ impl Admin for AdminService {
         Ok(Response::new(JobList {
             jobs: rows
                 .iter()
-                .map(|job| jobs::inspection::job_message(job, self.clock.lease_now().timestamp_millis()))
+                .map(|job| jobs::inspection::job_message(job, lease_now_ms))
                 .collect(),
             pending: stats.pending,
             due: stats.due,

@@ -131,12 +131,6 @@ impl<K> From<String> for Id<K> {
     }
 }
 
-impl<K> From<&Id<K>> for String {
-    fn from(id: &Id<K>) -> Self {
-        id.value.clone()
-    }
-}
-
 /// Read as the text it is wherever text is wanted (a log field, a map keyed by strings); a function that
 /// tells two ids apart takes them typed.
 impl<K> std::ops::Deref for Id<K> {
@@ -150,6 +144,12 @@ impl<K> std::ops::Deref for Id<K> {
 impl<K> From<Id<K>> for String {
     fn from(id: Id<K>) -> Self {
         id.value
+    }
+}
+
+impl<K> From<&Id<K>> for String {
+    fn from(id: &Id<K>) -> Self {
+        id.value.clone()
     }
 }
 

@@ -287,6 +287,7 @@ pub async fn create(
         id: crate::ids::new_id(crate::ids::Kind::Broadcast).into(),
         account_id: account_id.clone(),
         name: String::new(),
+        // Filled in from `fields` below, whose check requires an agent when creating.
         agent_id: String::new().into(),
         channel: String::new(),
         audience: to_json_text(&AudienceSpec::default()),

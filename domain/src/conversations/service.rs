@@ -201,11 +201,11 @@ impl Conversations for ConversationsService {
         let (messages, more) = history::latest(&self.db, &account_id, &conversation.id, before, limit)
             .await
             .map_err(ApiError::from)?;
-        let next_cursor = messages.first().filter(|_| more).map(|oldest| oldest.id.clone());
+        let next_cursor = messages.first().filter(|_| more).map(|oldest| oldest.id.to_string());
         Ok(Response::new(MessageList {
             success: true,
             messages: messages.iter().map(render::message).collect(),
-            next_cursor: next_cursor.map(String::from),
+            next_cursor,
         }))
     }
 

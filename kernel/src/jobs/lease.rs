@@ -1,6 +1,7 @@
 //! Leases of claimed rows. A claim stamps its rows with a token and moves their due time to the end of a
-//! lease, kept on the database's own clock; while the work runs and until its outcome is committed the lease is renewed, so a lease can be
-//! short (work whose worker died runs again soon) without slow work letting another worker claim it.
+//! lease, kept on the database's own clock; while the work runs and until its outcome is committed the
+//! lease is renewed, so a lease can be short (work whose worker died runs again soon) without slow work
+//! letting another worker claim it.
 //! Renewal says which rows it still holds: a row it no longer finds was taken over (its lease ended while
 //! this process was paused or cut off from the database) or cancelled, and its run is stopped. At shutdown
 //! the claims still held are released, due at once, once their runs have stopped.
