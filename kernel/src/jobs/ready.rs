@@ -88,6 +88,29 @@ async fn due_postgres(
     kinds: Option<&[String]>,
     reading: Reading,
 ) -> Result<Due, DbErr> {
+    let rows = db.query_all_raw(due_postgres_statement(table, kinds, reading)).await?;
+    let mut due = Due {
+        queues: Vec::with_capacity(rows.len()),
+        next_in_ms: None,
+        now_ms: 0,
+    };
+    for row in rows {
+        let account: Option<String> = row.try_get_by_index(1)?;
+        if account.is_none() {
+            let next: Option<i64> = row.try_get_by_index(4)?;
+            due.now_ms = row.try_get_by_index(7)?;
+            due.next_in_ms = next.map(|ready_ms| ready_ms - due.now_ms);
+        } else {
+            due.queues.push(seen(&row)?);
+        }
+    }
+    // The longest ready first: the order the plan's turns start from.
+    due.queues.sort_by_key(|q| (q.head.ready_ms, q.tie));
+    Ok(due)
+}
+
+/// The statement `due_postgres` runs.
+pub(super) fn due_postgres_statement(table: &Table, kinds: Option<&[String]>, reading: Reading) -> Statement {
     let key = "class, account_id, lane, kind";
     let (runs, kind_values) = of_kinds(DbBackend::Postgres, kinds, 4);
     let known = |class: i32| {
@@ -96,10 +119,12 @@ async fn due_postgres(
              AND ready_ms <= (SELECT ms FROM clock){runs} ORDER BY ready_ms, tie LIMIT {MAX_PER_CLASS})"
         )
     };
+    // The next ready time is of any kind: a queue of a kind this process does not run wakes it once, early,
+    // where a filter on the kind made every claim walk past all such queues waiting for later.
     let later = |class: i32| {
         format!(
             "(SELECT min(ready_ms) FROM job_queues WHERE tbl = $1 AND class = {class} \
-             AND ready_ms > (SELECT ms FROM clock){runs})"
+             AND ready_ms > (SELECT ms FROM clock))"
         )
     };
     let sql = format!(
@@ -114,7 +139,7 @@ async fn due_postgres(
            WHERE ready_ms <= (SELECT ms FROM clock){runs} ORDER BY {key}, woken DESC) \
          SELECT {key}, ready_ms, woken, tie, (SELECT ms FROM clock) FROM due \
          UNION ALL SELECT NULL, NULL, NULL, NULL, LEAST({later0}, {later1}, \
-           (SELECT min(ready_ms) FROM folded WHERE ready_ms > (SELECT ms FROM clock){runs})), NULL, NULL, \
+           (SELECT min(ready_ms) FROM folded WHERE ready_ms > (SELECT ms FROM clock))), NULL, NULL, \
            (SELECT ms FROM clock)",
         now = now_ms(DbBackend::Postgres),
         known0 = known(0),
@@ -138,27 +163,7 @@ async fn due_postgres(
         reading.expired_from_ms.into(),
     ];
     values.extend(kind_values);
-    let rows = db
-        .query_all_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, values))
-        .await?;
-    let mut due = Due {
-        queues: Vec::with_capacity(rows.len()),
-        next_in_ms: None,
-        now_ms: 0,
-    };
-    for row in rows {
-        let account: Option<String> = row.try_get_by_index(1)?;
-        if account.is_none() {
-            let next: Option<i64> = row.try_get_by_index(4)?;
-            due.now_ms = row.try_get_by_index(7)?;
-            due.next_in_ms = next.map(|ready_ms| ready_ms - due.now_ms);
-        } else {
-            due.queues.push(seen(&row)?);
-        }
-    }
-    // The longest ready first: the order the plan's turns start from.
-    due.queues.sort_by_key(|q| (q.head.ready_ms, q.tie));
-    Ok(due)
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
 /// Where leases stand: `now`, the database's own clock, which a lease's end is kept on (a test clock's
@@ -237,10 +242,9 @@ async fn due_sqlite(
         }
     }
     queues.sort_by_key(|q| (q.head.ready_ms, q.tie));
-    let (runs, kind_values) = of_kinds(backend, kinds, 3);
-    let sql = format!("SELECT min(ready_ms) FROM job_queues WHERE tbl = $1 AND ready_ms > $2{runs}");
-    let mut values: Vec<Value> = vec![table.name.into(), now_ms.into()];
-    values.extend(kind_values);
+    // Of any kind, as on PostgreSQL.
+    let sql = "SELECT min(ready_ms) FROM job_queues WHERE tbl = $1 AND ready_ms > $2";
+    let values: [Value; 2] = [table.name.into(), now_ms.into()];
     let next = db
         .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
