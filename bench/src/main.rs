@@ -40,6 +40,9 @@ enum Command {
     BareServer {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
+        /// Redis for `GET /limited`, the bare answer after the service's rate-limit call.
+        #[arg(long)]
+        redis: Option<String>,
     },
     /// The receiver of the fan-out and pipeline scenarios, webhooks and Twilio's Messages API (started by `run`;
     /// not for direct use).
@@ -108,7 +111,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
-        Some(Command::BareServer { addr }) => runtime.block_on(bare::serve(&addr)),
+        Some(Command::BareServer { addr, redis }) => runtime.block_on(bare::serve(&addr, redis.as_deref())),
         Some(Command::WebhookReceiver { addr }) => runtime.block_on(receiver::serve(&addr)),
         Some(Command::EmbedSpeed { model, sections }) => knowledge::embed_speed(&model, sections),
         Some(Command::Answers(args)) => runtime.block_on(async {

@@ -279,9 +279,17 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     let mut results = Vec::new();
 
     const LIMIT: &str = "limit: bare axum, 60-byte JSON";
-    let bare = ServerProcess::spawn(&setup.bench, &["bare-server"], &BTreeMap::new(), 1)?;
+    let bare = ServerProcess::spawn(
+        &setup.bench,
+        &["bare-server", "--redis", &setup.redis],
+        &BTreeMap::new(),
+        1,
+    )?;
     let addr = bare.http.expect("bare server address");
     results.push(measure(LIMIT, &[&bare], load::http(addr, get("/", None), shape)).await?);
+    if wanted(AUTH) {
+        results.push(measure(CALL_LIMIT, &[&bare], load::http(addr, get("/limited", None), shape)).await?);
+    }
     drop(bare);
 
     // Footprint and start-up on the zero-configuration path: SQLite, no Redis.
@@ -306,7 +314,6 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
     let key = bench_account(serve.grpc.expect("grpc")).await?;
     let addr = serve.http.expect("http");
     let current = get("/v1/api-keys/current", Some(&key));
-    const AUTH: &str = "GET /v1/api-keys/current, serve (PostgreSQL + Redis)";
     if wanted(AUTH) {
         results.push(measure(AUTH, &[&serve], load::http(addr, current.clone(), shape)).await?);
     }
@@ -394,6 +401,10 @@ pub async fn run_all(setup: &Setup, shape: Shape, only: Option<&str>) -> anyhow:
         },
     ))
 }
+
+const AUTH: &str = "GET /v1/api-keys/current, serve (PostgreSQL + Redis)";
+/// The most an authenticated call making one rate-limit round trip can do here (`bare::limited`).
+pub const CALL_LIMIT: &str = "call limit: bare axum + the service's rate-limit call (one Redis script round trip)";
 
 pub const FAN_OUT: &str = "webhook fan-out: events x 10 subscriptions, commit to receipt (PostgreSQL + Redis)";
 /// The prefix of the figures measured for this build and a previous one (`--previous`), alternately.

@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use axum::{extract::Request, middleware::Next, response::Response};
+use axum::{extract::Request, response::Response};
 use frontdesk_api::{FILE_DESCRIPTOR_SET, wire};
 use http::{HeaderMap, HeaderValue};
 use prost_reflect::{DescriptorPool, Value};
@@ -175,9 +175,13 @@ fn account_flags(account: &accounts::Model, section: Option<&str>) -> Result<(),
 }
 
 /// The axum middleware over the core's gRPC routes.
-pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Response {
+pub async fn guard<Fut: Future<Output = Response>>(
+    guard: Arc<Guard>,
+    mut request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response {
     let Some(service) = platform_service(request.uri().path()) else {
-        return next.run(request).await;
+        return next(request).await;
     };
     let service = service.to_owned();
     let window = guard.limiter.window_seconds();
@@ -196,7 +200,7 @@ pub async fn guard(guard: Arc<Guard>, mut request: Request, next: Next) -> Respo
         Ok(caller) => {
             let rate = caller.rate;
             request.extensions_mut().insert(caller);
-            let mut response = next.run(request).await;
+            let mut response = next(request).await;
             rate_headers(response.headers_mut(), &rate, window);
             response
         }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::{extract::Request, middleware::Next, response::Response};
+use axum::{extract::Request, response::Response};
 use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderValue};
 use tonic::Code;
@@ -67,9 +67,13 @@ impl Sunset {
 }
 
 /// The axum middleware over the core's gRPC routes.
-pub async fn sunset(sunset: Arc<Sunset>, request: Request, next: Next) -> Response {
+pub async fn sunset<Fut: Future<Output = Response>>(
+    sunset: Arc<Sunset>,
+    request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response {
     let Some(method) = request.uri().path().strip_prefix(PREFIX) else {
-        return next.run(request).await;
+        return next(request).await;
     };
     let (link, replacement) = REPLACEMENTS
         .iter()
@@ -88,7 +92,7 @@ pub async fn sunset(sunset: Arc<Sunset>, request: Request, next: Next) -> Respon
         );
         tonic::Status::from(gone).into_http::<axum::body::Body>()
     } else {
-        next.run(request).await
+        next(request).await
     };
     sunset.headers(response.headers_mut(), link);
     response

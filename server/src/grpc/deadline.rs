@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::{extract::Request, middleware::Next, response::Response};
+use axum::{extract::Request, response::Response};
 use http::HeaderValue;
 use tonic::Code;
 
@@ -14,11 +14,11 @@ use crate::error::Reason;
 
 const GRPC_TIMEOUT: &str = "grpc-timeout";
 
-pub async fn enforce(request: Request, next: Next) -> Response {
+pub async fn enforce<Fut: Future<Output = Response>>(request: Request, next: impl FnOnce(Request) -> Fut) -> Response {
     let Some(timeout) = request.headers().get(GRPC_TIMEOUT).and_then(parse) else {
-        return next.run(request).await;
+        return next(request).await;
     };
-    match tokio::time::timeout(timeout, next.run(request)).await {
+    match tokio::time::timeout(timeout, next(request)).await {
         Ok(response) => response,
         Err(_) => {
             let late = ApiError::new(

@@ -171,19 +171,22 @@ pub async fn routes(services: Services) -> anyhow::Result<Routes> {
         .add_service(reflection_v1alpha);
     let guard = services.guard;
     let sunset = services.sunset;
-    // Layers run outside-in: trace first (so refusals are traced with their request id), then the caller's
-    // deadline (the guard's own work, which may wait on Redis or the database, included), then the
-    // campaigns' deprecation (so the guard's refusals carry it too), then the guard.
-    let router = routes
-        .into_axum_router()
-        .layer(axum::middleware::from_fn(move |request, next| {
-            crate::access::guard::guard(guard.clone(), request, next)
-        }))
-        .layer(axum::middleware::from_fn(move |request, next| {
-            sunset::sunset(sunset.clone(), request, next)
-        }))
-        .layer(axum::middleware::from_fn(deadline::enforce))
-        .layer(axum::middleware::from_fn(trace::trace_call));
+    // One layer runs the call's policy outside-in: trace first (so refusals are traced with their request
+    // id), then the caller's deadline (the guard's own work, which may wait on Redis or the database,
+    // included), then the campaigns' deprecation (so the guard's refusals carry it too), then the guard.
+    // One layer rather than four: each axum layer boxes and clones the service below it on every call.
+    let router = routes.into_axum_router().layer(axum::middleware::from_fn(
+        move |request, next: axum::middleware::Next| {
+            let (guard, sunset) = (guard.clone(), sunset.clone());
+            trace::trace_call(request, move |request| {
+                deadline::enforce(request, move |request| {
+                    sunset::sunset(sunset, request, move |request| {
+                        crate::access::guard::guard(guard, request, move |request| next.run(request))
+                    })
+                })
+            })
+        },
+    ));
     Ok(Routes::from(router))
 }
 

@@ -4,14 +4,17 @@
 
 use std::time::Instant;
 
-use axum::{extract::Request, middleware::Next, response::Response};
+use axum::{extract::Request, response::Response};
 use frontdesk_api::request_id;
 use frontdesk_api::wire;
 use frontdesk_kernel::telemetry;
 use http::HeaderValue;
 use tracing::Instrument;
 
-pub async fn trace_call(request: Request, next: Next) -> Response {
+pub async fn trace_call<Fut: Future<Output = Response>>(
+    request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response {
     let id = request_id::from_headers(request.headers());
     let method = request.uri().path().to_owned();
     // The span's fields for a trace are written only when traces are exported: logging pays nothing for them.
@@ -31,7 +34,7 @@ pub async fn trace_call(request: Request, next: Next) -> Response {
         tracing::info_span!("grpc", %method, request_id = %id)
     };
     let started = Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = next(request).instrument(span.clone()).await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(wire::REQUEST_ID, value);
     }

@@ -25,6 +25,7 @@ fn the_benchmark_harness_runs_every_scenario() {
     );
     let scenarios = [
         "limit: bare axum",
+        "call limit: bare axum + the service's rate-limit call",
         "GET /healthz through the edge",
         "POST /payments/create-order (SQLite)",
         "GET /v1/api-keys/current, serve",
