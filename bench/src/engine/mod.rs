@@ -168,7 +168,6 @@ pub async fn run(setup: &Setup, shape: Shape, wanted: impl Fn(&str) -> bool) -> 
         engine.drained().await?;
     }
     if pipeline {
-        crate::receiver::reset(receiver_addr).await?;
         figures
             .measured
             .extend(pipeline::run(&engine, &serve, receiver_addr, shape).await?);

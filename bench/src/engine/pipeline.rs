@@ -79,7 +79,8 @@ pub async fn run(
     Ok(vec![capacity, half])
 }
 
-/// The capacity: `count` sends accepted closed-loop, timed from the first accept to the last receipt.
+/// The capacity: `count` sends accepted closed-loop, timed from the first accept to the last receipt, on a
+/// receiver counting from zero (receipts of an earlier scenario would end the wait early and inflate the rate).
 pub async fn capacity(
     engine: &Engine,
     serve: &ServerProcess,
@@ -88,6 +89,7 @@ pub async fn capacity(
     name: &'static str,
 ) -> anyhow::Result<Measured> {
     let count: u64 = if shape.smoke() { 200 } else { 20_000 };
+    receiver::reset(receiver_addr).await?;
     measure(name, &[serve], async {
         // Closed loop until `count` sends are made; the deadline is only a bound.
         let bounded = Shape {
