@@ -8,9 +8,9 @@
 use std::{any::TypeId, collections::HashMap, time::Duration};
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, Statement, Value};
 
-use super::{Effect, Job, Outcome};
+use super::{Effect, Job, Outcome, queue::STILL_CLAIMED};
 use crate::store::sql::one_of_text;
 
 /// A run that ended, on its way to the recorder.
@@ -127,26 +127,27 @@ async fn fail(txn: &DatabaseTransaction, job: &Job, error: &str, now: DateTime<U
     execute(txn, sql, vec![error.into(), now.into(), job.id.as_str().into()]).await
 }
 
+/// The read of `still_held`, by primary key only (`STILL_CLAIMED`).
+pub(super) fn still_held_statement(backend: DbBackend, ids: Vec<String>) -> Statement {
+    let lock = match backend {
+        // In id order, as every statement that locks jobs (`lease::set_due`, a cancel).
+        DbBackend::Postgres => " ORDER BY id FOR UPDATE",
+        _ => "",
+    };
+    let (which, values) = one_of_text(backend, "id", 1, ids);
+    let sql = format!("SELECT id, claim_token, rerun_at_ms FROM jobs WHERE {which} AND {STILL_CLAIMED}{lock}");
+    Statement::from_sql_and_values(backend, sql, values)
+}
+
 /// The (id, token) pairs of the batch that still carry their claim, with their run-again marks, locked until
 /// the commit on PostgreSQL so no other worker's release or claim, and no enqueue's mark, slips in between.
 async fn still_held(
     txn: &DatabaseTransaction,
     batch: &[Finished],
 ) -> Result<HashMap<(String, i64), Option<i64>>, DbErr> {
-    let backend = txn.get_database_backend();
-    let lock = match backend {
-        // In id order, as every statement that locks jobs (`lease::set_due`, a cancel).
-        sea_orm::DbBackend::Postgres => " ORDER BY id FOR UPDATE",
-        _ => "",
-    };
     let ids = batch.iter().map(|f| f.job.id.clone()).collect();
-    let (which, values) = one_of_text(backend, "id", 1, ids);
-    let sql = format!(
-        "SELECT id, claim_token, rerun_at_ms FROM jobs WHERE status = 'pending' AND claim_token IS NOT NULL \
-         AND {which}{lock}"
-    );
     let rows = txn
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .query_all_raw(still_held_statement(txn.get_database_backend(), ids))
         .await?;
     rows.iter()
         .map(|row| {

@@ -12,10 +12,13 @@
 
 use std::{collections::HashMap, future::Future, sync::Arc};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{queue::Table, running::Lease};
+use super::{
+    queue::{STILL_PENDING, Table},
+    running::Lease,
+};
 use crate::store::sql::one_of_text;
 
 /// Checks answered per statement at most.
@@ -102,17 +105,9 @@ async fn confirm_loop(db: DatabaseConnection, table: &'static Table, mut receive
 
 /// The claim tokens of the pending rows among the batch's.
 async fn claims(db: &DatabaseConnection, table: &Table, batch: &[Ask]) -> Result<HashMap<String, i64>, sea_orm::DbErr> {
-    let backend = db.get_database_backend();
     let ids = batch.iter().map(|a| a.id.clone()).collect();
-    let (which, values) = one_of_text(backend, "id", 1, ids);
-    // Read by primary key: a condition on `claim_token` lets the planner pick the partial index of claimed
-    // rows and walk all of it (every claim's entries, until a vacuum) to find a batch.
-    let sql = format!(
-        "SELECT id, claim_token FROM {} WHERE status = 'pending' AND {which}",
-        table.name
-    );
     let rows = db
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .query_all_raw(confirm_statement(db.get_database_backend(), table, ids))
         .await?;
     let mut held = HashMap::with_capacity(rows.len());
     for row in rows {
@@ -121,6 +116,17 @@ async fn claims(db: &DatabaseConnection, table: &Table, batch: &[Ask]) -> Result
         }
     }
     Ok(held)
+}
+
+/// The read of `ids`' claim tokens, by primary key only: a condition on `claim_token` or a plain one on
+/// `status` lets the planner pick a partial index and walk all of it.
+pub(super) fn confirm_statement(backend: DbBackend, table: &Table, ids: Vec<String>) -> Statement {
+    let (which, values) = one_of_text(backend, "id", 1, ids);
+    let sql = format!(
+        "SELECT id, claim_token FROM {} WHERE {which} AND {STILL_PENDING}",
+        table.name
+    );
+    Statement::from_sql_and_values(backend, sql, values)
 }
 
 /// The fence of one claimed row, for its lease: which row and claim to confirm, and with whom.

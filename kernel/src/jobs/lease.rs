@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement, Value};
 
-use super::queue::Table;
+use super::queue::{STILL_PENDING, Table};
 use crate::store::sql::{now_ms, placeholders};
 
 /// Tokens per statement.
@@ -61,11 +61,14 @@ pub async fn release(db: &DatabaseConnection, table: &Table, tokens: &[i64], ste
 /// or cancelled while its work runs keeps no due time. On PostgreSQL
 /// the rows are locked in id order first, the order of every statement that locks rows of a work table
 /// (the recorder, a cancel), so two of them never wait for each other in a circle.
-fn set_due(backend: DbBackend, table: &Table, tokens: &[i64], from_now_ms: i64, clear: &str) -> (String, Vec<Value>) {
-    let rows = format!(
-        "status = 'pending' AND claim_token IN ({})",
-        placeholders(2, tokens.len())
-    );
+pub(super) fn set_due(
+    backend: DbBackend,
+    table: &Table,
+    tokens: &[i64],
+    from_now_ms: i64,
+    clear: &str,
+) -> (String, Vec<Value>) {
+    let rows = format!("claim_token IN ({}) AND {STILL_PENDING}", placeholders(2, tokens.len()));
     let which = match backend {
         DbBackend::Postgres => format!(
             "id = ANY(ARRAY(SELECT id FROM {} WHERE {rows} ORDER BY id FOR UPDATE))",

@@ -5,6 +5,14 @@
 //! the claim can hop from one queue to the next and read each queue's oldest due rows without reading any
 //! other queue's backlog.
 
+/// The condition "the row is still pending (and claimed)" for statements that find their rows by id or
+/// claim token. Written as `(...) IS TRUE` so that the planner cannot match it to the partial indexes of
+/// pending rows: with statistics taken while none was pending (a quiet table before a broadcast's enqueue)
+/// those indexes look empty, and a plain `status = 'pending'` made it walk all of one (100,000 rows for a
+/// batch of ten) instead of reading the batch's rows by key.
+pub const STILL_PENDING: &str = "(status = 'pending') IS TRUE";
+pub const STILL_CLAIMED: &str = "(status = 'pending' AND claim_token IS NOT NULL) IS TRUE";
+
 /// A table of claimable rows: `id`, `account_id`, `status` (`pending` while waiting or running),
 /// `claim_token`, a due-time column in Unix milliseconds, and the key columns below.
 #[derive(Debug)]

@@ -1,9 +1,11 @@
 //! Many queues and many accounts: a queue that becomes due is found as fast beside 30,000 queues that wait
 //! for later as alone, and beside 1,500 due queues of a kind no one runs; 200 busy accounts among 2,000
 //! share the slots whatever their ids; and a claim of one account does not wait for another replica's claim
-//! of another.
+//! of another; and statements that name their rows by id read no backlog whatever the statistics say.
 
 use std::collections::HashMap;
+
+use sea_orm::DbBackend;
 
 use super::*;
 use crate::jobs::{
@@ -162,18 +164,77 @@ async fn the_next_ready_time_walks_past_no_queue_of_a_kind_not_run() {
     // The first read folds the enqueues' wakes into the ready queues; the second is the one looked at.
     crate::jobs::ready::due(db, &JOBS, Some(&kinds), READING).await.unwrap();
     let statement = crate::jobs::ready::due_postgres_statement(&JOBS, Some(&kinds), READING);
-    let explained = Statement {
-        sql: format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql),
-        ..statement
-    };
-    let row = db.query_one_raw(explained).await.unwrap().unwrap();
-    let plan: serde_json::Value = row.try_get_by_index(0).unwrap();
-    let removed = thrown_away(&plan);
+    let removed = thrown_away(&plan_of(db, statement).await);
     assert!(removed < 100, "the read threw away {removed} rows");
     let due = crate::jobs::ready::due(db, &JOBS, Some(&kinds), READING).await.unwrap();
     assert!(due.queues.is_empty(), "nothing of a kind run here is due");
     assert!(due.next_in_ms.is_some(), "the next ready time is of any kind");
     test.remove().await;
+}
+
+// Statistics taken while no row was pending make the partial indexes of pending rows look empty, so a
+// statement that found its rows by id or claim token and also said `status = 'pending'` walked one of those
+// indexes whole: every claim confirmation, recording and lease renewal read the whole backlog (a broadcast's
+// 100,000 jobs) for a batch of a few rows. Read from each statement's own plan.
+#[tokio::test]
+async fn statements_by_id_read_no_backlog_under_statistics_taken_while_none_was_pending() {
+    let test = TestDb::new(Kind::Postgres, 2).await;
+    let db = &test.db;
+    db.execute_unprepared(
+        "INSERT INTO jobs (id, account_id, kind, class, lane, payload, status, attempts, max_attempts, run_at_ms, \
+         created_at, updated_at) SELECT 'job_settled_' || n, 'acc_settled', 'work', 1, 'ch', '{}', 'failed', 3, 3, \
+         0, now(), now() FROM generate_series(1, 20000) AS n",
+    )
+    .await
+    .unwrap();
+    db.execute_unprepared("VACUUM ANALYZE jobs").await.unwrap();
+    let now = Utc::now().timestamp_millis();
+    let backlog: Vec<NewJob> = (0..20_000)
+        .map(|n| of_account("work", format!("acc_{:03}", n % 100), "ch".into(), now))
+        .collect();
+    enqueue_in_chunks(db, backlog).await;
+    let ids: Vec<String> = db
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 3",
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.try_get_by_index(0).unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    let (renew, renew_values) = crate::jobs::lease::set_due(DbBackend::Postgres, &JOBS, &[1, 2, 3], 30_000, "");
+    let statements = [
+        (
+            "claim confirmation",
+            crate::jobs::guard::confirm_statement(DbBackend::Postgres, &JOBS, ids.clone()),
+        ),
+        (
+            "recording",
+            crate::jobs::complete::still_held_statement(DbBackend::Postgres, ids),
+        ),
+        (
+            "lease renewal",
+            Statement::from_sql_and_values(DbBackend::Postgres, renew, renew_values),
+        ),
+    ];
+    for (what, statement) in statements {
+        let plan = plan_of(db, statement).await;
+        let removed = thrown_away(&plan);
+        assert!(removed < 100, "the {what} threw away {removed} rows: {plan:#}");
+    }
+    test.remove().await;
+}
+
+/// `statement` run under `EXPLAIN (ANALYZE, FORMAT JSON)`: its plan with what each node read.
+async fn plan_of(db: &DatabaseConnection, statement: Statement) -> serde_json::Value {
+    let explained = Statement {
+        sql: format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", statement.sql),
+        ..statement
+    };
+    let row = db.query_one_raw(explained).await.unwrap().unwrap();
+    row.try_get_by_index(0).unwrap()
 }
 
 /// Rows a plan's nodes read and removed by a filter, over the whole plan.
