@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement, Value};
 
-use super::{Abandoned, Class, Handlers};
+use super::{Abandoned, Class, Handlers, queue::STILL_PENDING};
 use crate::store::sql::{among, one_of_text};
 
 /// Jobs cancelled per transaction.
@@ -148,7 +148,7 @@ pub(super) async fn end_claimed(
         values.extend(ids);
         let sql = format!(
             "UPDATE jobs SET status = $1, claim_token = NULL, rerun_at_ms = NULL, last_error = $2, \
-             unfinished_runs = 0, updated_at = $3 WHERE status = 'pending' AND claim_token = $4 AND {which} \
+             unfinished_runs = 0, updated_at = $3 WHERE {which} AND claim_token = $4 AND {STILL_PENDING} \
              RETURNING kind, payload, class"
         );
         let rows = txn
