@@ -174,7 +174,7 @@ fn account_flags(account: &accounts::Model, section: Option<&str>) -> Result<(),
     Ok(())
 }
 
-/// The axum middleware over the core's gRPC routes.
+/// A step of the one middleware over the core's gRPC routes: `next` runs the rest of the call.
 pub async fn guard<Fut: Future<Output = Response>>(
     guard: Arc<Guard>,
     mut request: Request,

@@ -66,7 +66,7 @@ impl Sunset {
     }
 }
 
-/// The axum middleware over the core's gRPC routes.
+/// A step of the one middleware over the core's gRPC routes: `next` runs the rest of the call.
 pub async fn sunset<Fut: Future<Output = Response>>(
     sunset: Arc<Sunset>,
     request: Request,

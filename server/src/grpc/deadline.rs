@@ -14,6 +14,7 @@ use crate::error::Reason;
 
 const GRPC_TIMEOUT: &str = "grpc-timeout";
 
+/// A step of the one middleware over the core's gRPC routes: `next` runs the rest of the call.
 pub async fn enforce<Fut: Future<Output = Response>>(request: Request, next: impl FnOnce(Request) -> Fut) -> Response {
     let Some(timeout) = request.headers().get(GRPC_TIMEOUT).and_then(parse) else {
         return next(request).await;

@@ -11,6 +11,7 @@ use frontdesk_kernel::telemetry;
 use http::HeaderValue;
 use tracing::Instrument;
 
+/// A step of the one middleware over the core's gRPC routes: `next` runs the rest of the call.
 pub async fn trace_call<Fut: Future<Output = Response>>(
     request: Request,
     next: impl FnOnce(Request) -> Fut,
