@@ -8,6 +8,7 @@ mod client_addr;
 mod error;
 #[cfg(fuzzing)]
 pub mod fuzzing;
+mod http_series;
 pub use frontdesk_api::json_out;
 mod multipart;
 mod openapi;
@@ -17,6 +18,7 @@ mod request;
 pub use frontdesk_api::request_id;
 mod response;
 mod transport;
+mod unary_frame;
 mod webchat;
 mod wire_json;
 
@@ -29,7 +31,7 @@ use std::{
 use axum::{
     Router,
     body::Body,
-    extract::{RawPathParams, Request, rejection::RawPathParamsRejection},
+    extract::{RawPathParams, Request, State, rejection::RawPathParamsRejection},
     middleware::Next,
     response::{IntoResponse, Response},
     routing::{MethodFilter, MethodRouter, get},
@@ -46,6 +48,7 @@ use body::{Bodies, Hold};
 pub use client_addr::ClientAddr;
 use error::ErrorResponse;
 pub use error::HttpError;
+use http_series::HttpSeries;
 use request_id::RequestId;
 pub use transport::Transport;
 use wire_json::{PlanId, Plans};
@@ -162,7 +165,10 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limi
         .method_not_allowed_fallback(|request: Request| async move {
             refusal(&request, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
         })
-        .layer(axum::middleware::from_fn(observe)))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(HttpSeries::default()),
+            observe,
+        )))
 }
 
 /// How the listener treats its connections.
@@ -418,16 +424,14 @@ fn request_id_of(request: &Request) -> String {
         .map_or_else(request_id::generate, |id| id.0.clone())
 }
 
-/// Assigns the request id, echoes it as `X-Request-Id`, and logs the request.
-async fn observe(mut request: Request<Body>, next: Next) -> Response {
+/// Assigns the request id, echoes it as `X-Request-Id`, counts and times the request, and logs it.
+async fn observe(series: State<Arc<HttpSeries>>, mut request: Request<Body>, next: Next) -> Response {
     let id = request_id::from_headers(request.headers());
     request.extensions_mut().insert(RequestId(id.clone()));
     let method = request.method().clone();
     let method_label = method_label(&method);
-    let route = request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let route = request.extensions().get::<axum::extract::MatchedPath>().cloned();
+    let route = route.as_ref().map_or("unmatched", axum::extract::MatchedPath::as_str);
     let started = Instant::now();
     let mut response = next.run(request).await.into_response();
     if let Ok(value) = HeaderValue::from_str(&id) {
@@ -436,11 +440,9 @@ async fn observe(mut request: Request<Body>, next: Next) -> Response {
     let status = response.status().as_u16();
     let elapsed = started.elapsed().as_secs_f64();
     let elapsed_ms = elapsed * 1000.0;
-    metrics::counter!("frontdesk_http_requests_total", "method" => method_label, "route" => route.clone(),
-        "status" => status.to_string())
-    .increment(1);
-    metrics::histogram!("frontdesk_http_request_duration_seconds", "method" => method_label, "route" => route.clone())
-        .record(elapsed);
+    let counted = series.get(method_label, route, status);
+    counted.requests.increment(1);
+    counted.duration.record(elapsed);
     if response.status().is_server_error() {
         tracing::warn!(request_id = %id, %method, route, status, elapsed_ms, "http request failed");
     } else {

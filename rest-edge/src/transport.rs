@@ -5,8 +5,7 @@ use std::convert::Infallible;
 use std::{future::Future, marker::PhantomData, pin::Pin};
 
 use bytes::{Buf, Bytes};
-use frontdesk_api::wire;
-use http::{Uri, uri::PathAndQuery};
+use http::{HeaderValue, Uri, header, uri::PathAndQuery};
 use prost::Message;
 use tonic::{
     Status,
@@ -14,6 +13,8 @@ use tonic::{
     codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
 };
 use tower::{BoxError, ServiceExt, util::BoxCloneSyncService};
+
+use crate::unary_frame;
 
 type GrpcService = BoxCloneSyncService<http::Request<Body>, http::Response<Body>, TransportError>;
 
@@ -64,27 +65,47 @@ impl Transport {
     }
 
     /// One unary call of the method at `path`; the answer stays encoded (`wire_json` writes it as JSON
-    /// without decoding it). The future is boxed so that its `Send`-ness is proven here, once, rather than at
-    /// every generic call site.
+    /// without decoding it). The request goes out as one length-prefixed frame and the answer is read whole,
+    /// with its trailers, as gRPC frames it: a unary call needs none of a stream's machinery. The future is
+    /// boxed so that its `Send`-ness is proven here, once, rather than at every generic call site.
     pub fn unary<M: Message + Send + 'static>(
         &self,
         path: PathAndQuery,
         request: tonic::Request<M>,
     ) -> Pin<Box<dyn Future<Output = Result<tonic::Response<Bytes>, Status>> + Send + 'static>> {
-        let mut grpc = tonic::client::Grpc::with_origin(self.service.clone(), self.origin.clone())
-            .max_decoding_message_size(wire::MAX_MESSAGE_BYTES);
+        let service = self.service.clone();
+        let uri = self.uri(path);
         Box::pin(async move {
-            grpc.ready()
+            let (metadata, extensions, message) = request.into_parts();
+            let mut call = http::Request::new(Body::new(http_body_util::Full::new(unary_frame::encode(&message))));
+            *call.method_mut() = http::Method::POST;
+            *call.uri_mut() = uri;
+            *call.version_mut() = http::Version::HTTP_2;
+            *call.extensions_mut() = extensions;
+            let headers = call.headers_mut();
+            *headers = metadata.into_headers();
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            let ready = service
+                .ready_oneshot()
                 .await
                 .map_err(|e| Status::unavailable(format!("core unavailable: {e}")))?;
-            grpc.unary(request, path, DynamicCodec::<M>(PhantomData))
-                .await
-                .map_err(deadline_exceeded)
+            let answer = ready.oneshot(call).await.map_err(|e| Status::from_error(e.0));
+            let answer = match answer {
+                Ok(answer) => unary_frame::answer(answer).await,
+                Err(status) => Err(status),
+            };
+            answer.map_err(deadline_exceeded)
         })
     }
-}
 
-impl Transport {
+    /// The origin's URI with `path`.
+    fn uri(&self, path: PathAndQuery) -> Uri {
+        let mut parts = self.origin.clone().into_parts();
+        parts.path_and_query = Some(path);
+        Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("http://in-process/"))
+    }
+
     /// One server-streaming call of the method at `path`: each answer stays encoded. The future resolves
     /// when the core has accepted or refused the call, before its first message.
     pub fn server_streaming<M: Message + Send + 'static>(
@@ -103,18 +124,14 @@ impl Transport {
     }
 }
 
-/// A channel to a remote core ends a call at its deadline itself, as CANCELLED (tonic's choice) with
-/// `TimeoutExpired` as the cause; the deadline passed, so it is DEADLINE_EXCEEDED (504) here as it is when
-/// the core answers it.
+/// A call that passed its deadline in tonic's own time limit, the channel's to a remote core or the remote
+/// core's server, ends as CANCELLED (tonic's choice), which the core never answers for any other reason: the
+/// deadline passed, so it is DEADLINE_EXCEEDED (504) here as it is when the core's own limit answers first.
 fn deadline_exceeded(status: Status) -> Status {
-    let mut cause = std::error::Error::source(&status);
-    while let Some(error) = cause {
-        if error.is::<tonic::TimeoutExpired>() {
-            return Status::deadline_exceeded("the core did not answer before the deadline");
-        }
-        cause = error.source();
+    match status.code() {
+        tonic::Code::Cancelled => Status::deadline_exceeded("the core did not answer before the deadline"),
+        _ => status,
     }
-    status
 }
 
 /// Protobuf codec sending a message (one known only by descriptor, or a generated one) and receiving the
@@ -165,5 +182,47 @@ impl Decoder for EncodedDecoder {
 
     fn buffer_settings(&self) -> BufferSettings {
         frontdesk_api::codec::buffer_settings()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use super::*;
+
+    /// A core that answers every call with `status` (trailers-only, as a gRPC server refuses).
+    fn answering(status: Status) -> Transport {
+        Transport::in_process(tower::service_fn(move |_: http::Request<Body>| {
+            let status = status.clone();
+            async move { Ok::<_, Infallible>(status.into_http::<Body>()) }
+        }))
+    }
+
+    async fn call(transport: &Transport) -> Status {
+        let request = tonic::Request::new(prost_types::Duration::default());
+        transport
+            .unary(PathAndQuery::from_static("/frontdesk.v1.Deals/GetDeal"), request)
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_call_cancelled_at_its_deadline_is_deadline_exceeded() {
+        // What tonic's server answers when the caller's `grpc-timeout` ends first.
+        let status = call(&answering(Status::cancelled("Timeout expired"))).await;
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+    }
+
+    #[tokio::test]
+    async fn the_cores_refusals_reach_the_edge_with_their_metadata() {
+        let mut refusal = Status::resource_exhausted("rate limit");
+        refusal
+            .metadata_mut()
+            .insert("ratelimit", "\"default\";r=0;t=3".parse().unwrap());
+        let status = call(&answering(refusal)).await;
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(status.message(), "rate limit");
+        assert_eq!(status.metadata().get("ratelimit").unwrap(), "\"default\";r=0;t=3");
     }
 }

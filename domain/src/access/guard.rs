@@ -183,16 +183,15 @@ pub async fn guard<Fut: Future<Output = Response>>(
     let Some(service) = platform_service(request.uri().path()) else {
         return next(request).await;
     };
-    let service = service.to_owned();
     let window = guard.limiter.window_seconds();
     if request.headers().contains_key(wire::CREDENTIALS_ONLY) {
-        let error = match guard.credentials_pass(request.headers(), &service).await {
+        let error = match guard.credentials_pass(request.headers(), service).await {
             Ok(()) => preflight_passed(),
             Err(error) => error,
         };
         return refusal(error, None, window);
     }
-    match guard.admit(request.headers(), &service).await {
+    match guard.admit(request.headers(), service).await {
         // The edge only asks whether these credentials pass; the request itself was not parsable.
         Ok(caller) if request.headers().contains_key(wire::PREFLIGHT) => {
             refusal(preflight_passed(), Some(caller.rate), window)

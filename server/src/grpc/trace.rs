@@ -17,7 +17,7 @@ pub async fn trace_call<Fut: Future<Output = Response>>(
     next: impl FnOnce(Request) -> Fut,
 ) -> Response {
     let id = request_id::from_headers(request.headers());
-    let method = request.uri().path().to_owned();
+    let method = request.uri().path();
     // The span's fields for a trace are written only when traces are exported: logging pays nothing for them.
     let span = if telemetry::exporting_traces() {
         let span = tracing::info_span!(
