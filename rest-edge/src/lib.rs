@@ -440,9 +440,7 @@ async fn observe(series: State<Arc<HttpSeries>>, mut request: Request<Body>, nex
     let status = response.status().as_u16();
     let elapsed = started.elapsed().as_secs_f64();
     let elapsed_ms = elapsed * 1000.0;
-    let counted = series.get(method_label, route, status);
-    counted.requests.increment(1);
-    counted.duration.record(elapsed);
+    series.record(method_label, route, status, elapsed);
     if response.status().is_server_error() {
         tracing::warn!(request_id = %id, %method, route, status, elapsed_ms, "http request failed");
     } else {
