@@ -11,6 +11,7 @@
 /// those indexes look empty, and a plain `status = 'pending'` made it walk all of one (100,000 rows for a
 /// batch of ten) instead of reading the batch's rows by key.
 pub const STILL_PENDING: &str = "(status = 'pending') IS TRUE";
+/// The same condition for a row that must also still be claimed.
 pub const STILL_CLAIMED: &str = "(status = 'pending' AND claim_token IS NOT NULL) IS TRUE";
 
 /// A table of claimable rows: `id`, `account_id`, `status` (`pending` while waiting or running),
