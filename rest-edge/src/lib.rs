@@ -171,7 +171,17 @@ pub fn router(transport: Transport, metrics: Option<MetricsRender>, limits: Limi
         )))
 }
 
-/// How the listener treats its connections.
+/// What a listener speaks.
+#[derive(Clone, Copy, Debug)]
+pub enum Protocol {
+    /// The REST edge: HTTP/1.1 and HTTP/2, WebSocket upgrades.
+    Http(ServeOptions),
+    /// The core's gRPC port: HTTP/2 only. Served here rather than by tonic's server, whose own timer for
+    /// the caller's `grpc-timeout` answers CANCELLED when it fires before the core's deadline step does.
+    Grpc,
+}
+
+/// How the REST listener treats its connections.
 #[derive(Clone, Copy, Debug)]
 pub struct ServeOptions {
     /// A client has this long to send a request's headers (an idle keep-alive connection as long to start
@@ -183,12 +193,12 @@ pub struct ServeOptions {
     pub trusted_proxy_hops: usize,
 }
 
-/// Serves `router` on `listener` (HTTP/1.1 and HTTP/2, WebSocket upgrades) until `shutdown` resolves, then
-/// drains in-flight requests. Every request carries its client's address (`client_addr::ClientAddr`).
+/// Serves `router` on `listener` (as `protocol` says) until `shutdown` resolves, then drains
+/// in-flight requests. Every request carries its client's address (`client_addr::ClientAddr`).
 pub async fn serve(
     router: Router,
     listener: TcpListener,
-    options: ServeOptions,
+    protocol: Protocol,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::{
@@ -197,13 +207,23 @@ pub async fn serve(
         service::TowerToHyperService,
     };
 
-    tracing::info!(addr = %listener.local_addr()?, "http listening");
+    let addr = listener.local_addr()?;
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(options.header_timeout);
     builder.http2().timer(TokioTimer::new());
+    let (builder, hops) = match protocol {
+        Protocol::Http(options) => {
+            tracing::info!(%addr, "http listening");
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(options.header_timeout);
+            (builder, options.trusted_proxy_hops)
+        }
+        Protocol::Grpc => {
+            tracing::info!(%addr, "grpc listening");
+            (builder.http2_only(), 0)
+        }
+    };
     let connections = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -217,7 +237,10 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let hops = options.trusted_proxy_hops;
+        // Small answers and HTTP/2's control frames go out at once rather than waiting for an ACK.
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(error = %err, "TCP_NODELAY not set");
+        }
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(
             router.clone(),
             move |mut request: http::Request<hyper::body::Incoming>| {

@@ -9,7 +9,6 @@ use frontdesk_kernel::{shutdown::Shutdown, store, telemetry, telemetry::LogForma
 use frontdesk_server::{
     app,
     config::{CoreConfig, EdgeListenConfig, UploadConfig},
-    grpc,
     operator_cli::{self, AdminArgs},
 };
 use tokio::net::TcpListener;
@@ -146,9 +145,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let http_listener = TcpListener::bind(edge.http_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
             let workers = jobs.spawn(shutdown.clone())?;
-            tokio::try_join!(grpc::serve(routes, grpc_listener, shutdown.clone().wait()), async {
-                Ok(frontdesk_edge::serve(router, http_listener, serve_options(&edge), shutdown.wait()).await?)
-            },)?;
+            tokio::try_join!(
+                serve_grpc(routes, grpc_listener, shutdown.clone().wait()),
+                frontdesk_edge::serve(router, http_listener, http_protocol(&edge), shutdown.wait()),
+            )?;
             let _ = tokio::join!(deliveries, workers);
         }
         Command::Core { core } => {
@@ -163,7 +163,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let listener = TcpListener::bind(core.grpc_addr).await?;
             let deliveries = dispatcher.spawn(shutdown.clone())?;
             let workers = jobs.spawn(shutdown.clone())?;
-            grpc::serve(routes, listener, shutdown.wait()).await?;
+            serve_grpc(routes, listener, shutdown.wait()).await?;
             let _ = tokio::join!(deliveries, workers);
         }
         Command::Edge {
@@ -178,7 +178,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             )?;
             release_start_up_memory();
             let listener = TcpListener::bind(edge.http_addr).await?;
-            frontdesk_edge::serve(router, listener, serve_options(&edge), shutdown.wait()).await?;
+            frontdesk_edge::serve(router, listener, http_protocol(&edge), shutdown.wait()).await?;
         }
         Command::Admin(args) => operator_cli::run(args).await?,
         Command::ExtractDocument { .. } => anyhow::bail!("extract-document runs before the runtime starts"),
@@ -224,11 +224,26 @@ fn edge_limits(edge: &EdgeListenConfig, uploads: UploadConfig) -> frontdesk_edge
     }
 }
 
-fn serve_options(edge: &EdgeListenConfig) -> frontdesk_edge::ServeOptions {
-    frontdesk_edge::ServeOptions {
+fn http_protocol(edge: &EdgeListenConfig) -> frontdesk_edge::Protocol {
+    frontdesk_edge::Protocol::Http(frontdesk_edge::ServeOptions {
         header_timeout: edge.header_timeout,
         trusted_proxy_hops: edge.trusted_proxy_hops as usize,
-    }
+    })
+}
+
+/// Serves the core's gRPC routes on `listener` until `shutdown` resolves, then drains in-flight calls.
+async fn serve_grpc(
+    routes: tonic::service::Routes,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    frontdesk_edge::serve(
+        routes.into_axum_router(),
+        listener,
+        frontdesk_edge::Protocol::Grpc,
+        shutdown,
+    )
+    .await
 }
 
 fn metrics() -> Option<frontdesk_edge::MetricsRender> {

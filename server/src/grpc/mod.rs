@@ -4,8 +4,6 @@
 mod deadline;
 mod trace;
 
-use std::net::SocketAddr;
-
 use std::sync::Arc;
 
 use frontdesk_api::{
@@ -26,7 +24,6 @@ use frontdesk_api::{
     webchat::v1::web_chat_server::WebChatServer,
     wire,
 };
-use tokio::net::TcpListener;
 use tonic::service::{Routes, interceptor::InterceptedService};
 
 use crate::{
@@ -194,19 +191,4 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-}
-
-/// Serves `routes` on `listener` until `shutdown` resolves, then drains in-flight calls.
-pub async fn serve(
-    routes: Routes,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send,
-) -> anyhow::Result<()> {
-    let addr: SocketAddr = listener.local_addr()?;
-    tracing::info!(%addr, "grpc listening");
-    tonic::transport::Server::builder()
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), shutdown)
-        .await?;
-    Ok(())
 }

@@ -148,3 +148,64 @@ async fn a_call_past_the_request_timeout_answers_504_with_the_core_apart() {
     assert_past_the_request_timeout(&answer, took);
     lock.rollback().await.unwrap();
 }
+
+/// A gRPC caller's own deadline (`grpc-timeout`) ends a call waiting on a locked row with
+/// DEADLINE_EXCEEDED, every time. The call is made with a plain HTTP/2 client: tonic's client starts a
+/// timer of its own for the same deadline and answers CANCELLED when it fires first, which would hide
+/// what the core answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_past_its_deadline_answers_deadline_exceeded() {
+    use prost::Message;
+
+    let db = Db::postgres().await;
+    let server = Server::start(&db, &[]).await;
+    let api = Platform::new(&server).await;
+    let deal_id = api.deal("Contended").await;
+    let conn = db.connect().await;
+    let lock = hold_row_lock(&conn, &deal_id).await;
+    let client = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
+    let url = format!("{}/frontdesk.v1.Deals/UpdateDeal", server.grpc);
+    // Several calls: the core's timers for one deadline fire in the same millisecond or in different ones.
+    for attempt in 0..8 {
+        let message = frontdesk_api::v1::UpdateDealRequest {
+            deal_id: deal_id.clone(),
+            title: format!("Late {attempt}"),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+        frame.extend_from_slice(&message);
+        let started = Instant::now();
+        let answer = tokio::time::timeout(
+            HUNG,
+            client
+                .post(&url)
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .header("grpc-timeout", "300m")
+                .header("x-api-key", &api.key)
+                .body(frame)
+                .send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("still waiting after {HUNG:?}"))
+        .unwrap();
+        let status = answer
+            .headers()
+            .get("grpc-status")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(
+            status.as_deref(),
+            Some("4"),
+            "call {attempt}: DEADLINE_EXCEEDED, not {:?}",
+            answer.headers()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "answered long after the deadline: {:?}",
+            started.elapsed()
+        );
+    }
+    lock.rollback().await.unwrap();
+}
