@@ -15,6 +15,7 @@ use crate::{
         webhook_deliveries::{self, DeliveryStatus},
         webhooks,
     },
+    store::sql::in_id_order,
 };
 
 /// The account's subscriptions in creation order: index + 1 is the positional id.
@@ -127,13 +128,19 @@ pub async fn fail_pending(db: &impl ConnectionTrait, whose: Pending<'_>, now: Da
         Pending::OfWebhook(id) => ("webhook_id", id),
         Pending::OfAccount(id) => ("account_id", id.as_str()),
     };
+    let backend = db.get_database_backend();
+    let which = in_id_order(
+        backend,
+        "webhook_deliveries",
+        &format!("{column} = $1 AND status = 'pending'"),
+    );
     let result = db
         .execute_raw(Statement::from_sql_and_values(
-            db.get_database_backend(),
+            backend,
             format!(
                 "UPDATE webhook_deliveries SET status = 'failed', settled_at = $2, \
                  next_attempt_ms = CASE WHEN claim_token IS NULL THEN NULL ELSE next_attempt_ms END \
-                 WHERE {column} = $1 AND status = 'pending'"
+                 WHERE {which}"
             ),
             [id.into(), now.into()],
         ))
@@ -149,13 +156,20 @@ pub async fn requeue_failed(
     since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
+    let backend = db.get_database_backend();
+    let which = in_id_order(
+        backend,
+        "webhook_deliveries",
+        "webhook_id = $1 AND status = 'failed' AND settled_at >= $2",
+    );
     let result = db
         .execute_raw(Statement::from_sql_and_values(
-            db.get_database_backend(),
-            "UPDATE webhook_deliveries SET status = 'pending', attempt_count = 0, settled_at = NULL, \
-             next_attempt_ms = CASE WHEN claim_token IS NOT NULL AND next_attempt_ms > $3 \
-             THEN next_attempt_ms ELSE $3 END \
-             WHERE webhook_id = $1 AND status = 'failed' AND settled_at >= $2",
+            backend,
+            format!(
+                "UPDATE webhook_deliveries SET status = 'pending', attempt_count = 0, settled_at = NULL, \
+                 next_attempt_ms = CASE WHEN claim_token IS NOT NULL AND next_attempt_ms > $3 \
+                 THEN next_attempt_ms ELSE $3 END WHERE {which}"
+            ),
             [webhook_id.into(), since.into(), now.timestamp_millis().into()],
         ))
         .await?;
@@ -167,10 +181,14 @@ pub async fn requeue_failed(
 /// too, so the two cannot deadlock).
 pub async fn delete(db: &impl ConnectionTrait, webhook_id: &str) -> Result<(), DbErr> {
     webhooks::Entity::delete_by_id(webhook_id).exec(db).await?;
-    webhook_deliveries::Entity::delete_many()
-        .filter(webhook_deliveries::Column::WebhookId.eq(webhook_id))
-        .exec(db)
-        .await?;
+    let backend = db.get_database_backend();
+    let which = in_id_order(backend, "webhook_deliveries", "webhook_id = $1");
+    db.execute_raw(Statement::from_sql_and_values(
+        backend,
+        format!("DELETE FROM webhook_deliveries WHERE {which}"),
+        [webhook_id.into()],
+    ))
+    .await?;
     webhook_attempts::Entity::delete_many()
         .filter(webhook_attempts::Column::WebhookId.eq(webhook_id))
         .exec(db)

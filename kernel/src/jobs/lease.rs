@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement, Value};
 
 use super::queue::{STILL_PENDING, Table};
-use crate::store::sql::{now_ms, placeholders};
+use crate::store::sql::{in_id_order, now_ms, placeholders};
 
 /// Tokens per statement.
 const CHUNK: usize = 500;
@@ -58,9 +58,7 @@ pub async fn release(db: &DatabaseConnection, table: &Table, tokens: &[i64], ste
 }
 
 /// Makes the rows due `from_now_ms` after the database's clock now. Only pending rows: one settled, parked
-/// or cancelled while its work runs keeps no due time. On PostgreSQL
-/// the rows are locked in id order first, the order of every statement that locks rows of a work table
-/// (the recorder, a cancel), so two of them never wait for each other in a circle.
+/// or cancelled while its work runs keeps no due time. The rows are locked in id order (`in_id_order`).
 pub(super) fn set_due(
     backend: DbBackend,
     table: &Table,
@@ -69,13 +67,7 @@ pub(super) fn set_due(
     clear: &str,
 ) -> (String, Vec<Value>) {
     let rows = format!("claim_token IN ({}) AND {STILL_PENDING}", placeholders(2, tokens.len()));
-    let which = match backend {
-        DbBackend::Postgres => format!(
-            "id = ANY(ARRAY(SELECT id FROM {} WHERE {rows} ORDER BY id FOR UPDATE))",
-            table.name
-        ),
-        _ => rows,
-    };
+    let which = in_id_order(backend, table.name, &rows);
     let sql = format!(
         "UPDATE {} SET {} = {} + $1{clear} WHERE {which}",
         table.name,

@@ -18,7 +18,7 @@ mod enqueue;
 mod fair;
 pub mod guard;
 pub mod inspection;
-mod lease;
+pub mod lease;
 pub mod queue;
 mod ready;
 pub mod recurring;

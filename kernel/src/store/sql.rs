@@ -23,6 +23,21 @@ pub fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
+/// A condition that holds for the rows of work table `table` that `condition` picks, with those rows locked
+/// first in id order on PostgreSQL: the order every statement that locks rows of a work table keeps (lease
+/// renewals and releases, the recorders, cancels, disables), so two of them never wait for each other in a
+/// circle. A lock order left to the plan (an update joined with its batch, a scan of another index) met a
+/// renewal of the same rows in the opposite order: PostgreSQL ended one of them after its deadlock timeout,
+/// a second in which nothing of either was written. SQLite has one writer at a time: `condition` itself.
+pub fn in_id_order(backend: DbBackend, table: &str, condition: &str) -> String {
+    match backend {
+        DbBackend::Postgres => {
+            format!("id = ANY(ARRAY(SELECT id FROM {table} WHERE {condition} ORDER BY id FOR UPDATE))")
+        }
+        _ => condition.to_owned(),
+    }
+}
+
 /// A condition on `column` that holds for the rows `select` picks, locked for this transaction: rows another
 /// transaction holds are skipped (`FOR UPDATE SKIP LOCKED`), so replicas take disjoint work instead of queueing
 /// behind each other. SQLite has one writer at a time and no row locks.

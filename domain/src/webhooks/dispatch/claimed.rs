@@ -8,6 +8,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
 use super::placeholders;
 use crate::secrets::Sealer;
+use crate::store::sql::in_id_order;
 
 /// One claimed delivery with everything its attempt needs.
 #[derive(Clone, Debug)]
@@ -90,10 +91,11 @@ pub async fn read_claimed(
 /// Settles claimed deliveries that must not be sent as failed, so they stop being claimed; a re-enable of
 /// their subscription can queue them again.
 pub async fn park(db: &DatabaseConnection, ids: &[String], token: i64, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let which = format!("claim_token = $2 AND id IN ({})", placeholders(3, ids.len()));
     let sql = format!(
         "UPDATE webhook_deliveries SET status = 'failed', next_attempt_ms = NULL, claim_token = NULL, \
-         settled_at = $1 WHERE claim_token = $2 AND id IN ({})",
-        placeholders(3, ids.len())
+         settled_at = $1 WHERE {}",
+        in_id_order(db.get_database_backend(), "webhook_deliveries", &which)
     );
     let mut values: Vec<Value> = vec![now.into(), token.into()];
     values.extend(ids.iter().map(|id| Value::from(id.as_str())));

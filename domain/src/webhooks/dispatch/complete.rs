@@ -259,7 +259,9 @@ async fn disable_subscription(
 
 /// Writes each delivery's next state and, for those written, its attempt row, in one statement whose text
 /// is the same for any batch (the batch is one JSON parameter, nulls included), so its plan is reused: with
-/// a text per batch size, most batches were parsed and planned again. The ids written.
+/// a text per batch size, most batches were parsed and planned again. The deliveries are locked in id order
+/// first (`in_id_order`: the join alone locked them in the batch's order, and met lease renewals). The ids
+/// written.
 async fn write_postgres(
     txn: &impl ConnectionTrait,
     results: &[AttemptResult],
@@ -278,6 +280,7 @@ async fn write_postgres(
           ELSE d.settled_at END, \
         attempt_count = d.attempt_count + 1, claim_token = NULL \
         FROM v WHERE d.id = v.id AND (d.claim_token = v.token OR (v.status = 'succeeded' AND d.status = 'pending')) \
+        AND d.id = ANY(ARRAY(SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM v) ORDER BY id FOR UPDATE)) \
         RETURNING d.id), \
         attempts AS (INSERT INTO webhook_attempts (delivery_id, webhook_id, attempt, started_at, status_code, \
         duration_ms, error, next_attempt_at, succeeded) \
@@ -412,21 +415,31 @@ mod tests {
     use std::time::Duration;
 
     use chrono::Utc;
+    use sea_orm::{ConnectionTrait, DatabaseConnection, Statement, TransactionTrait};
 
-    use super::HealthChange;
-    use crate::webhooks::dispatch::{
-        attempt::{AttemptResult, Outcome},
-        claimed::Claimed,
+    use super::{HealthChange, Rules, record};
+    use crate::{
+        retry::RetrySchedule,
+        store::test_databases::{Kind, TestDb},
+        webhooks::dispatch::{
+            attempt::{AttemptResult, Outcome},
+            claimed::Claimed,
+            work::DELIVERIES,
+        },
     };
 
     fn result(outcome: Outcome) -> AttemptResult {
+        result_of("dlv_1", 1, outcome)
+    }
+
+    fn result_of(delivery_id: &str, token: i64, outcome: Outcome) -> AttemptResult {
         let now = Utc::now();
         AttemptResult {
             claimed: Claimed {
-                delivery_id: "dlv_1".into(),
+                delivery_id: delivery_id.into(),
                 webhook_id: "wh_1".into(),
                 account_id: "acc_1".into(),
-                token: 1,
+                token,
                 attempt: 1,
                 url: "http://127.0.0.1/".into(),
                 secret: "whsec_AAAA".into(),
@@ -449,5 +462,113 @@ mod tests {
         change.add(&result(Outcome::Delivered { status: 200 }));
         assert!(change.gone, "the 410 still disables the subscription");
         assert!(change.reset && change.failures == 0);
+    }
+
+    async fn execute(db: &impl ConnectionTrait, sql: &str) {
+        db.execute_unprepared(sql).await.unwrap();
+    }
+
+    /// Sessions of this database waiting for a lock.
+    async fn waiting_for_locks(db: &DatabaseConnection) -> i64 {
+        let sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+                   AND wait_event_type = 'Lock'";
+        let row = db.query_one_raw(Statement::from_string(db.get_database_backend(), sql));
+        row.await.unwrap().unwrap().try_get_by_index(0).unwrap()
+    }
+
+    async fn until_waiting(db: &DatabaseConnection, sessions: i64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while waiting_for_locks(db).await < sessions {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{sessions} sessions never waited for a lock"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// A renewal of a claim's leases and the recording of the same deliveries' results, forced into the
+    /// interleaving that deadlocks when the two lock rows in different orders: the renewal queues first for
+    /// the lowest id (held by the test), the recorder takes the rest of the batch and queues for it too; when
+    /// the test lets go, the renewal goes on up the ids. The results come in the reverse of id order, and the
+    /// rows lie in the table in that order too, so neither the batch's order nor a scan gives id order.
+    #[tokio::test]
+    async fn results_recorded_during_a_renewal_of_their_leases_do_not_deadlock() {
+        const TOKEN: i64 = 42;
+        let test = TestDb::new(Kind::Postgres, 4).await;
+        let db = &test.db;
+        // A table of many settled deliveries, analysed, so a batch's rows are found one by one through the
+        // primary key in the batch's order, as in a running service.
+        execute(
+            db,
+            "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
+             attempt_count, created_at, settled_at) SELECT 'dlv_old_' || g, 'acc_1', 'wh_1', 'evt_1', \
+             'deal.created', 'succeeded', 1, now(), now() FROM generate_series(1, 20000) AS g",
+        )
+        .await;
+        let ids: Vec<String> = (0..50).map(|n| format!("dlv_{n:03}")).collect();
+        for id in ids.iter().rev() {
+            execute(
+                db,
+                &format!(
+                    "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
+                     attempt_count, next_attempt_ms, created_at, claim_token) VALUES ('{id}', 'acc_1', 'wh_1', \
+                     'evt_1', 'deal.created', 'pending', 0, 9000000000000, now(), {TOKEN})"
+                ),
+            )
+            .await;
+        }
+        execute(db, "ANALYZE webhook_deliveries").await;
+        #[allow(clippy::disallowed_methods)] // the test's own lock on the lowest id
+        let holder = db.begin().await.unwrap();
+        execute(
+            &holder,
+            "SELECT id FROM webhook_deliveries WHERE id = 'dlv_000' FOR UPDATE",
+        )
+        .await;
+        let renewal = tokio::spawn({
+            let db = db.clone();
+            async move { crate::jobs::lease::renew(&db, &DELIVERIES, &[TOKEN], 5_000).await }
+        });
+        until_waiting(db, 1).await;
+        let recording = tokio::spawn({
+            let db = db.clone();
+            let ids = ids.clone();
+            async move {
+                let rules = Rules {
+                    schedule: RetrySchedule::new(vec![Duration::from_secs(5)]),
+                    disable_after: Duration::from_secs(3600),
+                };
+                let started = Utc::now();
+                let mut results: Vec<AttemptResult> = ids
+                    .iter()
+                    .rev()
+                    .enumerate()
+                    .map(|(n, id)| {
+                        let mut result = result_of(id, TOKEN, Outcome::Delivered { status: 200 });
+                        result.finished_at = started + chrono::Duration::milliseconds(n as i64);
+                        result
+                    })
+                    .collect();
+                record(&db, &rules, &mut results, Utc::now()).await
+            }
+        });
+        until_waiting(db, 2).await;
+        holder.commit().await.unwrap();
+        let renewed = renewal
+            .await
+            .unwrap()
+            .expect("the renewal is not ended as a deadlock's victim");
+        let dropped = recording
+            .await
+            .unwrap()
+            .expect("the results are not ended as a deadlock's victim");
+        assert!(dropped.is_empty(), "every result written: {dropped:?}");
+        assert_eq!(
+            renewed.len(),
+            ids.len(),
+            "the renewal went first and held every delivery"
+        );
+        test.remove().await;
     }
 }
