@@ -489,8 +489,9 @@ mod tests {
 
     /// A renewal of a claim's leases and the recording of the same deliveries' results, forced into the
     /// interleaving that deadlocks when the two lock rows in different orders: the renewal queues first for
-    /// the lowest id (held by the test), the recorder takes the rest of the batch and queues for it too; when
-    /// the test lets go, the renewal goes on up the ids. The results come in the reverse of id order, and the
+    /// the lowest id (held by the test), then the recorder queues for it too (a recorder that locked in its
+    /// batch's order holds the rest of the batch by then); when the test lets go, the renewal goes on up the
+    /// ids. The results come in the reverse of id order, and the
     /// rows lie in the table in that order too, so neither the batch's order nor a scan gives id order.
     #[tokio::test]
     async fn results_recorded_during_a_renewal_of_their_leases_do_not_deadlock() {
