@@ -37,6 +37,7 @@ mod m20261207_000190_broadcast_sending;
 mod m20261208_000200_unwritten_recipients;
 mod m20261209_000210_large_accounts;
 mod m20261210_000220_job_traces;
+mod m20261211_000230_delivered_in_row;
 
 pub struct Migrator;
 
@@ -77,6 +78,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261208_000200_unwritten_recipients::Migration),
             Box::new(m20261209_000210_large_accounts::Migration),
             Box::new(m20261210_000220_job_traces::Migration),
+            Box::new(m20261211_000230_delivered_in_row::Migration),
         ]
     }
 }

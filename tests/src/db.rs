@@ -240,10 +240,11 @@ impl Db {
     pub async fn scalar(&self, sql: &str, arg: &str) -> Option<String> {
         let conn = self.connect().await;
         let backend = conn.get_database_backend();
+        // SQLite's numbered form, so the argument may be used more than once.
         let sql = if self.is_postgres() {
             sql.to_owned()
         } else {
-            sql.replace("$1", "?")
+            sql.replace("$1", "?1")
         };
         let row = conn
             .query_one_raw(Statement::from_sql_and_values(backend, sql, [arg.into()]))

@@ -238,25 +238,7 @@ async fn made_up_keys_are_read_once_each_and_never_kept(kind: Kind) {
     test.remove().await;
 }
 
-macro_rules! on_both_databases {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use super::*;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Kind::Sqlite).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Kind::Postgres).await;
-            }
-        }
-    )*};
-}
-
-on_both_databases!(
+frontdesk_kernel::on_both_kinds!(
     served_from_memory_until_another_replica_changes_the_account,
     changes_on_one_replica_refuse_the_next_call_on_another,
     a_cache_stays_within_its_bound_under_many_keys,

@@ -19,22 +19,21 @@ pub fn bucket(at: DateTime<Utc>) -> i64 {
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use frontdesk_migrations::{Migrator, MigratorTrait};
-    use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QueryOrder, Statement};
+    use sea_orm::{ConnectionTrait, EntityTrait, QueryOrder, Statement};
 
     use super::*;
-    use crate::store::{self, SessionLimits, entities::conversations, test_databases};
+    use crate::store::{
+        self,
+        entities::conversations,
+        test_databases::{self, Kind, TestDb},
+    };
 
     /// Conversations stored before the window existed, with times as the service writes them (the driver's
     /// own encoding of a `DateTime<Utc>`), get the window of their `last_message_at` from the migration.
-    async fn migration_backfills_windows(db: &DatabaseConnection) {
-        // Every migration before the one that adds the windows (later ones may follow it).
-        let before_windows = Migrator::migrations()
-            .iter()
-            .position(|m| m.name() == "m20261125_000050_conversation_activity")
-            .and_then(|at| u32::try_from(at).ok())
-            .expect("the windows' migration");
-        Migrator::up(db, Some(before_windows)).await.unwrap();
+    async fn the_migration_backfills_each_conversations_window(kind: Kind) {
+        let test = TestDb::unmigrated(kind, 1).await;
+        let db = &test.db;
+        test_databases::migrate_before(db, "m20261125_000050_conversation_activity").await;
         let times = [
             Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).unwrap(),
             Utc.with_ymd_and_hms(2026, 11, 25, 9, 4, 59).unwrap() + chrono::Duration::microseconds(999_999),
@@ -53,7 +52,7 @@ mod tests {
             let statement = Statement::from_sql_and_values(backend, sql, values);
             db.execute_raw(statement).await.unwrap();
         }
-        Migrator::up(db, None).await.unwrap();
+        store::migrate(db).await.unwrap();
         let rows = conversations::Entity::find()
             .order_by_asc(conversations::Column::Id)
             .all(db)
@@ -64,35 +63,10 @@ mod tests {
         assert_eq!(windows, expected);
         assert_eq!(expected[0], expected[1], "the same window");
         assert_eq!(expected[2], expected[1] + 1, "the next window");
+        test.remove().await;
     }
 
-    #[tokio::test]
-    async fn the_migration_backfills_each_conversations_window_on_sqlite() {
-        let (db, dir) = test_databases::sqlite_file(1).await;
-        migration_backfills_windows(&db).await;
-        db.close().await.unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[tokio::test]
-    async fn the_migration_backfills_each_conversations_window_on_postgres() {
-        let connect = async |name: &str| {
-            store::connect(&test_databases::postgres_url(name, ""), 1, SessionLimits::default()).await
-        };
-        let admin = connect("postgres").await.unwrap();
-        let name = format!("fd_activity_{}", crate::ids::base62(8).to_lowercase());
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        let db = connect(&name).await.unwrap();
-        migration_backfills_windows(&db).await;
-        db.close().await.unwrap();
-        admin
-            .execute_unprepared(&format!("DROP DATABASE {name} WITH (FORCE)"))
-            .await
-            .unwrap();
-    }
+    frontdesk_kernel::on_both_kinds!(the_migration_backfills_each_conversations_window);
 
     #[test]
     fn a_window_is_five_minutes_and_follows_time() {

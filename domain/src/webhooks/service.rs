@@ -103,8 +103,21 @@ fn delivery_message(d: &webhook_deliveries::Model, attempts: &[webhook_attempts:
                 error: a.error.clone(),
                 next_attempt_at: a.next_attempt_at.map(timestamps::to_proto),
             })
+            .chain(delivered_attempt(d))
             .collect(),
     }
+}
+
+/// The attempt that delivered, kept in the delivery's row: always the last.
+fn delivered_attempt(d: &webhook_deliveries::Model) -> Option<WebhookAttempt> {
+    Some(WebhookAttempt {
+        attempt: d.delivered_attempt?,
+        started_at: Some(timestamps::to_proto(d.delivered_started_at?)),
+        status_code: d.delivered_status_code,
+        duration_ms: d.delivered_duration_ms?,
+        error: None,
+        next_attempt_at: None,
+    })
 }
 
 fn not_found(reference: &str) -> ApiError {
@@ -317,20 +330,14 @@ impl WebhooksService {
             "message": "This is a test event from Front Desk.",
         });
         let event_id = events::record_directed(&txn, account_id, EventType::WebhookTest, data, now).await?;
-        let delivery = webhook_deliveries::Model {
-            id: new_delivery_id().into(),
-            account_id: account_id.clone(),
-            webhook_id: webhook.id.clone(),
-            event_id: event_id.into(),
-            event_type: EventType::WebhookTest.as_str().to_owned(),
-            status: DeliveryStatus::Pending,
-            attempt_count: 0,
-            next_attempt_ms: Some(now.timestamp_millis()),
-            created_at: now,
-            delivered_at: None,
-            settled_at: None,
-            claim_token: None,
-        };
+        let delivery = webhook_deliveries::Model::pending(
+            new_delivery_id().into(),
+            account_id.clone(),
+            webhook.id.clone(),
+            event_id.into(),
+            EventType::WebhookTest.as_str().to_owned(),
+            now,
+        );
         webhook_deliveries::Entity::insert(webhook_deliveries::ActiveModel::from(delivery.clone()).reset_all())
             .exec_without_returning(&txn)
             .await?;

@@ -54,7 +54,9 @@ pub async fn pending_count(db: &impl ConnectionTrait, webhook_id: &str) -> Resul
         .await
 }
 
-/// (attempts, successful attempts) of the subscription since `since`.
+/// (attempts, successful attempts) of the subscription since `since`: the attempts that did not deliver
+/// are rows of their own; one that delivered is its delivery's, settled when it finished (so after
+/// `since`, which the index on the subscription's deliveries by status and settle time bounds).
 pub async fn attempts_since(
     db: &impl ConnectionTrait,
     webhook_id: &str,
@@ -64,15 +66,17 @@ pub async fn attempts_since(
     let row = db
         .query_one_raw(Statement::from_sql_and_values(
             backend,
-            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN succeeded THEN 1 ELSE 0 END), 0) FROM webhook_attempts \
-             WHERE webhook_id = $1 AND started_at >= $2",
+            "SELECT (SELECT COUNT(*) FROM webhook_attempts WHERE webhook_id = $1 AND started_at >= $2), \
+             (SELECT COUNT(*) FROM webhook_deliveries WHERE webhook_id = $1 AND status = 'succeeded' \
+             AND settled_at >= $2 AND delivered_started_at >= $2)",
             [webhook_id.into(), since.into()],
         ))
         .await?;
-    Ok(match row {
+    let (failed, delivered): (i64, i64) = match row {
         Some(row) => (row.try_get_by_index(0)?, row.try_get_by_index(1)?),
         None => (0, 0),
-    })
+    };
+    Ok((failed + delivered, delivered))
 }
 
 /// One page of the subscription's deliveries, newest first, and whether more follow.

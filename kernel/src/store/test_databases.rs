@@ -32,6 +32,18 @@ pub fn postgres_url(name: &str, extra: &str) -> String {
     }
 }
 
+/// Applies every migration before the one named `migration`, for a test of what that one does to rows
+/// written before it.
+pub async fn migrate_before(db: &DatabaseConnection, migration: &str) {
+    use frontdesk_migrations::{Migrator, MigratorTrait};
+    let before = Migrator::migrations()
+        .iter()
+        .position(|m| m.name() == migration)
+        .and_then(|at| u32::try_from(at).ok())
+        .unwrap_or_else(|| panic!("no migration {migration}"));
+    Migrator::up(db, Some(before)).await.unwrap();
+}
+
 /// Which database a test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -39,7 +51,7 @@ pub enum Kind {
     Postgres,
 }
 
-/// A fresh, migrated database of either kind for one test; `remove` deletes it.
+/// A fresh database of either kind for one test (migrated, unless made `unmigrated`); `remove` deletes it.
 pub struct TestDb {
     pub db: DatabaseConnection,
     place: Place,
@@ -52,6 +64,13 @@ enum Place {
 
 impl TestDb {
     pub async fn new(kind: Kind, connections: u32) -> Self {
+        let test = Self::unmigrated(kind, connections).await;
+        super::migrate(&test.db).await.unwrap();
+        test
+    }
+
+    /// An empty database, for a test that migrates it in steps.
+    pub async fn unmigrated(kind: Kind, connections: u32) -> Self {
         let (db, place) = match kind {
             Kind::Sqlite => {
                 let (db, dir) = sqlite_file(connections).await;
@@ -69,7 +88,6 @@ impl TestDb {
                 (db, Place::Postgres(name))
             }
         };
-        super::migrate(&db).await.unwrap();
         Self { db, place }
     }
 
@@ -87,4 +105,23 @@ impl TestDb {
             }
         }
     }
+}
+
+/// Makes each `async fn name(kind: Kind)` of the calling module two tests, `name::sqlite` and
+/// `name::postgres`.
+#[macro_export]
+macro_rules! on_both_kinds {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::store::test_databases::Kind::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name($crate::store::test_databases::Kind::Postgres).await;
+            }
+        }
+    )*};
 }

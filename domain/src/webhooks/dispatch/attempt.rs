@@ -35,6 +35,11 @@ impl Outcome {
         }
     }
 
+    /// The endpoint took the delivery.
+    pub fn delivered(&self) -> bool {
+        matches!(self, Self::Delivered { .. })
+    }
+
     pub fn status_code(&self) -> Option<i32> {
         match self {
             Self::Delivered { status } | Self::Rejected { status, .. } => Some(i32::from(*status)),

@@ -1,7 +1,8 @@
 //! Writes a batch of attempt results in one transaction: each subscription's health (locked first, in id
 //! order, so concurrent batches and disables never deadlock), each delivery's next state (only while the
 //! delivery still carries the token of the claim that made the attempt; a success settles it whatever
-//! claim holds it), an attempt row for each result so written, and any disable the results call for.
+//! claim holds it), each result so written kept as its attempt's record (a success in the delivery's row,
+//! any other outcome as an attempt row), and any disable the results call for.
 //! A result whose delivery was claimed again, or deleted with its subscription, leaves no row behind.
 
 use std::{
@@ -86,7 +87,7 @@ struct HealthChange {
 impl HealthChange {
     fn add(&mut self, result: &AttemptResult) {
         let at = result.finished_at;
-        if matches!(result.outcome, Outcome::Delivered { .. }) {
+        if result.outcome.delivered() {
             self.reset = true;
             self.failures = 0;
             self.first_failure = None;
@@ -257,7 +258,7 @@ async fn disable_subscription(
     Ok(())
 }
 
-/// Writes each delivery's next state and, for those written, its attempt row, in one statement whose text
+/// Writes each delivery's next state and, for those written, their attempts' records, in one statement whose text
 /// is the same for any batch (the batch is one JSON parameter, nulls included), so its plan is reused: with
 /// a text per batch size, most batches were parsed and planned again. The deliveries are locked in id order
 /// first (`in_id_order`: the join alone locked them in the batch's order, and met lease renewals). The ids
@@ -278,14 +279,18 @@ async fn write_postgres(
           ELSE d.delivered_at END, \
         settled_at = CASE WHEN d.status = 'pending' OR v.status = 'succeeded' THEN v.settled_at \
           ELSE d.settled_at END, \
-        attempt_count = d.attempt_count + 1, claim_token = NULL \
+        attempt_count = d.attempt_count + 1, claim_token = NULL, \
+        delivered_attempt = CASE WHEN v.succeeded THEN v.attempt END, \
+        delivered_started_at = CASE WHEN v.succeeded THEN v.started_at END, \
+        delivered_status_code = CASE WHEN v.succeeded THEN v.status_code END, \
+        delivered_duration_ms = CASE WHEN v.succeeded THEN v.duration_ms END \
         FROM v WHERE d.id = v.id AND (d.claim_token = v.token OR (v.status = 'succeeded' AND d.status = 'pending')) \
         AND d.id = ANY(ARRAY(SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM v) ORDER BY id FOR UPDATE)) \
         RETURNING d.id), \
         attempts AS (INSERT INTO webhook_attempts (delivery_id, webhook_id, attempt, started_at, status_code, \
-        duration_ms, error, next_attempt_at, succeeded) \
+        duration_ms, error, next_attempt_at) \
         SELECT v.id, v.webhook_id, v.attempt, v.started_at, v.status_code, v.duration_ms, v.error, \
-        v.next_attempt_at, v.succeeded FROM v JOIN written USING (id) ORDER BY v.position) \
+        v.next_attempt_at FROM v JOIN written USING (id) WHERE NOT v.succeeded ORDER BY v.position) \
         SELECT id FROM written";
     let batch: Vec<serde_json::Value> = results
         .iter()
@@ -307,7 +312,7 @@ async fn write_postgres(
                 "duration_ms": attempt_ms(result),
                 "error": result.outcome.error(),
                 "next_attempt_at": state.next_attempt_at,
-                "succeeded": matches!(result.outcome, Outcome::Delivered { .. }),
+                "succeeded": result.outcome.delivered(),
             })
         })
         .collect();
@@ -321,7 +326,8 @@ async fn write_postgres(
     rows.iter().map(|row| row.try_get_by_index(0)).collect()
 }
 
-/// SQLite: the deliveries' states by chunk, then the attempt rows of those written.
+/// SQLite: the deliveries' states (a success's attempt with them) by chunk, then the rows of the other
+/// attempts written.
 async fn write_each_size(
     txn: &impl ConnectionTrait,
     results: &[AttemptResult],
@@ -334,7 +340,7 @@ async fn write_each_size(
     let attempts: Vec<webhook_attempts::ActiveModel> = results
         .iter()
         .zip(settled)
-        .filter(|(r, _)| written.contains(r.claimed.delivery_id.as_str()))
+        .filter(|(r, _)| !r.outcome.delivered() && written.contains(r.claimed.delivery_id.as_str()))
         .map(|(r, s)| webhook_attempts::ActiveModel {
             seq: NotSet,
             delivery_id: Set(r.claimed.delivery_id.clone().into()),
@@ -345,7 +351,6 @@ async fn write_each_size(
             duration_ms: Set(attempt_ms(r)),
             error: Set(r.outcome.error()),
             next_attempt_at: Set(s.next_attempt_at),
-            succeeded: Set(matches!(r.outcome, Outcome::Delivered { .. })),
         })
         .collect();
     let mut attempts = attempts.into_iter().peekable();
@@ -364,7 +369,7 @@ fn attempt_ms(result: &AttemptResult) -> i32 {
 
 /// SQLite: one UPDATE for a chunk of deliveries, joined with a VALUES list (`columnN` names its columns);
 /// returns the ids it wrote. A delivery parked while its attempt ran (its subscription was disabled) stays
-/// parked unless the attempt succeeded.
+/// parked unless the attempt succeeded; a success's attempt is kept in the row.
 async fn update_deliveries(
     db: &impl ConnectionTrait,
     results: &[AttemptResult],
@@ -373,7 +378,7 @@ async fn update_deliveries(
     if results.is_empty() {
         return Ok(Vec::new());
     }
-    const COLUMNS: usize = 6;
+    const COLUMNS: usize = 10;
     let rows: Vec<String> = (0..results.len())
         .map(|i| format!("({})", super::placeholders(i * COLUMNS + 1, COLUMNS)))
         .collect();
@@ -384,7 +389,9 @@ async fn update_deliveries(
          next_attempt_ms = CASE WHEN {applies} THEN v.column4 ELSE NULL END, \
          delivered_at = CASE WHEN {applies} THEN v.column5 ELSE webhook_deliveries.delivered_at END, \
          settled_at = CASE WHEN {applies} THEN v.column6 ELSE webhook_deliveries.settled_at END, \
-         attempt_count = webhook_deliveries.attempt_count + 1, claim_token = NULL \
+         attempt_count = webhook_deliveries.attempt_count + 1, claim_token = NULL, \
+         delivered_attempt = v.column7, delivered_started_at = v.column8, delivered_status_code = v.column9, \
+         delivered_duration_ms = v.column10 \
          FROM (VALUES {}) AS v WHERE webhook_deliveries.id = v.column1 \
          AND (webhook_deliveries.claim_token = v.column2 \
          OR (v.column3 = 'succeeded' AND webhook_deliveries.status = 'pending')) \
@@ -403,6 +410,11 @@ async fn update_deliveries(
                 .then_some(result.finished_at)
                 .into(),
         );
+        let delivered = result.outcome.delivered();
+        values.push(delivered.then_some(result.claimed.attempt).into());
+        values.push(delivered.then_some(result.started_at).into());
+        values.push(result.outcome.status_code().filter(|_| delivered).into());
+        values.push(delivered.then(|| attempt_ms(result)).into());
     }
     let written = db
         .query_all_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
@@ -415,17 +427,24 @@ mod tests {
     use std::time::Duration;
 
     use chrono::Utc;
-    use sea_orm::{ConnectionTrait, DatabaseConnection, Statement, TransactionTrait};
+    use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, Statement, TransactionTrait};
 
     use super::{HealthChange, Rules, record};
     use crate::{
         retry::RetrySchedule,
-        store::test_databases::{Kind, TestDb},
+        store::{
+            entities::{
+                webhook_attempts,
+                webhook_deliveries::{self, DeliveryStatus},
+            },
+            test_databases::{self, Kind, TestDb},
+        },
         webhooks::dispatch::{
             attempt::{AttemptResult, Outcome},
             claimed::Claimed,
             work::DELIVERIES,
         },
+        webhooks::store,
     };
 
     fn result(outcome: Outcome) -> AttemptResult {
@@ -572,4 +591,132 @@ mod tests {
         );
         test.remove().await;
     }
+
+    /// A batch of a success and a refusal: the success settles its delivery with its attempt in the row and
+    /// no attempt row; the refusal is an attempt row; the subscription's health counts both.
+    async fn a_delivered_attempt_is_kept_in_its_row(kind: Kind) {
+        const TOKEN: i64 = 7;
+        let test = TestDb::new(kind, 2).await;
+        let db = &test.db;
+        let now = Utc::now();
+        for id in ["dlv_ok", "dlv_refused"] {
+            db.execute_raw(Statement::from_sql_and_values(
+                db.get_database_backend(),
+                "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
+                 attempt_count, next_attempt_ms, created_at, claim_token) VALUES ($1, 'acc_1', 'wh_1', 'evt_1', \
+                 'deal.created', 'pending', 0, 9000000000000, $2, $3)",
+                [id.into(), now.into(), TOKEN.into()],
+            ))
+            .await
+            .unwrap();
+        }
+        let rules = Rules {
+            schedule: RetrySchedule::new(vec![Duration::from_secs(60)]),
+            disable_after: Duration::from_secs(3600),
+        };
+        let mut ok = result_of("dlv_ok", TOKEN, Outcome::Delivered { status: 204 });
+        ok.duration = Duration::from_millis(12);
+        let refused = result_of(
+            "dlv_refused",
+            TOKEN,
+            Outcome::Rejected {
+                status: 500,
+                retry_after: None,
+            },
+        );
+        let started = ok.started_at;
+        let dropped = record(db, &rules, &mut [ok, refused], now).await.unwrap();
+        assert!(dropped.is_empty(), "{dropped:?}");
+
+        let rows = webhook_deliveries::Entity::find().all(db).await.unwrap();
+        let delivered = rows.iter().find(|d| &*d.id == "dlv_ok").unwrap();
+        assert_eq!(delivered.status, DeliveryStatus::Succeeded);
+        assert_eq!(
+            (
+                delivered.delivered_attempt,
+                delivered.delivered_status_code,
+                delivered.delivered_duration_ms,
+            ),
+            (Some(1), Some(204), Some(12))
+        );
+        assert_eq!(
+            delivered.delivered_started_at.map(|t| t.timestamp_millis()),
+            Some(started.timestamp_millis())
+        );
+        let retried = rows.iter().find(|d| &*d.id == "dlv_refused").unwrap();
+        assert_eq!(retried.status, DeliveryStatus::Pending);
+        assert_eq!(retried.delivered_attempt, None);
+
+        let attempts = webhook_attempts::Entity::find().all(db).await.unwrap();
+        let of: Vec<(&str, Option<i32>)> = attempts
+            .iter()
+            .map(|a| (a.delivery_id.as_ref(), a.status_code))
+            .collect();
+        assert_eq!(
+            of,
+            [("dlv_refused", Some(500))],
+            "no row for the attempt that delivered"
+        );
+        let since = now - chrono::Duration::hours(1);
+        assert_eq!(
+            store::attempts_since(db, "wh_1", since).await.unwrap(),
+            (2, 1),
+            "two attempts, one delivered"
+        );
+        test.remove().await;
+    }
+
+    /// Attempts recorded before delivered attempts were kept in their rows: the migration moves each
+    /// delivered one into its delivery and leaves the others as rows.
+    async fn the_migration_moves_delivered_attempts_into_their_rows(kind: Kind) {
+        let test = TestDb::unmigrated(kind, 1).await;
+        let db = &test.db;
+        test_databases::migrate_before(db, "m20261211_000230_delivered_in_row").await;
+        let started = Utc::now() - chrono::Duration::minutes(5);
+        let backend = db.get_database_backend();
+        db.execute_raw(Statement::from_sql_and_values(
+            backend,
+            "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
+             attempt_count, created_at, delivered_at, settled_at) VALUES ('dlv_1', 'acc_1', 'wh_1', 'evt_1', \
+             'deal.created', 'succeeded', 2, $1, $1, $1)",
+            [started.into()],
+        ))
+        .await
+        .unwrap();
+        for (attempt, status_code, succeeded) in [(1, 503, false), (2, 200, true)] {
+            db.execute_raw(Statement::from_sql_and_values(
+                backend,
+                "INSERT INTO webhook_attempts (delivery_id, webhook_id, attempt, started_at, status_code, \
+                 duration_ms, succeeded) VALUES ('dlv_1', 'wh_1', $1, $2, $3, 40, $4)",
+                [attempt.into(), started.into(), status_code.into(), succeeded.into()],
+            ))
+            .await
+            .unwrap();
+        }
+        crate::store::migrate(db).await.unwrap();
+        let delivery = webhook_deliveries::Entity::find().one(db).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                delivery.delivered_attempt,
+                delivery.delivered_status_code,
+                delivery.delivered_duration_ms
+            ),
+            (Some(2), Some(200), Some(40))
+        );
+        assert_eq!(
+            delivery.delivered_started_at.map(|t| t.timestamp_millis()),
+            Some(started.timestamp_millis())
+        );
+        let attempts = webhook_attempts::Entity::find().all(db).await.unwrap();
+        assert_eq!(
+            attempts.iter().map(|a| (a.attempt, a.status_code)).collect::<Vec<_>>(),
+            [(1, Some(503))]
+        );
+        test.remove().await;
+    }
+
+    frontdesk_kernel::on_both_kinds!(
+        a_delivered_attempt_is_kept_in_its_row,
+        the_migration_moves_delivered_attempts_into_their_rows,
+    );
 }

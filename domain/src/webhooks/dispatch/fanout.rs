@@ -63,20 +63,14 @@ pub async fn fan_out(db: &DatabaseConnection, batch: u64, now: DateTime<Utc>) ->
             if !subscription::wants(&subscription.events, &event.event_type) {
                 continue;
             }
-            rows.push(webhook_deliveries::Model {
-                id: new_delivery_id().into(),
-                account_id: AccountId::of_row(&event.account_id),
-                webhook_id: subscription.id.clone().into(),
-                event_id: event.id.clone().into(),
-                event_type: event.event_type.clone(),
-                status: webhook_deliveries::DeliveryStatus::Pending,
-                attempt_count: 0,
-                next_attempt_ms: Some(now.timestamp_millis()),
-                created_at: now,
-                delivered_at: None,
-                settled_at: None,
-                claim_token: None,
-            });
+            rows.push(webhook_deliveries::Model::pending(
+                new_delivery_id().into(),
+                AccountId::of_row(&event.account_id),
+                subscription.id.clone().into(),
+                event.id.clone().into(),
+                event.event_type.clone(),
+                now,
+            ));
         }
     }
     let queued = rows.len();

@@ -1,7 +1,8 @@
 //! Retention. A delivery settled (delivered, or failed for good) before the cutoff is deleted with its
-//! attempts, and its event with it once no other delivery refers to the event. Events that never had a
-//! delivery (no subscriber wanted them) are found by a scan that resumes where it stopped, so events still
-//! waiting on a delivery are not read again on every pass. A pending delivery is never touched, and neither
+//! attempts, and its event with it once no delivery that may still be attempted (any but a succeeded one)
+//! refers to the event. Events old enough that no such delivery refers to (no subscriber wanted them, or
+//! all of theirs succeeded) are found by a scan that resumes where it stopped, so events still waiting on
+//! a delivery are not read again on every pass. A pending delivery is never touched, and neither
 //! is its event, which its next attempt still reads; nor is any delivery of a disabled subscription, which a
 //! re-enable may queue again, however long it stayed disabled.
 
@@ -171,7 +172,8 @@ pub async fn prune(
 }
 
 /// No delivery refers to the `event_outbox` row.
-const UNREFERENCED: &str = "NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = event_outbox.id)";
+const UNREFERENCED: &str =
+    "NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = event_outbox.id AND d.status <> 'succeeded')";
 
 /// Reads up to `batch` dispatched events older than the cutoff after `mark` and deletes those no delivery
 /// refers to; returns (deleted, read).

@@ -113,7 +113,7 @@ impl Work for DeliveryWork {
     fn observe(&self, _key: &QueueKey, result: &AttemptResult, _took: Duration) {
         metrics::counter!("frontdesk_webhook_attempts_total", "outcome" => result.outcome.label()).increment(1);
         metrics::histogram!("frontdesk_webhook_attempt_duration_seconds").record(result.duration.as_secs_f64());
-        if matches!(result.outcome, Outcome::Delivered { .. }) {
+        if result.outcome.delivered() {
             let latency = (result.finished_at - result.claimed.event_at)
                 .to_std()
                 .unwrap_or_default();

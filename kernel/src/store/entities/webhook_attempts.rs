@@ -1,4 +1,5 @@
-//! One HTTP attempt of a delivery, as it ended.
+//! One HTTP attempt of a delivery that did not deliver it, as it ended (the attempt that delivered is kept
+//! in the delivery's row).
 
 use sea_orm::entity::prelude::*;
 
@@ -15,7 +16,6 @@ pub struct Model {
     pub duration_ms: i32,
     pub error: Option<String>,
     pub next_attempt_at: Option<DateTimeUtc>,
-    pub succeeded: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -23,6 +23,43 @@ pub struct Model {
     pub settled_at: Option<DateTimeUtc>,
     /// The token of the claim holding the delivery (its attempt runs, or its result is being written).
     pub claim_token: Option<i64>,
+    /// The attempt that delivered it (its number, start, HTTP status and duration); its other attempts are
+    /// `webhook_attempts` rows.
+    pub delivered_attempt: Option<i32>,
+    pub delivered_started_at: Option<DateTimeUtc>,
+    pub delivered_status_code: Option<i32>,
+    pub delivered_duration_ms: Option<i32>,
+}
+
+impl Model {
+    /// A new delivery of `event` to `webhook`, due now.
+    pub fn pending(
+        id: crate::resource_id::DeliveryId,
+        account_id: crate::tenant::AccountId,
+        webhook_id: crate::resource_id::WebhookId,
+        event_id: crate::resource_id::EventId,
+        event_type: String,
+        now: DateTimeUtc,
+    ) -> Self {
+        Self {
+            id,
+            account_id,
+            webhook_id,
+            event_id,
+            event_type,
+            status: DeliveryStatus::Pending,
+            attempt_count: 0,
+            next_attempt_ms: Some(now.timestamp_millis()),
+            created_at: now,
+            delivered_at: None,
+            settled_at: None,
+            claim_token: None,
+            delivered_attempt: None,
+            delivered_started_at: None,
+            delivered_status_code: None,
+            delivered_duration_ms: None,
+        }
+    }
 }
 
 /// Where a delivery stands.
