@@ -6,9 +6,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
 
-use super::placeholders;
 use crate::secrets::Sealer;
-use crate::store::sql::in_id_order;
+use crate::store::sql::{in_id_order, one_of_text};
 
 /// One claimed delivery with everything its attempt needs.
 #[derive(Clone, Debug)]
@@ -36,21 +35,19 @@ pub async fn read_claimed(
     ids: &[String],
     token: i64,
 ) -> Result<(Vec<Claimed>, Vec<String>), DbErr> {
+    let backend = db.get_database_backend();
+    // On PostgreSQL one text for any number of ids (an array), so the statement is planned once.
+    let (which, values) = one_of_text(backend, "d.id", 1, ids.to_vec());
     let sql = format!(
         "SELECT d.id, d.webhook_id, d.account_id, d.attempt_count, w.url, w.secret, e.id, e.event_type, e.payload, \
          e.created_at, COALESCE(w.status = 'active' AND e.id IS NOT NULL AND a.webhooks_enabled = TRUE \
          AND a.deleted_at IS NULL, FALSE) \
          FROM webhook_deliveries d LEFT JOIN webhooks w ON w.id = d.webhook_id \
          LEFT JOIN event_outbox e ON e.id = d.event_id LEFT JOIN accounts a ON a.id = d.account_id \
-         WHERE d.id IN ({})",
-        placeholders(1, ids.len())
+         WHERE {which}"
     );
     let rows = db
-        .query_all_raw(Statement::from_sql_and_values(
-            db.get_database_backend(),
-            sql,
-            ids.iter().map(|id| Value::from(id.as_str())),
-        ))
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     let (mut claimed, mut parked) = (Vec::new(), Vec::new());
     for row in &rows {
@@ -91,15 +88,16 @@ pub async fn read_claimed(
 /// Settles claimed deliveries that must not be sent as failed, so they stop being claimed; a re-enable of
 /// their subscription can queue them again.
 pub async fn park(db: &DatabaseConnection, ids: &[String], token: i64, now: DateTime<Utc>) -> Result<(), DbErr> {
-    let which = format!("claim_token = $2 AND id IN ({})", placeholders(3, ids.len()));
+    let backend = db.get_database_backend();
+    let (of_ids, ids) = one_of_text(backend, "id", 3, ids.to_vec());
     let sql = format!(
         "UPDATE webhook_deliveries SET status = 'failed', next_attempt_ms = NULL, claim_token = NULL, \
          settled_at = $1 WHERE {}",
-        in_id_order(db.get_database_backend(), "webhook_deliveries", &which)
+        in_id_order(backend, "webhook_deliveries", &format!("claim_token = $2 AND {of_ids}"))
     );
     let mut values: Vec<Value> = vec![now.into(), token.into()];
-    values.extend(ids.iter().map(|id| Value::from(id.as_str())));
-    db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values))
+    values.extend(ids);
+    db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     Ok(())
 }
