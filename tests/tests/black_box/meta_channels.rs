@@ -436,7 +436,8 @@ on_both_databases!(reactions_and_read_marks_go_both_ways, |db: Db| async move {
         .ok("POST", &format!("/v1/messages/{inbound}/reactions"), Some(react("")))
         .await;
     // The reaction's job runs with the message's reaction as it stands: the 👍 is sent and taken back, or,
-    // when the removal came before the job ran, only the removal is.
+    // when the removal came before the job ran, only the removal is; a run that read the removal while the
+    // removal's own change asked for one more run sends it twice. Never a 👍 after it.
     let taken_back = json!({"message_id": DOCUMENTED_WAMID, "emoji": ""});
     let calls = graph
         .wait_for("the reaction taken back", |calls| {
@@ -444,13 +445,11 @@ on_both_databases!(reactions_and_read_marks_go_both_ways, |db: Db| async move {
         })
         .await;
     let reactions: Vec<Value> = calls[1..].iter().map(|c| c.body["reaction"].clone()).collect();
+    let thumbs = json!({"message_id": DOCUMENTED_WAMID, "emoji": "\u{1F44D}"});
     assert!(
-        reactions
-            == [
-                json!({"message_id": DOCUMENTED_WAMID, "emoji": "\u{1F44D}"}),
-                taken_back.clone()
-            ]
-            || reactions == [taken_back],
+        reactions == [thumbs.clone(), taken_back.clone()]
+            || reactions == [taken_back.clone()]
+            || reactions == [taken_back.clone(), taken_back],
         "{reactions:?}"
     );
     admin::quiesce(&server).await;

@@ -153,7 +153,8 @@ struct Health {
 }
 
 /// Applies each subscription's health change, its row locked first and in id order (so concurrent batches
-/// and disables never deadlock). On PostgreSQL in one statement for the whole batch, whose text is the
+/// and disables never deadlock), with the lock the update itself takes (`NO KEY UPDATE`): a plain `FOR
+/// UPDATE` also waited for every fan-out holding the subscription (`KEY SHARE`) to commit. On PostgreSQL in one statement for the whole batch, whose text is the
 /// same for any batch: a statement per subscription made a batch spanning many subscriptions as many round
 /// trips, each holding the locks taken before it.
 async fn apply_health(db: &impl ConnectionTrait, changes: &BTreeMap<&str, HealthChange>) -> Result<Vec<Health>, DbErr> {
@@ -183,7 +184,7 @@ async fn apply_health(db: &impl ConnectionTrait, changes: &BTreeMap<&str, Health
              last_failure_at = COALESCE(c.last_failure, w.last_failure_at), \
              last_error = COALESCE(c.last_error, w.last_error) \
              FROM c WHERE w.id = c.id AND w.id = ANY(ARRAY(SELECT id FROM webhooks WHERE id IN (SELECT id FROM c) \
-             ORDER BY id FOR UPDATE)) RETURNING w.id, w.status, w.failing_since";
+             ORDER BY id FOR NO KEY UPDATE)) RETURNING w.id, w.status, w.failing_since";
         let values = [serde_json::Value::Array(batch).to_string().into()];
         rows = db
             .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
@@ -487,6 +488,19 @@ mod tests {
         db.execute_unprepared(sql).await.unwrap();
     }
 
+    /// A pending delivery of subscription `wh_1`, held by the claim `token`.
+    async fn claimed_delivery(db: &impl ConnectionTrait, id: &str, token: i64) {
+        db.execute_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
+             attempt_count, next_attempt_ms, created_at, claim_token) VALUES ($1, 'acc_1', 'wh_1', 'evt_1', \
+             'deal.created', 'pending', 0, 9000000000000, $2, $3)",
+            [id.into(), Utc::now().into(), token.into()],
+        ))
+        .await
+        .unwrap();
+    }
+
     /// Sessions of this database waiting for a lock.
     async fn waiting_for_locks(db: &DatabaseConnection) -> i64 {
         let sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
@@ -528,15 +542,7 @@ mod tests {
         .await;
         let ids: Vec<String> = (0..50).map(|n| format!("dlv_{n:03}")).collect();
         for id in ids.iter().rev() {
-            execute(
-                db,
-                &format!(
-                    "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
-                     attempt_count, next_attempt_ms, created_at, claim_token) VALUES ('{id}', 'acc_1', 'wh_1', \
-                     'evt_1', 'deal.created', 'pending', 0, 9000000000000, now(), {TOKEN})"
-                ),
-            )
-            .await;
+            claimed_delivery(db, id, TOKEN).await;
         }
         execute(db, "ANALYZE webhook_deliveries").await;
         #[allow(clippy::disallowed_methods)] // the test's own lock on the lowest id
@@ -600,15 +606,7 @@ mod tests {
         let db = &test.db;
         let now = Utc::now();
         for id in ["dlv_ok", "dlv_refused"] {
-            db.execute_raw(Statement::from_sql_and_values(
-                db.get_database_backend(),
-                "INSERT INTO webhook_deliveries (id, account_id, webhook_id, event_id, event_type, status, \
-                 attempt_count, next_attempt_ms, created_at, claim_token) VALUES ($1, 'acc_1', 'wh_1', 'evt_1', \
-                 'deal.created', 'pending', 0, 9000000000000, $2, $3)",
-                [id.into(), now.into(), TOKEN.into()],
-            ))
-            .await
-            .unwrap();
+            claimed_delivery(db, id, TOKEN).await;
         }
         let rules = Rules {
             schedule: RetrySchedule::new(vec![Duration::from_secs(60)]),
@@ -712,6 +710,43 @@ mod tests {
             attempts.iter().map(|a| (a.attempt, a.status_code)).collect::<Vec<_>>(),
             [(1, Some(503))]
         );
+        test.remove().await;
+    }
+
+    /// The fan-out holds its subscriptions with a key-share lock until it commits (a subscription cannot be
+    /// deleted under it); writing results locks the same rows for their health, which must not wait for
+    /// that: the recorder is one per process, and every slot of its batch waits with it.
+    #[tokio::test]
+    async fn results_are_written_while_a_fan_out_holds_their_subscription() {
+        const TOKEN: i64 = 9;
+        let test = TestDb::new(Kind::Postgres, 4).await;
+        let db = &test.db;
+        execute(
+            db,
+            "INSERT INTO webhooks (id, account_id, url, description, events, secret, status, \
+             consecutive_failures, created_at, updated_at) VALUES ('wh_1', 'acc_1', 'http://127.0.0.1/', '', '*', \
+             'whsec_AAAA', 'active', 0, now(), now())",
+        )
+        .await;
+        claimed_delivery(db, "dlv_1", TOKEN).await;
+        #[allow(clippy::disallowed_methods)] // the fan-out's lock, held by the test
+        let fan_out = db.begin().await.unwrap();
+        execute(
+            &fan_out,
+            "SELECT w.id FROM webhooks w WHERE w.id = 'wh_1' FOR KEY SHARE OF w",
+        )
+        .await;
+        let rules = Rules {
+            schedule: RetrySchedule::new(vec![Duration::from_secs(60)]),
+            disable_after: Duration::from_secs(3600),
+        };
+        let mut results = [result_of("dlv_1", TOKEN, Outcome::Delivered { status: 200 })];
+        let recorded = tokio::time::timeout(Duration::from_secs(5), record(db, &rules, &mut results, Utc::now())).await;
+        fan_out.rollback().await.unwrap();
+        let dropped = recorded
+            .expect("the results are written without waiting for the fan-out")
+            .unwrap();
+        assert!(dropped.is_empty(), "{dropped:?}");
         test.remove().await;
     }
 
