@@ -33,15 +33,18 @@ pub struct DealsService {
     clock: Arc<dyn Clock>,
 }
 
-/// Creates a deal in `txn` (the API's `POST /deals`, an agent's `create_deal`), with its `deal.created` event.
+/// Creates a deal in `txn` (the API's `POST /deals`, an agent's `create_deal`), with its `deal.created` event,
+/// stamped with `now()` read once the account's write lock is held: deals made at once take their times in
+/// the order they are written (and of their positions), and an event's time is not earlier than the wait.
 pub async fn create_in(
     txn: &DatabaseTransaction,
     account_id: &AccountId,
     fields: DealFields,
-    now: DateTime<Utc>,
+    now: impl FnOnce() -> DateTime<Utc>,
 ) -> ApiResult<deals::Model> {
     fields.validate(true)?;
     accounts::store::lock(txn, account_id).await?;
+    let now = now();
     let stage_id = fields.stage.clone().unwrap_or_default();
     let stage = existing_stage(txn, account_id, &stage_id).await?;
     let position = store::stage_size(txn, account_id, &stage.id).await?;
@@ -156,7 +159,7 @@ impl DealsService {
         // A bad request is refused before it takes the write lock.
         fields.validate(true)?;
         let txn = crate::store::begin_write(&self.db).await?;
-        let deal = create_in(&txn, account_id, fields, self.clock.now()).await?;
+        let deal = create_in(&txn, account_id, fields, || self.clock.now()).await?;
         txn.commit().await?;
         Ok(deal)
     }

@@ -1063,3 +1063,46 @@ async fn a_change_whose_event_cannot_be_written_is_not_made() {
         .await;
     assert_eq!(moved.status, 200, "an event that can be written goes through");
 }
+
+/// A deal's time, and its `deal.created` event's, is read once its account's write lock is held: a creation
+/// that waited for the lock is stamped after the wait, so deals made at once take their times in the order
+/// they are written, and an event's time is never earlier than the write that made it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deal_that_waited_for_its_accounts_lock_is_stamped_after_the_wait() {
+    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+    let db = Db::postgres().await;
+    let server = Server::start(&db, &[]).await;
+    let api = api(&server).await;
+    let conn = db.connect().await;
+    #[allow(clippy::disallowed_methods)] // the test's own hold of the account's lock
+    let holder = conn.begin().await.unwrap();
+    holder
+        .execute_raw(Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+            [api.account_id.clone().into()],
+        ))
+        .await
+        .unwrap();
+    let (deal, released_at) = tokio::join!(create(&api, json!({"title": "Waited", "stage": "new"})), async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let at = chrono::Utc::now();
+        holder.commit().await.unwrap();
+        at
+    });
+    // Read from the database: the API shows whole seconds.
+    let row = conn
+        .query_one_raw(Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT created_at FROM deals WHERE id = $1",
+            [deal["id"].as_str().unwrap().into()],
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let created_at: chrono::DateTime<chrono::Utc> = row.try_get_by_index(0).unwrap();
+    assert!(
+        created_at >= released_at - chrono::Duration::milliseconds(5),
+        "stamped {created_at}, the lock was let go at {released_at}"
+    );
+}

@@ -316,7 +316,7 @@ impl Builtins {
             ..DealFields::default()
         };
         // A field the model got wrong (an unknown stage) is its to mend: the API's message goes back to it.
-        let created = create_in(txn, &self.account(), fields, now)
+        let created = create_in(txn, &self.account(), fields, || now)
             .await
             .map_err(|err| err.to_string())?;
         Ok(format!("created: deal {} in stage {}", created.id, created.stage))
