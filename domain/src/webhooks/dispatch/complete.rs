@@ -154,9 +154,9 @@ struct Health {
 
 /// Applies each subscription's health change, its row locked first and in id order (so concurrent batches
 /// and disables never deadlock), with the lock the update itself takes (`NO KEY UPDATE`): a plain `FOR
-/// UPDATE` also waited for every fan-out holding the subscription (`KEY SHARE`) to commit. On PostgreSQL in one statement for the whole batch, whose text is the
-/// same for any batch: a statement per subscription made a batch spanning many subscriptions as many round
-/// trips, each holding the locks taken before it.
+/// UPDATE` also waited for every fan-out holding the subscription (`KEY SHARE`) to commit. On PostgreSQL in
+/// one statement for the whole batch, whose text is the same for any batch: a statement per subscription
+/// made a batch spanning many subscriptions as many round trips, each holding the locks taken before it.
 async fn apply_health(db: &impl ConnectionTrait, changes: &BTreeMap<&str, HealthChange>) -> Result<Vec<Health>, DbErr> {
     let backend = db.get_database_backend();
     let mut rows = Vec::with_capacity(changes.len());
@@ -484,6 +484,14 @@ mod tests {
         assert!(change.reset && change.failures == 0);
     }
 
+    /// One retry a minute later; a subscription disabled after an hour of failures.
+    fn rules() -> Rules {
+        Rules {
+            schedule: RetrySchedule::new(vec![Duration::from_secs(60)]),
+            disable_after: Duration::from_secs(3600),
+        }
+    }
+
     async fn execute(db: &impl ConnectionTrait, sql: &str) {
         db.execute_unprepared(sql).await.unwrap();
     }
@@ -524,8 +532,8 @@ mod tests {
     /// interleaving that deadlocks when the two lock rows in different orders: the renewal queues first for
     /// the lowest id (held by the test), then the recorder queues for it too (a recorder that locked in its
     /// batch's order holds the rest of the batch by then); when the test lets go, the renewal goes on up the
-    /// ids. The results come in the reverse of id order, and the
-    /// rows lie in the table in that order too, so neither the batch's order nor a scan gives id order.
+    /// ids. The results come in the reverse of id order, and the rows lie in the table in that order too, so
+    /// neither the batch's order nor a scan gives id order.
     #[tokio::test]
     async fn results_recorded_during_a_renewal_of_their_leases_do_not_deadlock() {
         const TOKEN: i64 = 42;
@@ -561,10 +569,7 @@ mod tests {
             let db = db.clone();
             let ids = ids.clone();
             async move {
-                let rules = Rules {
-                    schedule: RetrySchedule::new(vec![Duration::from_secs(5)]),
-                    disable_after: Duration::from_secs(3600),
-                };
+                let rules = rules();
                 let started = Utc::now();
                 let mut results: Vec<AttemptResult> = ids
                     .iter()
@@ -608,10 +613,7 @@ mod tests {
         for id in ["dlv_ok", "dlv_refused"] {
             claimed_delivery(db, id, TOKEN).await;
         }
-        let rules = Rules {
-            schedule: RetrySchedule::new(vec![Duration::from_secs(60)]),
-            disable_after: Duration::from_secs(3600),
-        };
+        let rules = rules();
         let mut ok = result_of("dlv_ok", TOKEN, Outcome::Delivered { status: 204 });
         ok.duration = Duration::from_millis(12);
         let refused = result_of(
@@ -736,10 +738,7 @@ mod tests {
             "SELECT w.id FROM webhooks w WHERE w.id = 'wh_1' FOR KEY SHARE OF w",
         )
         .await;
-        let rules = Rules {
-            schedule: RetrySchedule::new(vec![Duration::from_secs(60)]),
-            disable_after: Duration::from_secs(3600),
-        };
+        let rules = rules();
         let mut results = [result_of("dlv_1", TOKEN, Outcome::Delivered { status: 200 })];
         let recorded = tokio::time::timeout(Duration::from_secs(5), record(db, &rules, &mut results, Utc::now())).await;
         fan_out.rollback().await.unwrap();
