@@ -94,6 +94,10 @@ struct RunArgs {
     /// measured for both builds, alternately, in this run (`--only compared` runs just those).
     #[arg(long)]
     previous: Option<PathBuf>,
+    /// Events per second for the webhook fan-out at half capacity (default: a tenth of the deliveries per
+    /// second the backlog just measured, so half of them); a fixed pace makes runs of different builds alike.
+    #[arg(long)]
+    fan_out_pace: Option<f64>,
     /// PostgreSQL server (a database is created per run); a query after it stays, e.g.
     /// `postgres://postgres@localhost?host=/var/run/postgresql` for the Unix socket.
     #[arg(
@@ -171,6 +175,7 @@ fn setup(args: &RunArgs) -> anyhow::Result<(scenarios::Setup, PathBuf)> {
         redis: args.redis.clone(),
         work_dir: work_dir.clone(),
         traces: None,
+        fan_out_pace: args.fan_out_pace,
     };
     Ok((setup, work_dir))
 }

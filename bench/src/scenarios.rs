@@ -33,6 +33,8 @@ pub struct Setup {
     pub work_dir: PathBuf,
     /// An OTLP receiver the servers export their spans to (over protobuf on HTTP), when a run reports them.
     pub traces: Option<String>,
+    /// Events per second for the fan-out at half capacity, instead of half the capacity just measured.
+    pub fan_out_pace: Option<f64>,
 }
 
 /// One scenario's figures.
@@ -494,7 +496,8 @@ async fn webhook_fan_out(
     .await?;
     let mut results = vec![limit, measured];
     if name == FAN_OUT {
-        results.extend(fan_out_capacity(&postgres, &serve, &api, receiver_addr, events, shape).await?);
+        let pace = setup.fan_out_pace;
+        results.extend(fan_out_capacity(&postgres, &serve, &api, receiver_addr, events, pace, shape).await?);
     }
     drop(serve);
     setup.drop_database(&postgres).await?;
@@ -514,13 +517,15 @@ struct Api {
 /// The fan-out's capacity, measured apart from how fast the events are made: `events` copies of a real
 /// `deal.created` event committed at once (one statement), timed from the commit to the last of their
 /// deliveries; then deals created over REST at half that capacity (a tenth of it in events, 10
-/// subscriptions each), each delivery timed from its event's commit to its receipt.
+/// subscriptions each; or `pace` events per second), each delivery timed from its event's commit to its
+/// receipt, and the stages of that time printed.
 async fn fan_out_capacity(
     postgres: &str,
     serve: &ServerProcess,
     api: &Api,
     receiver_addr: std::net::SocketAddr,
     events: usize,
+    pace: Option<f64>,
     shape: Shape,
 ) -> anyhow::Result<Vec<Measured>> {
     let expected = (events * SUBSCRIPTIONS) as u64;
@@ -539,7 +544,8 @@ async fn fan_out_capacity(
     .await?;
     let capacity = backlog.outcome.per_second();
     receiver::reset(receiver_addr).await?;
-    let events_per_second = (capacity / 2.0 / SUBSCRIPTIONS as f64).max(1.0);
+    let events_per_second = pace.unwrap_or(capacity / 2.0 / SUBSCRIPTIONS as f64).max(1.0);
+    let half_started = chrono::Utc::now();
     let half = measure(FAN_OUT_HALF, &[serve], async {
         let paced = Shape {
             warmup: Duration::ZERO,
@@ -576,7 +582,50 @@ async fn fan_out_capacity(
         Ok(outcome)
     })
     .await?;
+    eprintln!(
+        "fan-out at half capacity, stages: {}",
+        delivery_stages(&db, half_started).await?
+    );
     Ok(vec![backlog, half])
+}
+
+/// Where the deliveries written since `since` spent their time, as the database recorded it: from their
+/// event's time to the fan-out that wrote them, from that fan-out's start to their attempt's start, and the
+/// attempt itself (p50 / p99 / max, milliseconds).
+async fn delivery_stages(
+    db: &sea_orm::DatabaseConnection,
+    since: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<String> {
+    use sea_orm::Statement;
+    const SQL: &str = "WITH s AS (SELECT \
+          extract(epoch FROM d.created_at - e.created_at)::float8 * 1000 AS fanned, \
+          extract(epoch FROM d.delivered_started_at - d.created_at)::float8 * 1000 AS claimed, \
+          d.delivered_duration_ms::float8 AS attempted \
+        FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id \
+        WHERE d.created_at >= $1 AND d.status = 'succeeded') \
+        SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY fanned), \
+          percentile_cont(0.99) WITHIN GROUP (ORDER BY fanned), max(fanned), \
+          percentile_cont(0.5) WITHIN GROUP (ORDER BY claimed), \
+          percentile_cont(0.99) WITHIN GROUP (ORDER BY claimed), max(claimed), \
+          percentile_cont(0.5) WITHIN GROUP (ORDER BY attempted), \
+          percentile_cont(0.99) WITHIN GROUP (ORDER BY attempted), max(attempted)::float8 FROM s";
+    let row = db
+        .query_one_raw(Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            SQL,
+            [since.into()],
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no stages"))?;
+    let mut figures = [0.0; 9];
+    for (i, figure) in figures.iter_mut().enumerate() {
+        *figure = row.try_get_by_index::<Option<f64>>(i)?.unwrap_or(0.0);
+    }
+    let [f50, f99, fmax, c50, c99, cmax, a50, a99, amax] = figures;
+    Ok(format!(
+        "event to fan-out {f50:.0}/{f99:.0}/{fmax:.0} ms, fan-out to attempt {c50:.0}/{c99:.0}/{cmax:.0} ms, \
+         attempt {a50:.0}/{a99:.0}/{amax:.0} ms (p50/p99/max)"
+    ))
 }
 
 pub(crate) fn epoch_ms() -> u64 {

@@ -13,7 +13,10 @@
 use std::{
     collections::{HashMap, HashSet},
     panic::AssertUnwindSafe,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -28,7 +31,7 @@ use tracing::Instrument;
 
 use super::{
     claim::{self, Wanted},
-    fair::{Budget, Caps},
+    fair::{BULK, Budget, Caps},
     guard::{self, Confirmer},
     lease,
     queue::{QueueKey, Table},
@@ -247,6 +250,9 @@ async fn claim_loop<W: Work>(
     let batch = (config.concurrency / config.claim_when_free.max(1)).max(1);
     let kinds = engine.work.kinds();
     let mut expired_from_ms = 0;
+    // Claims whose rows are being read before their runs start, and how many of those rows are bulk.
+    let mut starting = tokio::task::JoinSet::new();
+    let loading_bulk = Arc::new(AtomicUsize::new(0));
     while !shutdown.is_stopping() {
         tokio::select! {
             ready = slots.acquire_many(batch) => match ready {
@@ -263,7 +269,8 @@ async fn claim_loop<W: Work>(
             caps: config.caps,
             budget: Budget {
                 free,
-                bulk: (config.bulk_slots as usize).saturating_sub(running.bulk()),
+                bulk: (config.bulk_slots as usize)
+                    .saturating_sub(running.bulk() + loading_bulk.load(Ordering::Acquire)),
             },
             finished: running.finished(),
         };
@@ -285,35 +292,33 @@ async fn claim_loop<W: Work>(
         }
         let (idle, token) = (taken.idle, taken.token);
         let wait = idle_wait(&engine, &taken, &rests, now_ms);
-        let items = match engine.work.load(&engine.db, taken.rows, token).await {
-            Ok(items) => items,
-            Err(err) => {
-                // The claimed rows run again when their lease ends.
-                tracing::warn!(table = table.name, error = %err, "reading claimed work failed; retrying");
-                sleep_or_stop(ERROR_BACKOFF, &shutdown).await;
-                continue;
-            }
-        };
-        let Ok(mut permits) = slots.clone().acquire_many_owned(items.len() as u32).await else {
-            break;
-        };
-        for (id, key, item) in items {
-            let Some(slot) = permits.split(1) else {
+        if !taken.rows.is_empty() {
+            // The claim took at most the free slots, so they are there now; the rows are read and their runs
+            // started beside the next claim, which would otherwise wait for that read.
+            let Ok(permits) = slots.clone().acquire_many_owned(taken.rows.len() as u32).await else {
                 break;
             };
-            let lease = running.start(&id, token, key.clone(), claimed_at);
-            tokio::spawn(run_one(
-                Runner {
-                    work: engine.work.clone(),
-                    running: running.clone(),
-                    rests: rests.clone(),
-                    outcomes: outcomes.clone(),
-                    wake: engine.wake.clone(),
+            let runner = Runner {
+                work: engine.work.clone(),
+                running: running.clone(),
+                rests: rests.clone(),
+                outcomes: outcomes.clone(),
+                wake: engine.wake.clone(),
+            };
+            let bulk = taken.rows.iter().filter(|(key, _)| key.class == BULK).count();
+            loading_bulk.fetch_add(bulk, Ordering::AcqRel);
+            let rows = ClaimedRows {
+                rows: taken.rows,
+                token,
+                at: claimed_at,
+                bulk: LoadingBulk {
+                    count: loading_bulk.clone(),
+                    rows: bulk,
                 },
-                Claimed { id, key, item, lease },
-                slot,
-            ));
+            };
+            starting.spawn(start_runs(engine.db.clone(), runner, rows, permits));
         }
+        while starting.try_join_next().is_some() {}
         if idle {
             tokio::select! {
                 () = engine.wake.notified() => {},
@@ -321,7 +326,56 @@ async fn claim_loop<W: Work>(
             }
         }
     }
+    // Their runs must be in hand before shutdown drains or releases what is.
+    while starting.join_next().await.is_some() {}
     stop_runs(&engine, &running, &slots).await;
+}
+
+/// The rows of one claim, with its token and when it was made.
+struct ClaimedRows {
+    rows: Vec<(QueueKey, QueryResult)>,
+    token: i64,
+    at: Instant,
+    bulk: LoadingBulk,
+}
+
+/// A claim's bulk rows, counted against the bulk class's share of the slots until their runs are in hand
+/// (or they are left out); dropped then.
+struct LoadingBulk {
+    count: Arc<AtomicUsize>,
+    rows: usize,
+}
+
+impl Drop for LoadingBulk {
+    fn drop(&mut self) {
+        self.count.fetch_sub(self.rows, Ordering::AcqRel);
+    }
+}
+
+/// Reads a claim's rows (`Work::load`) and starts a run for each, in a slot of `permits` (the slots of rows
+/// left out go back). Rows that cannot be read stay claimed and run again when their lease ends.
+async fn start_runs<W: Work>(
+    db: DatabaseConnection,
+    runner: Runner<W>,
+    claimed: ClaimedRows,
+    mut permits: OwnedSemaphorePermit,
+) {
+    let ClaimedRows { rows, token, at, bulk } = claimed;
+    let items = match runner.work.load(&db, rows, token).await {
+        Ok(items) => items,
+        Err(err) => {
+            tracing::warn!(table = runner.work.table().name, error = %err, "reading claimed work failed; it runs when its lease ends");
+            return;
+        }
+    };
+    for (id, key, item) in items {
+        let Some(slot) = permits.split(1) else {
+            break;
+        };
+        let lease = runner.running.start(&id, token, key.clone(), at);
+        tokio::spawn(run_one(runner.clone(), Claimed { id, key, item, lease }, slot));
+    }
+    drop(bulk);
 }
 
 /// How long an idle claimer sleeps unless woken: the poll interval while due work waits for a cap (a slot
@@ -384,6 +438,18 @@ struct Runner<W: Work> {
     outcomes: mpsc::UnboundedSender<Finished<W::Done>>,
     /// The claim loop's: a run that ended leaves its lane's and account's caps room at once.
     wake: Arc<Notify>,
+}
+
+impl<W: Work> Clone for Runner<W> {
+    fn clone(&self) -> Self {
+        Self {
+            work: self.work.clone(),
+            running: self.running.clone(),
+            rests: self.rests.clone(),
+            outcomes: self.outcomes.clone(),
+            wake: self.wake.clone(),
+        }
+    }
 }
 
 /// Runs one claimed row until it ends, its deadline passes, or it must stop.

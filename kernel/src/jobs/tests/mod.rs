@@ -968,5 +968,105 @@ on_both_databases!(
     }
 );
 
+/// Blocks every read of the group cancels' table (which a claim's read of grouped jobs makes) until
+/// released, on PostgreSQL, in a transaction of its own.
+struct GroupReadsBlocked(sea_orm::DatabaseTransaction);
+
+impl GroupReadsBlocked {
+    #[allow(clippy::disallowed_methods)]
+    async fn hold(db: &DatabaseConnection) -> Self {
+        use sea_orm::TransactionTrait;
+        let txn = db.begin().await.unwrap();
+        txn.execute_unprepared("LOCK TABLE job_group_cancels IN ACCESS EXCLUSIVE MODE")
+            .await
+            .unwrap();
+        Self(txn)
+    }
+
+    async fn release(self) {
+        self.0.rollback().await.unwrap();
+    }
+}
+
+/// A grouped send on `ch_1`, due now.
+fn grouped_send() -> NewJob {
+    NewJob {
+        group: Some("campaign_1".into()),
+        ..job("send", "ch_1", serde_json::json!({"grouped": true}))
+    }
+}
+
+/// Waits until a claim holds the job.
+async fn until_claimed(db: &DatabaseConnection) {
+    let started = Instant::now();
+    while !pending(db).await.iter().any(|j| j.claim_token.is_some()) {
+        assert!(started.elapsed() < WAIT, "the job was never claimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// A claim's rows are read (grouped jobs: their group's cancels) while the next claim goes on: a send due
+// on another lane runs while the read of the claim before it is held up. Before, the claim loop waited for
+// each claim's read, so one slow read held back every row due meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_does_not_wait_for_the_read_of_the_claim_before_it() {
+    let test = TestDb::new(Kind::Postgres, 8).await;
+    let db = test.db.clone();
+    let seen = Seen::default();
+    let handlers = Handlers::default().with::<SendJob>(Arc::new(Scripted::new(&seen, done)));
+    let blocked = GroupReadsBlocked::hold(&db).await;
+    enqueue(&db, grouped_send(), Utc::now()).await.unwrap();
+    let engine = Running::start(&db, config(8, 4), handlers);
+    until_claimed(&db).await;
+    enqueue(&db, job("send", "ch_2", serde_json::json!({})), Utc::now())
+        .await
+        .unwrap();
+    engine.wake.notify();
+    let started = Instant::now();
+    while seen.all().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the send on ch_2 waited for the grouped send's read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.all().len(), 1, "the grouped send's read is still held up");
+    blocked.release().await;
+    seen.until("the grouped send runs once its read ends", |runs| runs.len() == 2)
+        .await;
+    engine.stop().await;
+    test.remove().await;
+}
+
+// Shutdown begins while a claim's rows are still being read: it waits for the read, so the run is in hand
+// when shutdown asks runs to drain, and an effect it reaches past the cutoff (half the ten seconds' grace)
+// is refused; the job is released for the next worker with no try spent. A run started after the drain
+// began would have made its effect past the cutoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_a_claims_read_and_drains_its_run() {
+    let test = TestDb::new(Kind::Postgres, 8).await;
+    let db = test.db.clone();
+    let seen = Seen::default();
+    let late = Scripted::new(&seen, done)
+        .taking(Duration::from_millis(5_500), Duration::ZERO)
+        .with_effect(Duration::ZERO);
+    let handlers = Handlers::default().with::<SendJob>(Arc::new(late));
+    let blocked = GroupReadsBlocked::hold(&db).await;
+    enqueue(&db, grouped_send(), Utc::now()).await.unwrap();
+    let engine = Running::start(&db, config(8, 4), handlers);
+    until_claimed(&db).await;
+    let stopping = tokio::spawn(engine.stop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    blocked.release().await;
+    stopping.await.unwrap();
+    let runs = seen.all();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].effect.is_none(), "an effect past the cutoff: {runs:?}");
+    let left = pending(&db).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!((left[0].claim_token, left[0].attempts), (None, 0));
+    test.remove().await;
+}
+
 // After the macro and helpers it uses.
 mod scale;
