@@ -1038,6 +1038,40 @@ async fn a_claim_does_not_wait_for_the_read_of_the_claim_before_it() {
     test.remove().await;
 }
 
+// A bulk job's claim is being read while the next claim is made: the job already holds the bulk class's one
+// slot, so another bulk job due meanwhile waits for it instead of taking a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_rows_being_read_count_against_the_bulk_share() {
+    let test = TestDb::new(Kind::Postgres, 8).await;
+    let db = test.db.clone();
+    let seen = Seen::default();
+    let handlers = Handlers::default().with::<BroadcastSendJob>(Arc::new(Scripted::new(&seen, done)));
+    let config = JobConfig {
+        bulk_concurrency: Some(1),
+        ..config(8, 4)
+    };
+    let bulk = |lane: &str, group: Option<&str>| NewJob {
+        class: Class::Bulk,
+        group: group.map(str::to_owned),
+        ..job("broadcast_send", lane, serde_json::json!({}))
+    };
+    let blocked = GroupReadsBlocked::hold(&db).await;
+    enqueue(&db, bulk("ch_1", Some("campaign_1")), Utc::now())
+        .await
+        .unwrap();
+    let engine = Running::start(&db, config, handlers);
+    until_claimed(&db).await;
+    enqueue(&db, bulk("ch_2", None), Utc::now()).await.unwrap();
+    engine.wake.notify();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(seen.all().is_empty(), "a second bulk job ran beside the one being read");
+    blocked.release().await;
+    seen.until("both bulk jobs run, one after the other", |runs| runs.len() == 2)
+        .await;
+    engine.stop().await;
+    test.remove().await;
+}
+
 // Shutdown begins while a claim's rows are still being read: it waits for the read, so the run is in hand
 // when shutdown asks runs to drain, and an effect it reaches past the cutoff (half the ten seconds' grace)
 // is refused; the job is released for the next worker with no try spent. A run started after the drain
