@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, DbBackend};
 use tokio::sync::Notify;
 use tonic::service::Routes;
 
@@ -120,6 +120,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     let db = store::connect(&config.database_url, config.db_max_connections, limits).await?;
     store::migrate_unbounded(&db, &config.database_url).await?;
     store::warn_without_autovacuum(&db).await?;
+    let engines_db = engines_pool(config, &db, limits).await?;
     let provider = payment_provider(&config.payments, &db).await?;
     let steerable = Arc::new(SteerableClock::default());
     let test_clock = config.test_clock.then(|| steerable.clone());
@@ -377,7 +378,7 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
     Ok(Core {
         routes: grpc::routes(services).await?,
         dispatcher: Dispatcher::new(
-            db.clone(),
+            engines_db.clone(),
             clock.clone(),
             config.webhooks.clone(),
             policy,
@@ -388,10 +389,24 @@ pub async fn build_core(config: &CoreConfig) -> anyhow::Result<Core> {
                 leader: leader.clone(),
             },
         ),
-        jobs: JobEngine::new(db.clone(), clock, config.jobs.clone(), handlers, wake_jobs, leader),
+        jobs: JobEngine::new(engines_db, clock, config.jobs.clone(), handlers, wake_jobs, leader),
         db,
         live,
     })
+}
+
+/// The job and webhook engines' pool. On PostgreSQL a pool of its own: requests waiting on a row lock (a
+/// busy account's writes queue on its row) can hold every connection of theirs, and the engines' claims
+/// and records would wait behind them. SQLite has one writer whatever the pool, so it keeps one pool.
+async fn engines_pool(
+    config: &CoreConfig,
+    db: &DatabaseConnection,
+    limits: store::SessionLimits,
+) -> anyhow::Result<DatabaseConnection> {
+    match db.get_database_backend() {
+        DbBackend::Sqlite => Ok(db.clone()),
+        _ => store::connect(&config.database_url, config.db_worker_connections, limits).await,
+    }
 }
 
 /// The sentence-embedding model of semantic retrieval, its folder checked at start-up and its weights read

@@ -31,6 +31,12 @@ pub struct CoreConfig {
     #[arg(long, env = "FRONTDESK_DB_MAX_CONNECTIONS", default_value_t = default_db_connections())]
     pub db_max_connections: u32,
 
+    /// PostgreSQL: connections of the job and webhook engines' own pool (claims, reads of claimed rows,
+    /// records, renewals, the fan-out), apart from the requests' pool so requests queued on a row lock never
+    /// hold the connections the engines need (default: two per CPU, at least 8). SQLite keeps one pool.
+    #[arg(long, env = "FRONTDESK_DB_WORKER_CONNECTIONS", default_value_t = default_worker_connections())]
+    pub db_worker_connections: u32,
+
     /// PostgreSQL: how long a statement waits for a lock another transaction holds (`lock_timeout` of every
     /// pooled session); past it the call answers 503 `unavailable`. `0s`: no limit. Migrations run without it.
     #[arg(long, env = "FRONTDESK_DB_LOCK_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
@@ -257,8 +263,17 @@ impl ConversationConfig {
 /// tail (docs/benchmarks/api-and-keys.md, "Deals list, second pass"). At least 8 also leaves connections to requests
 /// while the webhook dispatcher's four loops hold theirs.
 fn default_db_connections() -> u32 {
+    connections_per_cpu(4)
+}
+
+fn default_worker_connections() -> u32 {
+    connections_per_cpu(2)
+}
+
+/// `per_cpu` connections for each CPU, at least 8.
+fn connections_per_cpu(per_cpu: usize) -> u32 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    u32::try_from(4 * cpus).unwrap_or(u32::MAX).max(8)
+    u32::try_from(per_cpu * cpus).unwrap_or(u32::MAX).max(8)
 }
 
 /// Which payment provider creates orders, and its credentials. Not `Debug`: it holds the key secret.

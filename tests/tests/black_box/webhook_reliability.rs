@@ -53,6 +53,15 @@ async fn first_arrival(receiver: &Receiver) -> Instant {
     started
 }
 
+/// A transaction of the test's own (PostgreSQL only) that has run `locking`, so it holds that lock until
+/// committed.
+async fn hold(conn: &sea_orm::DatabaseConnection, locking: &str) -> sea_orm::DatabaseTransaction {
+    #[allow(clippy::disallowed_methods)] // the test's own lock
+    let held = conn.begin().await.unwrap();
+    held.execute_unprepared(locking).await.unwrap();
+    held
+}
+
 async fn count(db: &Db, sql: &str, arg: &str) -> u64 {
     db.scalar(sql, arg).await.unwrap().parse().unwrap()
 }
@@ -67,14 +76,14 @@ async fn a_slot_is_free_only_once_its_result_is_committed() {
     let api = Platform::new(&server).await;
     api.subscribe(&receiver.url, &["deal.created"]).await;
     let conn = db.connect().await;
-    #[allow(clippy::disallowed_methods)] // the test's own lock, on PostgreSQL only
-    let held = conn.begin().await.unwrap();
-    held.execute_unprepared(&format!(
-        "SELECT id FROM webhooks WHERE account_id = '{}' FOR SHARE",
-        api.account_id
-    ))
-    .await
-    .unwrap();
+    let held = hold(
+        &conn,
+        &format!(
+            "SELECT id FROM webhooks WHERE account_id = '{}' FOR SHARE",
+            api.account_id
+        ),
+    )
+    .await;
     for n in 0..30 {
         api.deal(&format!("deal {n}")).await;
     }
@@ -89,6 +98,59 @@ async fn a_slot_is_free_only_once_its_result_is_committed() {
     frontdesk_tests::admin::quiesce(&server).await;
     let twice: Vec<_> = delivered(&receiver).into_iter().filter(|(_, n)| *n > 1).collect();
     assert!(twice.is_empty(), "sent again though in hand: {twice:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_go_on_while_requests_waiting_on_a_lock_hold_every_request_connection() {
+    // Requests of one account queue on its row lock (the test holds it), each on a pooled connection; with
+    // two request connections and four such requests none is left. A retry due meanwhile is still made: the
+    // engines claim and record on connections of their own.
+    let db = Db::postgres().await;
+    let server = Server::start(
+        &db,
+        &env(&[
+            ("FRONTDESK_DB_MAX_CONNECTIONS", "2"),
+            ("FRONTDESK_WEBHOOK_RETRY_SCHEDULE", "2s,1s,1s,1s,1s,1s,1s,1s"),
+        ]),
+    )
+    .await;
+    let receiver = Receiver::start().await;
+    let api = Platform::new(&server).await;
+    api.subscribe(&receiver.url, &["deal.created"]).await;
+    receiver.then(&[500]);
+    let id = api.deal("retried under the lock").await;
+    first_arrival(&receiver).await;
+    let conn = db.connect().await;
+    let held = hold(
+        &conn,
+        &format!("SELECT 1 FROM accounts WHERE id = '{}' FOR UPDATE", api.account_id),
+    )
+    .await;
+    let queued = futures_util::future::join_all((0..4).map(|n| {
+        let body = json!({"title": format!("queued {n}"), "stage": "new"});
+        api.send("POST", "/v1/deals", Some(body))
+    }));
+    let retried = async {
+        // Under the 5 s a request waits for a pooled connection, so every queued request is answered.
+        let locked = Instant::now();
+        while !delivered(&receiver).contains_key(&id) && locked.elapsed() < Duration::from_millis(4_500) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let waiting = count(
+            &db,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+            db.name(),
+        )
+        .await;
+        let retried = delivered(&receiver).contains_key(&id);
+        held.commit().await.unwrap();
+        (retried, waiting, locked.elapsed())
+    };
+    let (deals, (retried, waiting, took)) = tokio::join!(queued, retried);
+    assert!(waiting >= 2, "{waiting} requests were waiting on the lock");
+    assert!(retried, "no retry made in {took:?} while the requests held their pool");
+    let statuses: Vec<u16> = deals.iter().map(|answer| answer.status).collect();
+    assert_eq!(statuses, [200; 4], "the queued requests succeed once the lock is gone");
 }
 
 on_both_databases!(a_dead_endpoint_holds_only_its_share, |db: Db| async move {
