@@ -260,8 +260,8 @@ impl ConversationConfig {
 /// 16 connections let PostgreSQL's processes contend for the CPUs in no particular order and stretched
 /// the deals list's p99 by half; 5 (the PostgreSQL wiki's twice the cores plus one) cut a quarter off
 /// committing writes, which wait on the disk with their connection held. 8 kept the writes and most of the
-/// tail (docs/benchmarks/api-and-keys.md, "Deals list, second pass"). At least 8 also leaves connections to requests
-/// while the webhook dispatcher's four loops hold theirs.
+/// tail (docs/benchmarks/api-and-keys.md, "Deals list, second pass"). On SQLite, where the engines share this pool,
+/// at least 8 also leaves connections to requests while the webhook dispatcher's loops hold theirs.
 fn default_db_connections() -> u32 {
     connections_per_cpu(4)
 }
