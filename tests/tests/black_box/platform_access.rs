@@ -265,10 +265,17 @@ async fn redis_rate_limit_throttles_and_recovers_with_the_documented_keys() {
     let redis_url = shared_url();
     let server = Server::start(&db, &[("REDIS_URL", &redis_url), ("FRONTDESK_RATE_WINDOW_SECS", "2")]).await;
     let (account_id, key) = admin::account(&server, "growth", 3).await;
-    limit_then_recover(&server, &key).await;
-
     let client = redis::Client::open(redis_url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    // The day's usage hash is shared: without its time to live, only a request that makes a field sets it again.
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let _: i64 = redis::cmd("PERSIST")
+        .arg(format!("frontdesk:usage:{today}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    limit_then_recover(&server, &key).await;
+
     let windows: Vec<String> = redis::cmd("KEYS")
         .arg(format!("frontdesk:rl:{account_id}:*"))
         .query_async(&mut conn)
@@ -282,7 +289,6 @@ async fn redis_rate_limit_throttles_and_recovers_with_the_documented_keys() {
     assert_eq!(start % 2, 0, "window starts are multiples of the window");
     let ttl: i64 = redis::cmd("TTL").arg(&windows[0]).query_async(&mut conn).await.unwrap();
     assert!((1..=4).contains(&ttl), "counters expire after two windows, TTL {ttl}");
-    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let usage: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
         .arg(format!("frontdesk:usage:{today}"))
         .query_async(&mut conn)
@@ -290,6 +296,15 @@ async fn redis_rate_limit_throttles_and_recovers_with_the_documented_keys() {
         .unwrap();
     assert!(usage[&account_id] >= 5, "requests counted: {usage:?}");
     assert!(usage[&format!("{account_id}:throttled")] >= 1, "429s counted");
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(format!("frontdesk:usage:{today}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        (1..=8 * 86_400).contains(&ttl),
+        "usage hashes expire after eight days, TTL {ttl}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,8 +41,9 @@ local year = yoe + era * 400
 if month <= 2 then year = year + 1 end
 local usage_key = 'frontdesk:usage:' .. string.format('%04d-%02d-%02d', year, month, day)
 local record_usage = ARGV[5] ~= '0'
-if record_usage then
-  redis.call('HINCRBY', usage_key, account, 1)
+-- Times to live are set by the request that makes the key or its account's field, not on every call (an
+-- EXPIRE per call was a fifth of the script's time in Redis).
+if record_usage and redis.call('HINCRBY', usage_key, account, 1) == 1 then
   redis.call('EXPIRE', usage_key, ARGV[4])
 end
 
@@ -60,6 +61,7 @@ if estimate + 1 > limit then
   -- Refused: nothing remains of the budget, whatever the estimate rounds to.
   return {0, limit, reset, math.max(1, math.ceil(retry))}
 end
-redis.call('INCR', cur_key)
-redis.call('EXPIRE', cur_key, window * 2)
+if redis.call('INCR', cur_key) == 1 then
+  redis.call('EXPIRE', cur_key, window * 2)
+end
 return {1, math.floor(estimate) + 1, reset, 0}
