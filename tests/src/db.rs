@@ -11,7 +11,7 @@ use std::{
     sync::OnceLock,
 };
 
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, Statement, TransactionTrait, Value};
 
 pub enum Db {
     Sqlite { dir: PathBuf },
@@ -293,4 +293,19 @@ impl Drop for Db {
             }
         }
     }
+}
+
+/// A transaction of the test's own, outside the service, that has run `locking` (with `values`): it holds the
+/// locks that statement took until the test commits it or drops it.
+pub async fn hold(conn: &DatabaseConnection, locking: &str, values: Vec<Value>) -> DatabaseTransaction {
+    #[allow(clippy::disallowed_methods)] // the test's own transaction, not the service's
+    let held = conn.begin().await.unwrap();
+    held.execute_raw(Statement::from_sql_and_values(
+        held.get_database_backend(),
+        locking,
+        values,
+    ))
+    .await
+    .unwrap();
+    held
 }

@@ -1069,21 +1069,17 @@ async fn a_change_whose_event_cannot_be_written_is_not_made() {
 /// they are written, and an event's time is never earlier than the write that made it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deal_that_waited_for_its_accounts_lock_is_stamped_after_the_wait() {
-    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+    use sea_orm::{ConnectionTrait, Statement};
     let db = Db::postgres().await;
     let server = Server::start(&db, &[]).await;
     let api = api(&server).await;
     let conn = db.connect().await;
-    #[allow(clippy::disallowed_methods)] // the test's own hold of the account's lock
-    let holder = conn.begin().await.unwrap();
-    holder
-        .execute_raw(Statement::from_sql_and_values(
-            sea_orm::DbBackend::Postgres,
-            "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
-            [api.account_id.clone().into()],
-        ))
-        .await
-        .unwrap();
+    let holder = frontdesk_tests::db::hold(
+        &conn,
+        "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+        vec![api.account_id.clone().into()],
+    )
+    .await;
     let (deal, released_at) = tokio::join!(create(&api, json!({"title": "Waited", "stage": "new"})), async {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let at = chrono::Utc::now();

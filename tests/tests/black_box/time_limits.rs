@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use frontdesk_tests::{Answer, Db, Server, admin, call, call_with, platform::Platform, server::base_env};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, Statement, TransactionTrait};
+use frontdesk_tests::{Answer, Db, Server, admin, call, call_with, db, platform::Platform, server::base_env};
+use sea_orm::{DatabaseConnection, DatabaseTransaction};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -52,17 +52,12 @@ fn assert_past_the_request_timeout(answer: &Answer, took: Duration) {
 
 /// A transaction of the test's own that holds the deal's row locked until it ends.
 async fn hold_row_lock(conn: &DatabaseConnection, deal_id: &str) -> DatabaseTransaction {
-    #[allow(clippy::disallowed_methods)] // a plain PostgreSQL transaction outside the service
-    let txn = conn.begin().await.unwrap();
-    let sql = "SELECT id FROM deals WHERE id = $1 FOR UPDATE";
-    txn.execute_raw(Statement::from_sql_and_values(
-        txn.get_database_backend(),
-        sql,
-        [deal_id.into()],
-    ))
+    db::hold(
+        conn,
+        "SELECT id FROM deals WHERE id = $1 FOR UPDATE",
+        vec![deal_id.into()],
+    )
     .await
-    .unwrap();
-    txn
 }
 
 /// `PATCH /v1/deals/{id}` at `base` with `key`, which must answer within `HUNG`; the answer and its time.

@@ -6,9 +6,10 @@
 use std::time::{Duration, Instant};
 
 use frontdesk_tests::{
-    Db, Server, admin, blackhole::Blackhole, on_both_databases, platform::Platform, webhook_receiver::Receiver,
+    Db, Server, admin, blackhole::Blackhole, db::hold, on_both_databases, platform::Platform,
+    webhook_receiver::Receiver,
 };
-use sea_orm::{ConnectionTrait, TransactionTrait};
+use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
 const FAST: &[(&str, &str)] = &[
@@ -53,15 +54,6 @@ async fn first_arrival(receiver: &Receiver) -> Instant {
     started
 }
 
-/// A transaction of the test's own (PostgreSQL only) that has run `locking`, so it holds that lock until
-/// committed.
-async fn hold(conn: &sea_orm::DatabaseConnection, locking: &str) -> sea_orm::DatabaseTransaction {
-    #[allow(clippy::disallowed_methods)] // the test's own lock
-    let held = conn.begin().await.unwrap();
-    held.execute_unprepared(locking).await.unwrap();
-    held
-}
-
 async fn count(db: &Db, sql: &str, arg: &str) -> u64 {
     db.scalar(sql, arg).await.unwrap().parse().unwrap()
 }
@@ -78,10 +70,8 @@ async fn a_slot_is_free_only_once_its_result_is_committed() {
     let conn = db.connect().await;
     let held = hold(
         &conn,
-        &format!(
-            "SELECT id FROM webhooks WHERE account_id = '{}' FOR SHARE",
-            api.account_id
-        ),
+        "SELECT id FROM webhooks WHERE account_id = $1 FOR SHARE",
+        vec![api.account_id.clone().into()],
     )
     .await;
     for n in 0..30 {
@@ -123,7 +113,8 @@ async fn deliveries_go_on_while_requests_waiting_on_a_lock_hold_every_request_co
     let conn = db.connect().await;
     let held = hold(
         &conn,
-        &format!("SELECT 1 FROM accounts WHERE id = '{}' FOR UPDATE", api.account_id),
+        "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+        vec![api.account_id.clone().into()],
     )
     .await;
     let queued = futures_util::future::join_all((0..4).map(|n| {
