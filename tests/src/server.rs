@@ -209,6 +209,10 @@ pub fn base_env() -> BTreeMap<String, String> {
         ("FRONTDESK_SECRET_KEY", TEST_SECRET_KEY),
         // Retrieval is lexical unless a test asks for the model (`embedding_model`).
         ("FRONTDESK_EMBEDDING_MODEL", "none"),
+        // The pools' two-core sizes on any machine: the tests at once grow with the cores, and PostgreSQL's
+        // connections must not grow with both.
+        ("FRONTDESK_DB_MAX_CONNECTIONS", "8"),
+        ("FRONTDESK_DB_WORKER_CONNECTIONS", "8"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
