@@ -292,12 +292,13 @@ pub async fn grpc_current_key(url: &str, key: &str, shape: Shape) -> anyhow::Res
 
 /// Drives the storage work of one authenticated request with nothing else: the rate-limit script on Redis
 /// with the key's access stamp, as the guard runs it for a key verified in memory, from each worker; then
-/// `then`, the rest of the request's storage work (nothing, for the call; the accept's rows, for a send).
+/// `then`, the rest of the request's storage work (nothing, for the call; the accept's rows, for a send). The
+/// script counts the calls under `counter` (an account id's place).
 pub async fn storage_floor<T, Fut>(
     redis: redis::aio::ConnectionManager,
     script: &'static str,
     stamp: (String, String),
-    account_id: String,
+    counter: String,
     shape: Shape,
     then: T,
 ) -> anyhow::Result<Outcome>
@@ -309,18 +310,18 @@ where
     let script = redis::Script::new(script);
     let mut workers = Vec::new();
     for _ in 0..shape.concurrency {
-        let (mut redis, script, stamp, account_id, then) = (
+        let (mut redis, script, stamp, counter, then) = (
             redis.clone(),
             script.clone(),
             stamp.clone(),
-            account_id.clone(),
+            counter.clone(),
             then.clone(),
         );
         workers.push(tokio::spawn(async move {
             let mut outcome = Outcome::new();
             while let Some(started) = window.next() {
                 let allowed: (i64, i64, i64, i64) = script
-                    .arg(&account_id)
+                    .arg(&counter)
                     .arg(1_000_000_000)
                     .arg(60)
                     .arg(60)

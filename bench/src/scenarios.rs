@@ -778,6 +778,8 @@ impl FloorStores {
     }
 
     /// The rate-limit script per request, as a cached key's call runs it, then `then` (`load::storage_floor`).
+    /// It counts under a name of its own beside the account's: a floor makes more calls in its seconds than the
+    /// account's limit allows in a window, and the service's calls measured after it would be throttled.
     pub async fn drive<T, Fut>(&self, shape: Shape, then: T) -> anyhow::Result<load::Outcome>
     where
         T: Fn() -> Fut + Clone + Send + 'static,
@@ -787,7 +789,7 @@ impl FloorStores {
             self.redis.clone(),
             SLIDING_WINDOW_LUA,
             self.stamp.clone(),
-            self.account_id.clone(),
+            format!("{}:floor", self.account_id),
             shape,
             then,
         )
