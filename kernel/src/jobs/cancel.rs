@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, QueryResult, Statement, Value};
 
-use super::{Abandoned, Class, Handlers, queue::STILL_PENDING};
+use super::{Abandoned, Class, Handlers, complete::still_held_statement, queue::STILL_PENDING};
 use crate::store::sql::{among, one_of_text};
 
 /// Jobs cancelled per transaction.
@@ -138,6 +138,11 @@ pub(super) async fn end_claimed(
 ) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     let txn = crate::store::begin_write(db).await?;
+    // Every row locked first, in id order, as a cancel of the same group locks them: updated in each
+    // statement's plan order (the claim token's index gives the table's order), a claim's cancelled jobs
+    // and the cancel's chunk waited for each other.
+    let all: Vec<String> = ended.iter().flat_map(|(ids, _)| ids.iter().cloned()).collect();
+    txn.query_all_raw(still_held_statement(backend, all)).await?;
     for (ids, why) in ended.iter().filter(|(ids, _)| !ids.is_empty()) {
         let status = match why {
             Abandoned::Cancelled => "cancelled",
@@ -199,4 +204,73 @@ pub(super) async fn abandon(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use sea_orm::TransactionTrait;
+
+    use super::{Selector, cancel, end_claimed};
+    use crate::{
+        jobs::{Abandoned, Handlers},
+        store::test_databases::{Kind, TestDb, execute, until_waiting_for_locks},
+    };
+
+    /// A group's cancel and the end of a claim's jobs of that group (claimed after the cancel's tombstone),
+    /// forced into the interleaving that deadlocks when the two lock rows in different orders: the cancel
+    /// queues first for the lowest id (held by the test), then the claim's end queues for it too (one that
+    /// locked in its plan's order holds the rest by then); when the test lets go, the cancel goes on up the
+    /// ids. The jobs lie in the table in the reverse of id order, beside many others, analysed, so a plan
+    /// reads them through an index rather than in id order.
+    #[tokio::test]
+    async fn a_claims_cancelled_jobs_ended_beside_the_groups_cancel_do_not_deadlock() {
+        const TOKEN: i64 = 42;
+        let test = TestDb::new(Kind::Postgres, 4).await;
+        let db = &test.db;
+        let insert = |ids: &str, status: &str, token: &str, group: &str| {
+            format!(
+                "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
+                 claim_token, class, group_key, unfinished_runs, created_at, updated_at) \
+                 SELECT id, 'acc_a', 'broadcast_send', 'ch_1', '{{}}', '{status}', 0, 3, 0, {token}, 1, {group}, 0, \
+                 now(), now() FROM ({ids}) AS j(id)"
+            )
+        };
+        let others = "SELECT 'job_old_' || g FROM generate_series(1, 20000) AS g";
+        execute(db, &insert(others, "succeeded", "NULL", "NULL")).await;
+        let claimed = "SELECT 'job_' || lpad(g::text, 3, '0') FROM generate_series(49, 0, -1) AS g";
+        execute(db, &insert(claimed, "pending", &TOKEN.to_string(), "'bc_1'")).await;
+        execute(db, "ANALYZE jobs").await;
+        #[allow(clippy::disallowed_methods)] // the test's own lock on the lowest id
+        let holder = db.begin().await.unwrap();
+        execute(&holder, "SELECT id FROM jobs WHERE id = 'job_000' FOR UPDATE").await;
+        let cancelling = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let which = Selector::Group("bc_1".into());
+                cancel(&db, &Handlers::default(), &which, Some("acc_a"), Utc::now()).await
+            }
+        });
+        until_waiting_for_locks(db, 1).await;
+        let ending = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let ids: Vec<String> = (0..50).rev().map(|n| format!("job_{n:03}")).collect();
+                let ended = [(ids, Abandoned::Cancelled)];
+                end_claimed(&db, &Handlers::default(), &ended, TOKEN, Utc::now()).await
+            }
+        });
+        until_waiting_for_locks(db, 2).await;
+        holder.commit().await.unwrap();
+        let cancelled = cancelling
+            .await
+            .unwrap()
+            .expect("the cancel is not ended as a deadlock's victim");
+        ending
+            .await
+            .unwrap()
+            .expect("the claim's end is not ended as a deadlock's victim");
+        assert_eq!(cancelled, 50, "the cancel went first and ended every job");
+        test.remove().await;
+    }
 }

@@ -125,3 +125,34 @@ macro_rules! on_both_kinds {
         }
     )*};
 }
+
+/// Waits until `sessions` sessions of this PostgreSQL database wait for a lock (at most 10 s), for a test
+/// that forces statements into a given interleaving.
+pub async fn until_waiting_for_locks(db: &DatabaseConnection, sessions: i64) {
+    use sea_orm::{ConnectionTrait, Statement};
+    let sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+               AND wait_event_type = 'Lock'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let row = db
+            .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+            .await
+            .unwrap()
+            .unwrap();
+        if row.try_get_by_index::<i64>(0).unwrap() >= sessions {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{sessions} sessions never waited for a lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Runs one statement of a test's own, which must succeed.
+pub async fn execute(db: &impl sea_orm::ConnectionTrait, sql: &str) {
+    db.execute_raw(sea_orm::Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .unwrap();
+}

@@ -428,7 +428,7 @@ mod tests {
     use std::time::Duration;
 
     use chrono::Utc;
-    use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, Statement, TransactionTrait};
+    use sea_orm::{ConnectionTrait, EntityTrait, Statement, TransactionTrait};
 
     use super::{HealthChange, Rules, record};
     use crate::{
@@ -438,7 +438,7 @@ mod tests {
                 webhook_attempts,
                 webhook_deliveries::{self, DeliveryStatus},
             },
-            test_databases::{self, Kind, TestDb},
+            test_databases::{self, Kind, TestDb, execute, until_waiting_for_locks},
         },
         webhooks::dispatch::{
             attempt::{AttemptResult, Outcome},
@@ -492,10 +492,6 @@ mod tests {
         }
     }
 
-    async fn execute(db: &impl ConnectionTrait, sql: &str) {
-        db.execute_unprepared(sql).await.unwrap();
-    }
-
     /// A pending delivery of subscription `wh_1`, held by the claim `token`.
     async fn claimed_delivery(db: &impl ConnectionTrait, id: &str, token: i64) {
         db.execute_raw(Statement::from_sql_and_values(
@@ -507,25 +503,6 @@ mod tests {
         ))
         .await
         .unwrap();
-    }
-
-    /// Sessions of this database waiting for a lock.
-    async fn waiting_for_locks(db: &DatabaseConnection) -> i64 {
-        let sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
-                   AND wait_event_type = 'Lock'";
-        let row = db.query_one_raw(Statement::from_string(db.get_database_backend(), sql));
-        row.await.unwrap().unwrap().try_get_by_index(0).unwrap()
-    }
-
-    async fn until_waiting(db: &DatabaseConnection, sessions: i64) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while waiting_for_locks(db).await < sessions {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{sessions} sessions never waited for a lock"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
     }
 
     /// A renewal of a claim's leases and the recording of the same deliveries' results, forced into the
@@ -564,7 +541,7 @@ mod tests {
             let db = db.clone();
             async move { crate::jobs::lease::renew(&db, &DELIVERIES, &[TOKEN], 5_000).await }
         });
-        until_waiting(db, 1).await;
+        until_waiting_for_locks(db, 1).await;
         let recording = tokio::spawn({
             let db = db.clone();
             let ids = ids.clone();
@@ -584,7 +561,7 @@ mod tests {
                 record(&db, &rules, &mut results, Utc::now()).await
             }
         });
-        until_waiting(db, 2).await;
+        until_waiting_for_locks(db, 2).await;
         holder.commit().await.unwrap();
         let renewed = renewal
             .await
