@@ -209,12 +209,11 @@ pub(super) async fn abandon(
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use sea_orm::TransactionTrait;
 
     use super::{Selector, cancel, end_claimed};
     use crate::{
         jobs::{Abandoned, Handlers},
-        store::test_databases::{Kind, TestDb, execute, until_waiting_for_locks},
+        store::test_databases::{Kind, TestDb, execute, queued_behind_a_lock},
     };
 
     /// A group's cancel and the end of a claim's jobs of that group (claimed after the cancel's tombstone),
@@ -241,35 +240,25 @@ mod tests {
         let claimed = "SELECT 'job_' || lpad(g::text, 3, '0') FROM generate_series(49, 0, -1) AS g";
         execute(db, &insert(claimed, "pending", &TOKEN.to_string(), "'bc_1'")).await;
         execute(db, "ANALYZE jobs").await;
-        #[allow(clippy::disallowed_methods)] // the test's own lock on the lowest id
-        let holder = db.begin().await.unwrap();
-        execute(&holder, "SELECT id FROM jobs WHERE id = 'job_000' FOR UPDATE").await;
-        let cancelling = tokio::spawn({
+        let cancelling = {
             let db = db.clone();
             async move {
                 let which = Selector::Group("bc_1".into());
                 cancel(&db, &Handlers::default(), &which, Some("acc_a"), Utc::now()).await
             }
-        });
-        until_waiting_for_locks(db, 1).await;
-        let ending = tokio::spawn({
+        };
+        let ending = {
             let db = db.clone();
             async move {
                 let ids: Vec<String> = (0..50).rev().map(|n| format!("job_{n:03}")).collect();
                 let ended = [(ids, Abandoned::Cancelled)];
                 end_claimed(&db, &Handlers::default(), &ended, TOKEN, Utc::now()).await
             }
-        });
-        until_waiting_for_locks(db, 2).await;
-        holder.commit().await.unwrap();
-        let cancelled = cancelling
-            .await
-            .unwrap()
-            .expect("the cancel is not ended as a deadlock's victim");
-        ending
-            .await
-            .unwrap()
-            .expect("the claim's end is not ended as a deadlock's victim");
+        };
+        let held = "SELECT id FROM jobs WHERE id = 'job_000' FOR UPDATE";
+        let (cancelled, ended) = queued_behind_a_lock(db, held, cancelling, ending).await;
+        let cancelled = cancelled.expect("the cancel is not ended as a deadlock's victim");
+        ended.expect("the claim's end is not ended as a deadlock's victim");
         assert_eq!(cancelled, 50, "the cancel went first and ended every job");
         test.remove().await;
     }

@@ -88,11 +88,36 @@ pub async fn enqueue_all(db: &impl ConnectionTrait, jobs: Vec<NewJob>, now: Date
         batch.push((new_id(), job));
     }
     let backend = db.get_database_backend();
-    for (mode, batch) in by_mode {
-        if !batch.is_empty() {
-            db.execute_raw(statement(backend, mode, batch, now)).await?;
+    for (mode, mut batch) in by_mode {
+        if batch.is_empty() {
+            continue;
         }
+        if backend == DbBackend::Postgres {
+            lock_taken_keys(db, mode, &mut batch).await?;
+        }
+        db.execute_raw(statement(backend, mode, batch, now)).await?;
     }
+    Ok(())
+}
+
+/// PostgreSQL: a batch's jobs are written in key order, and with `Reschedule` the pending jobs already holding
+/// their keys are locked first, in id order, as every statement that locks jobs locks them (`lease`, the
+/// recorder, a cancel). In the batch's own order (an inbound batch's reply jobs, one per conversation) a
+/// batch and a lease renewal or recording of the same running jobs waited for each other in a circle.
+async fn lock_taken_keys(
+    db: &impl ConnectionTrait,
+    mode: OnConflict,
+    batch: &mut [(String, NewJob)],
+) -> Result<(), DbErr> {
+    batch.sort_by(|(_, a), (_, b)| a.unique_key.cmp(&b.unique_key));
+    let keys: Vec<String> = batch.iter().filter_map(|(_, job)| job.unique_key.clone()).collect();
+    if mode != OnConflict::Reschedule || keys.len() < 2 {
+        return Ok(());
+    }
+    let sql = "SELECT id FROM jobs WHERE unique_key IS NOT NULL AND unique_key = ANY($1) AND status = 'pending' \
+               ORDER BY id FOR UPDATE";
+    db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, sql, [keys.into()]))
+        .await?;
     Ok(())
 }
 
@@ -229,4 +254,79 @@ fn insert_values(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob
     values.push(now.into());
     let sql = format!("{COLUMNS} VALUES {}{}", rows.join(", "), on_conflict(mode));
     Statement::from_sql_and_values(backend, sql, values)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use sea_orm::TransactionTrait;
+
+    use super::enqueue_all;
+    use crate::{
+        jobs::{NewJob, OnConflict, lease, runner::JOBS},
+        store::test_databases::{Kind, TestDb, execute, queued_behind_a_lock},
+    };
+
+    /// A lease renewal of two running jobs and an enqueue that marks both to run again (two reply jobs of
+    /// an inbound batch), forced into the interleaving that deadlocks when the two lock rows in different
+    /// orders: the renewal queues first for the lower id (held by the test), then the enqueue queues for it
+    /// too (one that locked in its batch's order holds the other job by then); when the test lets go, the
+    /// renewal goes on up the ids. The batch's order is the reverse of the jobs' ids.
+    #[tokio::test]
+    async fn an_enqueue_rescheduling_running_jobs_beside_their_renewal_does_not_deadlock() {
+        const TOKEN: i64 = 42;
+        let test = TestDb::new(Kind::Postgres, 4).await;
+        let db = &test.db;
+        execute(
+            db,
+            "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
+             claim_token, unique_key, class, unfinished_runs, created_at, updated_at) VALUES \
+             ('job_1', 'acc_a', 'reply', '', '{}', 'pending', 0, 3, 9000000000000, 42, 'reply:b', 0, 1, now(), now()), \
+             ('job_2', 'acc_a', 'reply', '', '{}', 'pending', 0, 3, 9000000000000, 42, 'reply:a', 0, 1, now(), now())",
+        )
+        .await;
+        let renewal = {
+            let db = db.clone();
+            async move { lease::renew(&db, &JOBS, &[TOKEN], 5_000).await }
+        };
+        let enqueue = {
+            let db = db.clone();
+            async move {
+                let jobs: Vec<NewJob> = ["reply:a", "reply:b"]
+                    .into_iter()
+                    .map(|key| NewJob {
+                        account_id: "acc_a".into(),
+                        kind: "reply",
+                        unique_key: Some(key.into()),
+                        on_conflict: OnConflict::Reschedule,
+                        run_at_ms: Utc::now().timestamp_millis(),
+                        ..NewJob::default()
+                    })
+                    .collect();
+                #[allow(clippy::disallowed_methods)] // the caller's transaction an enqueue runs in
+                let txn = db.begin().await?;
+                enqueue_all(&txn, jobs, Utc::now()).await?;
+                txn.commit().await
+            }
+        };
+        let held = "SELECT id FROM jobs WHERE id = 'job_1' FOR UPDATE";
+        let (renewed, enqueued) = queued_behind_a_lock(db, held, renewal, enqueue).await;
+        let renewed = renewed.expect("the renewal is not ended as a deadlock's victim");
+        enqueued.expect("the enqueue is not ended as a deadlock's victim");
+        assert_eq!(renewed.len(), 2, "the renewal went first and held both jobs");
+        let marked = "SELECT COUNT(*) FROM jobs WHERE rerun_at_ms IS NOT NULL";
+        let row = sea_orm::ConnectionTrait::query_one_raw(
+            db,
+            sea_orm::Statement::from_string(sea_orm::DbBackend::Postgres, marked),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            row.try_get_by_index::<i64>(0).unwrap(),
+            2,
+            "both running jobs are marked to run again"
+        );
+        test.remove().await;
+    }
 }

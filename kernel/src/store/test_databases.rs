@@ -128,7 +128,7 @@ macro_rules! on_both_kinds {
 
 /// Waits until `sessions` sessions of this PostgreSQL database wait for a lock (at most 10 s), for a test
 /// that forces statements into a given interleaving.
-pub async fn until_waiting_for_locks(db: &DatabaseConnection, sessions: i64) {
+async fn until_waiting_for_locks(db: &DatabaseConnection, sessions: i64) {
     use sea_orm::{ConnectionTrait, Statement};
     let sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
                AND wait_event_type = 'Lock'";
@@ -155,4 +155,30 @@ pub async fn execute(db: &impl sea_orm::ConnectionTrait, sql: &str) {
     db.execute_raw(sea_orm::Statement::from_string(db.get_database_backend(), sql))
         .await
         .unwrap();
+}
+
+/// Runs `first` and `second` in the interleaving that deadlocks when two statements lock the same rows in
+/// different orders: `first` queues for the row that `held` (a statement taking its lock) locks in a
+/// transaction of the test's, then `second` queues too, and then the test lets go. Their results, for the
+/// test to check that neither was ended as a deadlock's victim.
+pub async fn queued_behind_a_lock<A, B>(
+    db: &DatabaseConnection,
+    held: &str,
+    first: impl std::future::Future<Output = A> + Send + 'static,
+    second: impl std::future::Future<Output = B> + Send + 'static,
+) -> (A, B)
+where
+    A: Send + 'static,
+    B: Send + 'static,
+{
+    use sea_orm::TransactionTrait;
+    #[allow(clippy::disallowed_methods)] // the test's own lock
+    let holder = db.begin().await.unwrap();
+    execute(&holder, held).await;
+    let first = tokio::spawn(first);
+    until_waiting_for_locks(db, 1).await;
+    let second = tokio::spawn(second);
+    until_waiting_for_locks(db, 2).await;
+    holder.commit().await.unwrap();
+    (first.await.unwrap(), second.await.unwrap())
 }

@@ -438,7 +438,7 @@ mod tests {
                 webhook_attempts,
                 webhook_deliveries::{self, DeliveryStatus},
             },
-            test_databases::{self, Kind, TestDb, execute, until_waiting_for_locks},
+            test_databases::{self, Kind, TestDb, execute, queued_behind_a_lock},
         },
         webhooks::dispatch::{
             attempt::{AttemptResult, Outcome},
@@ -530,19 +530,11 @@ mod tests {
             claimed_delivery(db, id, TOKEN).await;
         }
         execute(db, "ANALYZE webhook_deliveries").await;
-        #[allow(clippy::disallowed_methods)] // the test's own lock on the lowest id
-        let holder = db.begin().await.unwrap();
-        execute(
-            &holder,
-            "SELECT id FROM webhook_deliveries WHERE id = 'dlv_000' FOR UPDATE",
-        )
-        .await;
-        let renewal = tokio::spawn({
+        let renewal = {
             let db = db.clone();
             async move { crate::jobs::lease::renew(&db, &DELIVERIES, &[TOKEN], 5_000).await }
-        });
-        until_waiting_for_locks(db, 1).await;
-        let recording = tokio::spawn({
+        };
+        let recording = {
             let db = db.clone();
             let ids = ids.clone();
             async move {
@@ -560,17 +552,11 @@ mod tests {
                     .collect();
                 record(&db, &rules, &mut results, Utc::now()).await
             }
-        });
-        until_waiting_for_locks(db, 2).await;
-        holder.commit().await.unwrap();
-        let renewed = renewal
-            .await
-            .unwrap()
-            .expect("the renewal is not ended as a deadlock's victim");
-        let dropped = recording
-            .await
-            .unwrap()
-            .expect("the results are not ended as a deadlock's victim");
+        };
+        let held = "SELECT id FROM webhook_deliveries WHERE id = 'dlv_000' FOR UPDATE";
+        let (renewed, dropped) = queued_behind_a_lock(db, held, renewal, recording).await;
+        let renewed = renewed.expect("the renewal is not ended as a deadlock's victim");
+        let dropped = dropped.expect("the results are not ended as a deadlock's victim");
         assert!(dropped.is_empty(), "every result written: {dropped:?}");
         assert_eq!(
             renewed.len(),
