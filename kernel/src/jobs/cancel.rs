@@ -140,9 +140,11 @@ pub(super) async fn end_claimed(
     let txn = crate::store::begin_write(db).await?;
     // Every row locked first, in id order, as a cancel of the same group locks them: updated in each
     // statement's plan order (the claim token's index gives the table's order), a claim's cancelled jobs
-    // and the cancel's chunk waited for each other.
-    let all: Vec<String> = ended.iter().flat_map(|(ids, _)| ids.iter().cloned()).collect();
-    txn.query_all_raw(still_held_statement(backend, all)).await?;
+    // and the cancel's chunk waited for each other. SQLite has one writer at a time and no row locks.
+    if backend == sea_orm::DbBackend::Postgres {
+        let all: Vec<String> = ended.iter().flat_map(|(ids, _)| ids.iter().cloned()).collect();
+        txn.query_all_raw(still_held_statement(backend, all)).await?;
+    }
     for (ids, why) in ended.iter().filter(|(ids, _)| !ids.is_empty()) {
         let status = match why {
             Abandoned::Cancelled => "cancelled",

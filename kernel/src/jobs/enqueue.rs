@@ -259,7 +259,7 @@ fn insert_values(backend: DbBackend, mode: OnConflict, jobs: Vec<(String, NewJob
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use sea_orm::TransactionTrait;
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
 
     use super::enqueue_all;
     use crate::{
@@ -315,13 +315,11 @@ mod tests {
         enqueued.expect("the enqueue is not ended as a deadlock's victim");
         assert_eq!(renewed.len(), 2, "the renewal went first and held both jobs");
         let marked = "SELECT COUNT(*) FROM jobs WHERE rerun_at_ms IS NOT NULL";
-        let row = sea_orm::ConnectionTrait::query_one_raw(
-            db,
-            sea_orm::Statement::from_string(sea_orm::DbBackend::Postgres, marked),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let row = db
+            .query_one_raw(Statement::from_string(DbBackend::Postgres, marked))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             row.try_get_by_index::<i64>(0).unwrap(),
             2,
