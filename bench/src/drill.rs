@@ -20,6 +20,7 @@ use std::{
 };
 
 use axum::{Router, body::Bytes, extract::State, routing::post};
+use clap::{Parser, ValueEnum};
 use sea_orm::{ConnectionTrait, Database, Statement};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
 
@@ -61,7 +62,7 @@ pub struct DrillArgs {
     pub outage: f64,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
 enum DrillPath {
     /// Create deals over gRPC, each delivered to a webhook subscription.
     Deals,
@@ -146,13 +147,47 @@ async fn start_receiver() -> anyhow::Result<(SocketAddr, Receipts)> {
     Ok((addr, received))
 }
 
-/// Creates deals against whichever `serve` is up until `stop`; returns the ids whose creation was answered.
+/// What one deals client saw: the ids whose creation was answered, and its failed calls.
+#[derive(Default)]
+struct ClientOutcome {
+    acknowledged: Vec<String>,
+    /// Failed calls by code; a status that did not come from the server (its connection failed) is marked.
+    failures: HashMap<String, u64>,
+    /// Answers of the server that are its own fault (gRPC's 500s: INTERNAL, UNKNOWN, DATA_LOSS,
+    /// UNIMPLEMENTED), as against UNAVAILABLE (503) or a connection cut by a kill.
+    server_errors: u64,
+}
+
+impl ClientOutcome {
+    fn failed(&mut self, status: &tonic::Status) {
+        // A status made by the client from a transport error carries that error as its source; one the
+        // server answered carries none.
+        let from_server = std::error::Error::source(status).is_none();
+        let code = status.code();
+        let label = if from_server {
+            format!("{code:?}")
+        } else {
+            format!("{code:?} (connection)")
+        };
+        *self.failures.entry(label).or_default() += 1;
+        if from_server
+            && matches!(
+                code,
+                tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::DataLoss | tonic::Code::Unimplemented
+            )
+        {
+            self.server_errors += 1;
+        }
+    }
+}
+
+/// Creates deals against whichever `serve` is up until `stop`.
 async fn client(
     core: Arc<RwLock<Option<SocketAddr>>>,
     key: MetadataValue<tonic::metadata::Ascii>,
     stop: Arc<AtomicBool>,
-) -> Vec<String> {
-    let mut acknowledged = Vec::new();
+) -> ClientOutcome {
+    let mut outcome = ClientOutcome::default();
     let mut connected: Option<(SocketAddr, Channel)> = None;
     while !stop.load(Ordering::Relaxed) {
         let Some(addr) = *core.read().unwrap_or_else(|e| e.into_inner()) else {
@@ -168,7 +203,7 @@ async fn client(
                         continue;
                     }
                 },
-                Err(_) => return acknowledged,
+                Err(_) => return outcome,
             }
         }
         let Some((_, channel)) = &connected else { continue };
@@ -181,14 +216,15 @@ async fn client(
         request.set_timeout(Duration::from_secs(5));
         request.metadata_mut().insert("x-api-key", key.clone());
         match deals.create_deal(request).await {
-            Ok(answer) => acknowledged.extend(answer.into_inner().deal.map(|d| d.id)),
-            Err(_) => {
+            Ok(answer) => outcome.acknowledged.extend(answer.into_inner().deal.map(|d| d.id)),
+            Err(status) => {
+                outcome.failed(&status);
                 connected = None;
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
     }
-    acknowledged
+    outcome
 }
 
 pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
@@ -209,6 +245,65 @@ pub async fn crash_drill(setup: &Setup, args: DrillArgs) -> anyhow::Result<()> {
     };
     slowest_spans(&traces.spans());
     ran
+}
+
+/// The full drill (`frontdesk-bench drills`): every path through every fault it can have, on PostgreSQL and
+/// Redis and on SQLite, one after another with the defaults of `crash-drill`. A failed drill does not stop
+/// the rest; the run ends with one row per drill (the command that runs it alone, its result, its time) and
+/// fails if any drill did.
+pub async fn every_drill(setup: &Setup) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for (command, args) in every_combination()? {
+        println!("\n## frontdesk-bench {command}\n");
+        let started = Instant::now();
+        let outcome = crash_drill(setup, args).await;
+        rows.push((command, outcome, started.elapsed()));
+    }
+    println!("\nthe full drill, {} drills:", rows.len());
+    println!("| drill | result | seconds |\n|---|---|---:|");
+    for (command, outcome, took) in &rows {
+        let result = match outcome {
+            Ok(()) => "passed".to_owned(),
+            Err(err) => format!("**failed**: {err:#}"),
+        };
+        println!("| `{command}` | {result} | {:.0} |", took.as_secs_f64());
+    }
+    let failed = rows.iter().filter(|(_, outcome, _)| outcome.is_err()).count();
+    anyhow::ensure!(failed == 0, "{failed} of {} drills failed", rows.len());
+    Ok(())
+}
+
+/// Every drill `check` allows, each as its `crash-drill` command line and the arguments parsed from it (so
+/// each runs with the defaults it has when run alone).
+fn every_combination() -> anyhow::Result<Vec<(String, DrillArgs)>> {
+    #[derive(clap::Parser)]
+    struct OneDrill {
+        #[command(flatten)]
+        args: DrillArgs,
+    }
+    fn name(value: impl ValueEnum) -> String {
+        value
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
+    }
+    let mut drills = Vec::new();
+    for sqlite in [false, true] {
+        for &path in DrillPath::value_variants() {
+            for &fault in Fault::value_variants() {
+                let mut words = vec!["--path".to_owned(), name(path), "--fault".to_owned(), name(fault)];
+                if sqlite {
+                    words.push("--sqlite".to_owned());
+                }
+                let command = format!("crash-drill {}", words.join(" "));
+                let OneDrill { args } = OneDrill::try_parse_from(command.split(' '))?;
+                if check(&args).is_ok() {
+                    drills.push((command, args));
+                }
+            }
+        }
+    }
+    Ok(drills)
 }
 
 /// The kinds of span (by name) with the slowest single span, each with its count and percentiles.
@@ -287,8 +382,15 @@ async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let mut acknowledged = HashSet::new();
+    let mut failures: HashMap<String, u64> = HashMap::new();
+    let mut server_errors = 0;
     for client in clients {
-        acknowledged.extend(client.await?);
+        let outcome = client.await?;
+        acknowledged.extend(outcome.acknowledged);
+        for (code, n) in outcome.failures {
+            *failures.entry(code).or_default() += n;
+        }
+        server_errors += outcome.server_errors;
     }
 
     let started = Instant::now();
@@ -344,7 +446,15 @@ async fn deals(mut stage: Stage, args: DrillArgs) -> anyhow::Result<()> {
         "| last receipt after the fault ended | {:.2} s |",
         drained_after.as_secs_f64()
     );
+    let mut failures: Vec<_> = failures.into_iter().collect();
+    failures.sort();
+    println!("| failed calls by code | {failures:?} |");
+    println!("| answers of a server error other than UNAVAILABLE (gRPC's 5xx other than 503) | {server_errors} |");
     anyhow::ensure!(lost == 0, "{lost} acknowledged deals were never delivered");
+    anyhow::ensure!(
+        server_errors == 0,
+        "{server_errors} answers of a server error other than UNAVAILABLE"
+    );
     Ok(())
 }
 
@@ -376,4 +486,42 @@ pub async fn scalar(db: &sea_orm::DatabaseConnection, sql: &str) -> anyhow::Resu
         .await?
         .ok_or_else(|| anyhow::anyhow!("no row"))?;
     Ok(row.try_get_by_index(0)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The full drill runs each path through each fault it can have, and SIGKILLs of every path on both
+    /// stores.
+    #[test]
+    fn the_full_drill_has_every_path_through_every_fault_it_can_have() {
+        let drills = every_combination().unwrap();
+        let has = |path: DrillPath, fault: Fault, sqlite: bool| {
+            drills
+                .iter()
+                .any(|(_, a)| a.path == path && a.fault == fault && a.sqlite == sqlite)
+        };
+        for &path in DrillPath::value_variants() {
+            for fault in [Fault::Kill, Fault::RedisDown, Fault::RedisPause, Fault::PostgresRestart] {
+                assert!(has(path, fault, false), "{path:?} {}", fault.describe(1, 1.0, 1.0));
+            }
+            assert!(has(path, Fault::Kill, true), "{path:?} on SQLite");
+        }
+        for sqlite in [false, true] {
+            assert!(has(DrillPath::Sends, Fault::Provider, sqlite));
+            assert!(has(DrillPath::Replies, Fault::Model, sqlite));
+        }
+        assert_eq!(
+            drills.len(),
+            5 * 4 + 2 + 5 + 2,
+            "{:?}",
+            drills.iter().map(|(c, _)| c).collect::<Vec<_>>()
+        );
+        for (command, args) in &drills {
+            assert!(check(args).is_ok(), "{command}");
+            assert_eq!(args.kills, 3, "{command}: the defaults of crash-drill");
+            assert_eq!(args.outage, 10.0, "{command}");
+        }
+    }
 }

@@ -54,6 +54,9 @@ enum Command {
     /// deals with a webhook subscription (`--path deals`) or send 10,000 messages to an sms channel (`--path
     /// sends`); reports what was lost, delayed and duplicated, and how long the service took to recover.
     CrashDrill(drill::DrillArgs),
+    /// The full drill: every `crash-drill` path through every fault it can have, on PostgreSQL and Redis and
+    /// on SQLite, each with its defaults; ends with one row per drill and fails if any drill did.
+    Drills,
     /// The local provider's decision over 10,000 FAQs and the knowledge gaps of 100,000 handed-off questions,
     /// each against its floor in the same run.
     Answers(answers::AnswersArgs),
@@ -118,32 +121,32 @@ fn main() -> anyhow::Result<()> {
         Some(Command::BareServer { addr, redis }) => runtime.block_on(bare::serve(&addr, redis.as_deref())),
         Some(Command::WebhookReceiver { addr }) => runtime.block_on(receiver::serve(&addr)),
         Some(Command::EmbedSpeed { model, sections }) => knowledge::embed_speed(&model, sections),
-        Some(Command::Answers(args)) => runtime.block_on(async {
-            let (setup, work_dir) = setup(&cli.run)?;
-            let outcome = answers::run(&setup, args).await;
-            let _ = std::fs::remove_dir_all(&work_dir);
-            outcome
-        }),
-        Some(Command::Replicas(args)) => runtime.block_on(async {
-            let (setup, work_dir) = setup(&cli.run)?;
-            let outcome = engine::replicas(&setup, args).await;
-            let _ = std::fs::remove_dir_all(&work_dir);
-            outcome
-        }),
-        Some(Command::LargeAccount(args)) => runtime.block_on(async {
-            let (setup, work_dir) = setup(&cli.run)?;
-            let outcome = large::run(&setup, args).await;
-            let _ = std::fs::remove_dir_all(&work_dir);
-            outcome
-        }),
-        Some(Command::CrashDrill(drill)) => runtime.block_on(async {
-            let (setup, work_dir) = setup(&cli.run)?;
-            let outcome = drill::crash_drill(&setup, drill).await;
-            let _ = std::fs::remove_dir_all(&work_dir);
-            outcome
-        }),
+        Some(Command::Answers(args)) => {
+            runtime.block_on(with_setup(&cli.run, async |setup| answers::run(setup, args).await))
+        }
+        Some(Command::Replicas(args)) => {
+            runtime.block_on(with_setup(&cli.run, async |setup| engine::replicas(setup, args).await))
+        }
+        Some(Command::LargeAccount(args)) => {
+            runtime.block_on(with_setup(&cli.run, async |setup| large::run(setup, args).await))
+        }
+        Some(Command::CrashDrill(drill)) => runtime.block_on(with_setup(&cli.run, async |setup| {
+            drill::crash_drill(setup, drill).await
+        })),
+        Some(Command::Drills) => runtime.block_on(with_setup(&cli.run, async |setup| drill::every_drill(setup).await)),
         None => runtime.block_on(run(cli.run)),
     }
+}
+
+/// Runs `work` with the run's setup, then removes the run's scratch directory.
+async fn with_setup(
+    args: &RunArgs,
+    work: impl AsyncFnOnce(&scenarios::Setup) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let (setup, work_dir) = setup(args)?;
+    let outcome = work(&setup).await;
+    let _ = std::fs::remove_dir_all(&work_dir);
+    outcome
 }
 
 /// Where the binaries, the database servers and the run's scratch directory are.
