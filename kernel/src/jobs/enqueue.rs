@@ -277,14 +277,18 @@ mod tests {
         const TOKEN: i64 = 42;
         let test = TestDb::new(Kind::Postgres, 4).await;
         let db = &test.db;
-        execute(
-            db,
+        let running = |id: &str, key: &str| {
+            format!(
+                "('{id}', 'acc_a', 'reply', '', '{{}}', 'pending', 0, 3, 9000000000000, {TOKEN}, '{key}', 0, 1, now(), now())"
+            )
+        };
+        let insert = format!(
             "INSERT INTO jobs (id, account_id, kind, lane, payload, status, attempts, max_attempts, run_at_ms, \
-             claim_token, unique_key, class, unfinished_runs, created_at, updated_at) VALUES \
-             ('job_1', 'acc_a', 'reply', '', '{}', 'pending', 0, 3, 9000000000000, 42, 'reply:b', 0, 1, now(), now()), \
-             ('job_2', 'acc_a', 'reply', '', '{}', 'pending', 0, 3, 9000000000000, 42, 'reply:a', 0, 1, now(), now())",
-        )
-        .await;
+             claim_token, unique_key, class, unfinished_runs, created_at, updated_at) VALUES {}, {}",
+            running("job_1", "reply:b"),
+            running("job_2", "reply:a")
+        );
+        execute(db, &insert).await;
         let renewal = {
             let db = db.clone();
             async move { lease::renew(&db, &JOBS, &[TOKEN], 5_000).await }
